@@ -1,0 +1,3 @@
+"""fairseq criterions registered by ``--user-dir biofairseq``."""
+
+from . import masked_lm_accuracy  # noqa: F401

@@ -1,0 +1,39 @@
+"""Masked LM loss that also logs masked-token accuracy."""
+
+import torch
+from fairseq import utils
+from fairseq.criterions import register_criterion
+from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
+from fairseq.logging import metrics
+
+
+@register_criterion("masked_lm_accuracy", dataclass=MaskedLmConfig)
+class MaskedLmAccuracy(MaskedLmLoss):
+    """fairseq's masked_lm loss (loss and perplexity) plus ``accuracy``, in % of masked tokens.
+
+    The logits are captured with a forward hook so that fairseq's loss is used unchanged.
+    """
+
+    def forward(self, model, sample, reduce=True):
+        captured = []
+        handle = model.register_forward_hook(lambda module, args, output: captured.append(output[0]))
+        try:
+            loss, sample_size, logging_output = super().forward(model, sample, reduce)
+        finally:
+            handle.remove()
+        with torch.no_grad():
+            targets = sample["target"]
+            masked = targets.ne(self.padding_idx)
+            predictions = captured[-1].argmax(-1).view(-1)
+            # fairseq projects only the masked positions, or every position when none is masked.
+            gold = targets[masked] if predictions.numel() == masked.sum() else targets.view(-1)
+            logging_output["n_correct"] = (predictions.eq(gold) & gold.ne(self.padding_idx)).sum().data
+        return loss, sample_size, logging_output
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        MaskedLmLoss.reduce_metrics(logging_outputs)
+        correct = utils.item(sum(log.get("n_correct", 0) for log in logging_outputs))
+        total = utils.item(sum(log.get("sample_size", 0) for log in logging_outputs))
+        if total > 0:
+            metrics.log_scalar("accuracy", 100.0 * correct / total, total, round=2)

@@ -1,0 +1,76 @@
+"""Which dictionary entries begin a word, for whole-word masking with any subword vocabulary."""
+
+import json
+import os
+
+import torch
+
+VOCAB_TYPES = ("bytebpe", "sentencepiece")
+# How each vocabulary marks a piece that follows a space, i.e. the first piece of a word.
+WORD_START_MARKERS = {"bytebpe": "\u0120", "sentencepiece": "\u2581"}  # Ġ, ▁
+
+
+class WordStarts:
+    """The word-start table that fairseq's MaskTokensDataset gathers from, made position-aware.
+
+    MaskTokensDataset only calls ``mask_whole_words.gather(0, tokens)``. Besides looking each token up
+    in the vocabulary, this also starts a word right after <s> or </s>: the first word of a line has no
+    space marker in byte-level BPE, and would otherwise be glued to the previous line's </s>.
+    """
+
+    def __init__(self, starts: torch.Tensor, special: torch.Tensor):
+        self.starts = starts
+        self.special = special
+
+    def gather(self, dim, tokens):
+        starts = self.starts.gather(dim, tokens)
+        starts[1:] |= self.special.gather(dim, tokens[:-1])
+        return starts
+
+
+def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.txt"):
+    """WordStarts for ``dictionary``, whose symbols are pieces, or BPE ids mapped by ``vocab_file``."""
+    if vocab_type not in VOCAB_TYPES:
+        raise ValueError(f"vocabulary type {vocab_type!r}: choose one of {', '.join(VOCAB_TYPES)}")
+    marker = WORD_START_MARKERS[vocab_type]
+    special = torch.tensor([_is_special(dictionary, i) for i in range(len(dictionary))])
+    id_to_piece = _id_to_piece(vocab_type, vocab_file) if vocab_file else None
+    words = [s for i, s in enumerate(dictionary.symbols) if not special[i]]
+    if id_to_piece is None and words and sum(s.isdigit() for s in words) > len(words) / 2:
+        raise ValueError(
+            f"{dictionary_path} holds BPE ids, not pieces: pass --whole-word-vocab with the "
+            "vocab.json (byte-level BPE) or .model (SentencePiece) that numbered them"
+        )
+    starts = []
+    for i, symbol in enumerate(dictionary.symbols):
+        if special[i]:
+            starts.append(True)
+            continue
+        piece = symbol
+        if id_to_piece is not None and symbol.isdigit():
+            if int(symbol) not in id_to_piece:
+                raise ValueError(f"{dictionary_path}: id {symbol} is not in {vocab_file}; is it the vocabulary of this data?")
+            piece = id_to_piece[int(symbol)]
+        starts.append(piece.startswith(marker))
+    return WordStarts(torch.tensor(starts, dtype=torch.uint8), special.to(torch.uint8))
+
+
+def _is_special(dictionary, index):
+    symbol = dictionary[index]
+    return (
+        index < dictionary.nspecial
+        or (symbol.startswith("<") and symbol.endswith(">"))
+        or symbol.startswith("madeupword")
+    )
+
+
+def _id_to_piece(vocab_type, vocab_file):
+    if not os.path.isfile(vocab_file):
+        raise FileNotFoundError(f"{vocab_file}: no such vocabulary file; give the vocab.json or .model the data was encoded with")
+    if vocab_type == "bytebpe":
+        with open(vocab_file, encoding="utf-8") as f:
+            return {index: piece for piece, index in json.load(f).items()}
+    import sentencepiece
+
+    model = sentencepiece.SentencePieceProcessor(model_file=vocab_file)
+    return {i: model.id_to_piece(i) for i in range(model.get_piece_size())}

@@ -1,0 +1,3 @@
+"""fairseq tasks registered by ``--user-dir biofairseq``."""
+
+from . import document_mlm  # noqa: F401

@@ -1,0 +1,130 @@
+"""Masked LM trained at the document level, as bsc-bio-es was."""
+
+import logging
+import os
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+from fairseq import utils
+from fairseq.data import (
+    MaskTokensDataset,
+    PrependTokenDataset,
+    RightPadDataset,
+    SortDataset,
+    data_utils,
+)
+from fairseq.dataclass import ChoiceEnum
+from fairseq.tasks import register_task
+from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
+
+from biofairseq.data import BREAK_MODES, VOCAB_TYPES, DocumentBlockDataset, word_starts
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class DocumentMLMConfig(MaskedLMConfig):
+    sample_break_mode: ChoiceEnum(BREAK_MODES) = field(
+        default="complete_doc",
+        metadata={
+            "help": "complete_doc: pack whole lines of one document into each sample, cutting lines longer "
+            "than a sample; doc: cut each document into full samples, ignoring line ends. Samples never "
+            "cross a document (a blank line in the raw text) and no token is dropped. Use --max-tokens "
+            "so that batches of short samples hold more of them"
+        },
+    )
+    tokens_per_sample: int = field(
+        default=512, metadata={"help": "maximum tokens per sample, <s> included"}
+    )
+    mask_whole_words: bool = field(
+        default=False,
+        metadata={"help": "mask whole words instead of subwords; word starts come from --vocab-type"},
+    )
+    vocab_type: ChoiceEnum(VOCAB_TYPES) = field(
+        default="bytebpe",
+        metadata={"help": "how the vocabulary marks word starts: bytebpe (Ġ) or sentencepiece (▁)"},
+    )
+    whole_word_vocab: Optional[str] = field(
+        default=None,
+        metadata={
+            "help": "vocab.json (bytebpe) or .model (sentencepiece) mapping dict.txt ids to pieces; "
+            "needed with --mask-whole-words when dict.txt holds BPE ids rather than pieces"
+        },
+    )
+
+
+def _dictionary_path(cfg):
+    return os.path.join(utils.split_paths(cfg.data)[0], "dict.txt")
+
+
+@register_task("document_mlm", dataclass=DocumentMLMConfig)
+class DocumentMLMTask(MaskedLMTask):
+    """RoBERTa masked LM whose samples stay inside one document, with working whole-word masking."""
+
+    cfg: DocumentMLMConfig
+
+    def __init__(self, cfg: DocumentMLMConfig, dictionary=None):
+        # Inherited from masked_lm, but meaningless here: samples are never truncated, and data2vec's
+        # multi-input layout is not built. Refuse rather than ignore them.
+        if cfg.shorten_method != "none":
+            raise ValueError("--shorten-method: document_mlm never truncates (long documents are cut into blocks); drop the flag")
+        if cfg.d2v2_multi:
+            raise ValueError("--d2v2-multi: not supported by document_mlm; use --task masked_lm for data2vec")
+        super().__init__(cfg, dictionary)
+        self._word_starts = None
+        if cfg.mask_whole_words:
+            self._word_starts = word_starts(
+                self.dictionary,
+                cfg.vocab_type,
+                cfg.whole_word_vocab,
+                dictionary_path=_dictionary_path(cfg),
+            )
+
+    @classmethod
+    def load_dict(cls, cfg):
+        path = _dictionary_path(cfg)
+        if not os.path.isfile(path):
+            raise FileNotFoundError(f"{path}: no dictionary; --data must be a fairseq-preprocess --only-source output folder")
+        return super().load_dict(cfg)
+
+    def _load_dataset_split(self, split, epoch, combine):
+        paths = utils.split_paths(self.cfg.data)
+        split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
+        lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)
+        if lines is None or len(lines) == 0:
+            raise FileNotFoundError(f"{split_path}.bin: no such dataset or it is empty; binarize the {split} text with fairseq-preprocess --only-source")
+        blocks = DocumentBlockDataset(
+            lines,
+            lines.sizes,
+            self.cfg.tokens_per_sample - 1,  # one less for <s>
+            pad=self.source_dictionary.pad(),
+            eos=self.source_dictionary.eos(),
+            break_mode=self.cfg.sample_break_mode,
+        )
+        logger.info(f"loaded {len(blocks)} {self.cfg.sample_break_mode} blocks from {len(lines)} lines of {split_path}")
+        return PrependTokenDataset(blocks, self.source_dictionary.bos())
+
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+        dataset = self._load_dataset_split(split, epoch, combine)
+        source, target = MaskTokensDataset.apply_mask(
+            dataset,
+            self.source_dictionary,
+            pad_idx=self.source_dictionary.pad(),
+            mask_idx=self.mask_idx,
+            seed=self.cfg.seed,
+            mask_prob=self.cfg.mask_prob,
+            leave_unmasked_prob=self.cfg.leave_unmasked_prob,
+            random_token_prob=self.cfg.random_token_prob,
+            freq_weighted_replacement=self.cfg.freq_weighted_replacement,
+            mask_whole_words=self._word_starts,
+            mask_multiple_length=self.cfg.mask_multiple_length,
+            mask_stdev=self.cfg.mask_stdev,
+            skip_masking=self.cfg.skip_masking,
+        )
+        with data_utils.numpy_seed(self.cfg.seed):
+            shuffle = np.random.permutation(len(source))
+        target = RightPadDataset(target, pad_idx=self.source_dictionary.pad())
+        self.datasets[split] = SortDataset(
+            self._regular_dataset(source, target), sort_order=[shuffle, source.sizes]
+        )

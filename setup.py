@@ -1,0 +1,28 @@
+"""biofairseq: biomedical and clinical language models on fairseq.
+
+fairseq itself is not a requirement: ``fairseq-fixed`` provides it and must be installed last,
+without build isolation (see the Makefile). Listing ``fairseq`` here would overwrite it.
+"""
+
+from setuptools import find_packages, setup
+
+setup(
+    name="biofairseq",
+    version="0.1.0",
+    description="Build biomedical and clinical language models on fairseq, from raw corpus to NER tables",
+    long_description=open("README.md", encoding="utf-8").read(),
+    long_description_content_type="text/markdown",
+    python_requires=">=3.10",
+    packages=find_packages(include=["biofairseq", "biofairseq.*"]),
+    install_requires=[
+        "torch>=2.6",
+        "numpy>=1.24",
+        "hydra-core==1.3.2",
+        "omegaconf==2.3.0",
+    ],
+    extras_require={
+        "vocab": ["tokenizers>=0.15", "sentencepiece>=0.2"],
+        "test": ["pytest>=8"],
+    },
+    license="Apache-2.0",
+)

@@ -1,0 +1,56 @@
+"""Samples stay inside one document, and every token of the corpus is in exactly one sample."""
+
+import os
+
+import numpy as np
+import pytest
+from fairseq.data import TokenBlockDataset, data_utils
+
+from biofairseq.tasks.document_mlm import DocumentMLMConfig, DocumentMLMTask
+from corpus import TOKENS_PER_SAMPLE, document_streams, locate_blocks, make_task, unmasked_blocks
+
+
+@pytest.mark.parametrize("mode", ["complete_doc", "doc"])
+def test_blocks_cover_every_token_once_and_never_cross_a_document(bytebpe_corpus, mode):
+    task = make_task(bytebpe_corpus, sample_break_mode=mode)
+    docs = document_streams(task, bytebpe_corpus)
+    longest_line = max(len(line.symbols) + 1 for doc in bytebpe_corpus.documents["train"] for line in doc)
+    assert longest_line > TOKENS_PER_SAMPLE, "the corpus must have lines longer than a sample"
+
+    samples = task._load_dataset_split("train", epoch=1, combine=False)
+    assert all(samples[i][0] == task.source_dictionary.bos() for i in range(len(samples)))
+    blocks = unmasked_blocks(task)
+    assert max(map(len, blocks)) <= TOKENS_PER_SAMPLE - 1
+    where = locate_blocks(blocks, docs)  # no block crosses a document, none is lost
+    if mode == "doc":  # full blocks, except for each document's last one
+        last = [i + 1 == len(where) or where[i + 1][0] != d for i, (d, _) in enumerate(where)]
+        assert all(len(b) == TOKENS_PER_SAMPLE - 1 for b, is_last in zip(blocks, last) if not is_last)
+
+
+def test_stock_complete_doc_keeps_long_lines_whole(bytebpe_corpus):
+    """Why the task exists: fairseq's complete_doc makes samples longer than the model accepts."""
+    task = make_task(bytebpe_corpus)
+    lines = data_utils.load_indexed_dataset(os.path.join(bytebpe_corpus.data_bin, "train"), task.source_dictionary)
+    stock = TokenBlockDataset(lines, lines.sizes, TOKENS_PER_SAMPLE - 1, pad=1, eos=2, break_mode="complete_doc")
+    assert stock.sizes.max() > TOKENS_PER_SAMPLE - 1
+    task.load_dataset("train")
+    assert np.max(task.dataset("train").sizes) <= TOKENS_PER_SAMPLE
+
+
+def test_too_small_a_sample_is_refused(bytebpe_corpus):
+    task = make_task(bytebpe_corpus, tokens_per_sample=4)
+    with pytest.raises(ValueError, match="--tokens-per-sample must be at least"):
+        task.load_dataset("train")
+
+
+def test_missing_data_names_the_file(tmp_path, bytebpe_corpus):
+    with pytest.raises(FileNotFoundError, match=r"dict.txt: no dictionary"):
+        DocumentMLMTask.setup_task(DocumentMLMConfig(data=str(tmp_path), seed=1))
+    task = make_task(bytebpe_corpus)
+    with pytest.raises(FileNotFoundError, match=r"test.bin: no such dataset"):
+        task.load_dataset("test")
+
+
+def test_inherited_flags_that_would_be_ignored_are_refused(bytebpe_corpus):
+    with pytest.raises(ValueError, match="--shorten-method: document_mlm never truncates"):
+        make_task(bytebpe_corpus, shorten_method="truncate")
