@@ -33,7 +33,7 @@ def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.t
     if vocab_type not in VOCAB_TYPES:
         raise ValueError(f"vocabulary type {vocab_type!r}: choose one of {', '.join(VOCAB_TYPES)}")
     marker = WORD_START_MARKERS[vocab_type]
-    special = torch.tensor([_is_special(dictionary, i) for i in range(len(dictionary))])
+    special = [_is_special(dictionary, i) for i in range(len(dictionary))]
     id_to_piece = _id_to_piece(vocab_type, vocab_file) if vocab_file else None
     words = [s for i, s in enumerate(dictionary.symbols) if not special[i]]
     if id_to_piece is None and words and sum(s.isdigit() for s in words) > len(words) / 2:
@@ -52,7 +52,7 @@ def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.t
                 raise ValueError(f"{dictionary_path}: id {symbol} is not in {vocab_file}; is it the vocabulary of this data?")
             piece = id_to_piece[int(symbol)]
         starts.append(piece.startswith(marker))
-    return WordStarts(torch.tensor(starts, dtype=torch.uint8), special.to(torch.uint8))
+    return WordStarts(torch.tensor(starts, dtype=torch.uint8), torch.tensor(special, dtype=torch.uint8))
 
 
 def _is_special(dictionary, index):
