@@ -123,7 +123,7 @@ def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, v
     return corpus
 
 
-# ---- looking at what the document_mlm task makes of a corpus (imports fairseq: call from tests only)
+# ---- looking at what the document_mlm task makes of a corpus
 
 TOKENS_PER_SAMPLE = 128
 
@@ -157,8 +157,9 @@ def locate_blocks(blocks, docs):
 
 
 def unmasked_blocks(task, split="train"):
-    """The samples without masking, their leading <s> removed, in corpus order."""
+    """The samples without masking, their leading <s> checked and removed, in corpus order."""
     samples = task._load_dataset_split(split, epoch=1, combine=False)
+    assert all(samples[i][0] == task.source_dictionary.bos() for i in range(len(samples)))
     return [samples[i][1:].numpy() for i in range(len(samples))]
 
 

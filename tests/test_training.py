@@ -2,7 +2,6 @@
 
 import math
 import re
-import shutil
 import subprocess
 import sys
 from fractions import Fraction
