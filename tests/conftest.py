@@ -2,13 +2,11 @@ import json
 import os
 import socket
 import subprocess
-from pathlib import Path
 
 import pytest
 
-from corpus import BIN, CLINICAL_CASES, build_corpus
+from corpus import BIN, CLINICAL_CASES, REPO, build_corpus
 
-REPO = Path(__file__).resolve().parents[1]
 
 
 def pytest_configure(config):

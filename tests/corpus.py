@@ -1,7 +1,7 @@
 """Builds small fairseq data-bins from the real Spanish clinical cases, as the tests need them.
 
-The vocabularies are learned here with tokenizers / sentencepiece directly; each token also gets the
-whitespace word it came from (by character offsets), so masking can be checked against the text.
+The vocabularies and data-bins come from the preprocess/ scripts; each token also gets the whitespace word
+it came from (by character offsets), so masking can be checked against the text.
 """
 
 import json
@@ -19,6 +19,7 @@ from biofairseq.tasks.document_mlm import DocumentMLMConfig, DocumentMLMTask
 SHARED = Path(os.environ.get("BIOFAIRSEQ_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 CLINICAL_CASES = SHARED / "data" / "spanish_clinical_text" / "clinical_cases.jsonl"
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[1]
 
 
 def read_documents(first, count):
@@ -43,7 +44,7 @@ class EncodedLine:
 class Corpus:
     data_bin: Path
     vocab_type: str
-    vocab_file: Path  # vocab.json (bytebpe) or spm.model (sentencepiece)
+    vocab_file: Path  # vocab.json (bytebpe) or sentencepiece.model
     documents: dict = field(default_factory=dict)  # split -> [[EncodedLine]]
 
 
@@ -60,67 +61,56 @@ def _word_of_char(text):
     return word_of
 
 
-class _ByteLevel:
-    def __init__(self, texts, out_dir, vocab_size):
-        from tokenizers import ByteLevelBPETokenizer
+def _write_documents(path, docs):
+    """Cleaned-corpus layout: one paragraph per line, a blank line after each document."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join("\n".join(doc) + "\n\n" for doc in docs))
 
-        self.tok = ByteLevelBPETokenizer()
-        self.tok.train_from_iterator(
-            texts, vocab_size=vocab_size, min_frequency=2, show_progress=False,
-            special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
-        )
-        self.tok.save_model(str(out_dir))
-        self.vocab_file = out_dir / "vocab.json"
 
-    def encode(self, text):
-        enc = self.tok.encode(text)
-        word_of = _word_of_char(text)
+def _encode_with_words(encoder, text):
+    """The symbols encode.py writes for ``text``, with the whitespace word of each token (from offsets)."""
+    word_of = _word_of_char(text)
+    if encoder.type == "bytelevel-bpe":
+        enc = encoder.tok.encode(text)
         return EncodedLine([str(i) for i in enc.ids], [word_of[s] for s, _ in enc.offsets])
-
-
-class _SentencePiece:
-    def __init__(self, texts, out_dir, vocab_size):
-        import sentencepiece as spm
-
-        spm.SentencePieceTrainer.train(
-            sentence_iterator=iter(texts), model_prefix=str(out_dir / "spm"), vocab_size=vocab_size,
-            model_type="unigram", character_coverage=1.0, num_threads=2, minloglevel=2,
-        )
-        self.vocab_file = out_dir / "spm.model"
-        self.sp = spm.SentencePieceProcessor(model_file=str(self.vocab_file))
-
-    def encode(self, text):
-        # Words are those of the text the model sees: NFKC can add spaces (´ becomes space + accent).
-        text = self.sp.normalize(text).replace("\u2581", " ").strip()
-        pieces = self.sp.encode(text, return_type="proto").pieces
-        raw = text.encode("utf-8")
-        word_of = _word_of_char(text)
-        # sentencepiece offsets are bytes of the input; map them to characters.
-        return EncodedLine(
-            [p.piece for p in pieces],
-            [word_of[len(raw[: p.begin].decode("utf-8", errors="ignore"))] for p in pieces],
-        )
+    pieces = encoder.sp.encode(text, return_type="proto").pieces
+    raw = text.encode("utf-8")
+    # sentencepiece offsets are bytes of the input; map them to characters.
+    return EncodedLine(
+        [p.piece for p in pieces], [word_of[len(raw[: p.begin].decode("utf-8", errors="ignore"))] for p in pieces]
+    )
 
 
 def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, vocab_size=2000):
-    """Real clinical cases -> vocabulary -> encoded fairseq-lm text -> fairseq-preprocess data-bin."""
+    """Real clinical cases -> preprocess/train_vocab.py -> preprocess/binarize.sh -> data-bin."""
+    from biofairseq.corpus.vocab import Encoder
+
     out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    clean = out_dir / "clean"
+    clean.mkdir(parents=True, exist_ok=True)
     splits = {"train": read_documents(0, train_docs), "valid": read_documents(train_docs, valid_docs)}
-    tokenizer = (_ByteLevel if vocab_type == "bytebpe" else _SentencePiece)(
-        [p for doc in splits["train"] for p in doc], out_dir, vocab_size
-    )
-    corpus = Corpus(out_dir / "data-bin", vocab_type, tokenizer.vocab_file)
     for split, docs in splits.items():
-        corpus.documents[split] = [[tokenizer.encode(p) for p in doc] for doc in docs]
-        with open(out_dir / f"{split}.bpe", "w", encoding="utf-8") as f:
-            f.write("\n\n".join("\n".join(" ".join(l.symbols) for l in doc) for doc in corpus.documents[split]) + "\n")
-    subprocess.run(
-        [str(BIN / "fairseq-preprocess"), "--only-source", "--trainpref", str(out_dir / "train.bpe"),
-         "--validpref", str(out_dir / "valid.bpe"), "--destdir", str(corpus.data_bin), "--workers", "2"],
-        check=True, capture_output=True,
-    )
+        _write_documents(clean / f"{split}.txt", docs)
+    vocab = out_dir / "vocab"
+    kind = "bytelevel-bpe" if vocab_type == "bytebpe" else "sentencepiece"
+    run_script("preprocess/train_vocab.py", "--input", clean / "train.txt", "--type", kind,
+               "--vocab-size", vocab_size, "--output-dir", vocab, "--workers", 2)
+    corpus = Corpus(out_dir / "data-bin", vocab_type, vocab / ("vocab.json" if kind == "bytelevel-bpe" else "sentencepiece.model"))
+    run_script("preprocess/binarize.sh", clean, vocab, corpus.data_bin, 2)
+    encoder = Encoder(vocab)
+    for split, docs in splits.items():
+        corpus.documents[split] = [[_encode_with_words(encoder, p) for p in doc] for doc in docs]
     return corpus
+
+
+def run_script(script, *args, check=True, **kwargs):
+    """Runs a preprocess/ script of the repository with this environment's tools on PATH."""
+    cmd = ["bash" if script.endswith(".sh") else sys.executable, str(REPO / script), *map(str, args)]
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, **kwargs)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
+    return proc
 
 
 # ---- looking at what the document_mlm task makes of a corpus

@@ -1,5 +1,8 @@
 """Masking on real encoded text: the rates asked for, a new mask each epoch, and whole words."""
 
+import dataclasses
+import shutil
+
 import numpy as np
 import pytest
 
@@ -63,9 +66,8 @@ def test_a_new_mask_each_epoch(bytebpe_corpus):
 @pytest.mark.parametrize("vocab", ["bytebpe", "sentencepiece"])
 def test_whole_word_masking_masks_every_piece_of_a_word(vocab, bytebpe_corpus, spm_corpus):
     corpus = bytebpe_corpus if vocab == "bytebpe" else spm_corpus
-    # byte-level BPE data holds BPE ids, mapped to pieces by vocab.json; SentencePiece data holds pieces
-    extra = {"whole_word_vocab": str(corpus.vocab_file)} if vocab == "bytebpe" else {}
-    task = make_task(corpus, mask_whole_words=True, vocab_type=vocab, **extra)
+    # the vocabulary comes from the data-bin's vocab_info.json (byte-level BPE data holds ids)
+    task = make_task(corpus, mask_whole_words=True)
     task.load_dataset("train")
     samples = masked_samples(task)
     partly, words = partly_masked_words(task, corpus, samples, unmasked_blocks(task))
@@ -75,6 +77,11 @@ def test_whole_word_masking_masks_every_piece_of_a_word(vocab, bytebpe_corpus, s
     assert predicted.mean() == pytest.approx(0.15, abs=0.02)
 
 
-def test_whole_words_of_bpe_ids_need_the_vocabulary(bytebpe_corpus):
+def test_whole_words_of_bpe_ids_need_the_vocabulary(bytebpe_corpus, tmp_path):
+    # a data-bin made by hand (no vocab_info.json) holding BPE ids
+    shutil.copy(bytebpe_corpus.data_bin / "dict.txt", tmp_path / "dict.txt")
+    bare = dataclasses.replace(bytebpe_corpus, data_bin=tmp_path)
     with pytest.raises(ValueError, match=r"dict.txt holds BPE ids, not pieces: pass --whole-word-vocab"):
-        make_task(bytebpe_corpus, mask_whole_words=True, vocab_type="bytebpe")
+        make_task(bare, mask_whole_words=True, vocab_type="bytebpe")
+    task = make_task(bare, mask_whole_words=True, whole_word_vocab=str(bytebpe_corpus.vocab_file))
+    assert task._word_starts is not None

@@ -87,11 +87,13 @@ def test_restore_file_continues_from_the_trained_weights(trained, bytebpe_corpus
 def test_from_pretrained_fills_a_mask_in_spanish(trained, bytebpe_corpus):
     from fairseq.models.roberta import RobertaModel
 
+    from biofairseq.corpus.vocab import fairseq_bpe_args
+
     save_dir, _ = trained
+    data_bin = str(bytebpe_corpus.data_bin)  # the BPE comes from the data-bin's vocab_info.json
     roberta = RobertaModel.from_pretrained(
-        str(save_dir), checkpoint_file="checkpoint_best.pt", data_name_or_path=str(bytebpe_corpus.data_bin),
-        bpe="hf_byte_bpe", bpe_vocab=str(bytebpe_corpus.vocab_file),
-        bpe_merges=str(bytebpe_corpus.vocab_file.with_name("merges.txt")), user_dir=USER_DIR,
+        str(save_dir), checkpoint_file="checkpoint_best.pt", data_name_or_path=data_bin,
+        **fairseq_bpe_args(data_bin), user_dir=USER_DIR,
     ).eval()
     filled = roberta.fill_mask("El paciente presenta <mask> abdominal.", topk=3)
     assert len(filled) == 3

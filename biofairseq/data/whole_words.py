@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 
 import torch
 
@@ -55,11 +56,14 @@ def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.t
     return WordStarts(torch.tensor(starts, dtype=torch.uint8), torch.tensor(special, dtype=torch.uint8))
 
 
+_BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>$")  # SentencePiece byte fallback: part of a word, not a special
+
+
 def _is_special(dictionary, index):
     symbol = dictionary[index]
     return (
         index < dictionary.nspecial
-        or (symbol.startswith("<") and symbol.endswith(">"))
+        or (symbol.startswith("<") and symbol.endswith(">") and not _BYTE_PIECE.match(symbol))
         or symbol.startswith("madeupword")
     )
 

@@ -49,13 +49,27 @@ class DocumentMLMConfig(MaskedLMConfig):
         default=None,
         metadata={
             "help": "vocab.json (bytebpe) or .model (sentencepiece) mapping dict.txt ids to pieces; "
-            "needed with --mask-whole-words when dict.txt holds BPE ids rather than pieces"
+            "needed with --mask-whole-words when dict.txt holds BPE ids rather than pieces, unless the "
+            "data-bin came from preprocess/binarize.sh, which records its vocabulary (vocab_info.json)"
         },
     )
 
 
 def _dictionary_path(cfg):
     return os.path.join(utils.split_paths(cfg.data)[0], "dict.txt")
+
+
+def _recorded_vocabulary(cfg):
+    """(vocab type, file) from the vocab_info.json that preprocess/binarize.sh leaves in the data-bin."""
+    from biofairseq.corpus.vocab import INFO, vocab_files
+
+    data = utils.split_paths(cfg.data)[0]
+    if not os.path.isfile(os.path.join(data, INFO)):
+        return None
+    vocab_type, files = vocab_files(data)
+    if vocab_type == "bytelevel-bpe":
+        return "bytebpe", files["vocab"]
+    return "sentencepiece", files["model"]
 
 
 @register_task("document_mlm", dataclass=DocumentMLMConfig)
@@ -74,11 +88,11 @@ class DocumentMLMTask(MaskedLMTask):
         super().__init__(cfg, dictionary)
         self._word_starts = None
         if cfg.mask_whole_words:
+            vocab_type, vocab_file = cfg.vocab_type, cfg.whole_word_vocab
+            if vocab_file is None:
+                vocab_type, vocab_file = _recorded_vocabulary(cfg) or (vocab_type, None)
             self._word_starts = word_starts(
-                self.dictionary,
-                cfg.vocab_type,
-                cfg.whole_word_vocab,
-                dictionary_path=_dictionary_path(cfg),
+                self.dictionary, vocab_type, vocab_file, dictionary_path=_dictionary_path(cfg)
             )
 
     @classmethod

@@ -1,0 +1,99 @@
+"""Corpus preparation throughput: cleaning with 1 and 2 workers, then encoding + binarization.
+
+The bundled Spanish clinical cases (shared/data) are repeated to at least --mb MB of raw JSON lines, with
+each copy's ids changed. Each stage runs as its own process, as a user runs it; peak memory is the largest
+resident set of that process tree (os.wait4). Deduplication drops the copies after cleaning, so encoding
+and binarization run on train.txt repeated the same number of times, to measure them at that size too.
+
+    .venv/bin/python benchmarks/corpus_preparation.py --mb 100
+"""
+
+import argparse
+import json
+import math
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("BIOFAIRSEQ_SHARED", REPO.parent / "shared"))
+CASES = SHARED / "data" / "spanish_clinical_text" / "clinical_cases.jsonl"
+BIN = Path(sys.executable).parent
+
+
+def run(cmd):
+    """Wall seconds and peak RSS (MiB) of a command and its children."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable, "PYTHONWARNINGS": "ignore"}
+    start = time.perf_counter()
+    proc = subprocess.Popen([str(c) for c in cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"{cmd[1]} failed:\n{err[-3000:]}")
+    return seconds, usage.ru_maxrss / 1024, out
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--mb", type=float, default=100, help="raw input size (default: 100 MB)")
+    p.add_argument("--vocab-size", type=int, default=50262)
+    p.add_argument("--output", default=REPO / "benchmarks/results/corpus_preparation.md")
+    args = p.parse_args()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-corpus-"))
+    try:
+        lines = [line for line in CASES.read_text(encoding="utf-8").split("\n") if line]
+        copies = math.ceil(args.mb * 1e6 / CASES.stat().st_size)
+        raw = tmp / "raw.jsonl"
+        with open(raw, "w", encoding="utf-8") as f:
+            for c in range(copies):
+                for line in lines:
+                    record = json.loads(line)
+                    record["id"] = f"{record['id']}-{c}"
+                    f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        mb = raw.stat().st_size / 1e6
+        rows = []
+        clean = {}
+        for workers in (1, 2):
+            clean[workers] = tmp / f"clean{workers}"
+            seconds, rss, _ = run([sys.executable, REPO / "preprocess/clean_corpus.py", "--source", f"cases={raw}",
+                                   "--output-dir", clean[workers], "--lang", "es", "--workers", workers, "--quiet",
+                                   "--shard-size", 8 << 20])
+            rows.append((f"clean_corpus.py --workers {workers}", f"{mb:.1f} MB raw", seconds, f"{mb / seconds:.2f} MB/s", rss))
+        assert (clean[1] / "train.txt").read_bytes() == (clean[2] / "train.txt").read_bytes()
+        scaling = rows[0][2] / rows[1][2]
+        # encoding and binarization at the same size: the cleaned text repeated as often as the raw text was
+        big = tmp / "big"
+        big.mkdir()
+        for split in ("train", "valid"):
+            text = (clean[2] / f"{split}.txt").read_text(encoding="utf-8")
+            (big / f"{split}.txt").write_text(text * (copies if split == "train" else 1), encoding="utf-8")
+        seconds, rss, _ = run([sys.executable, REPO / "preprocess/train_vocab.py", "--input", clean[2] / "train.txt",
+                               "--vocab-size", args.vocab_size, "--output-dir", tmp / "vocab", "--workers", 2])
+        rows.append((f"train_vocab.py (bytelevel-bpe {args.vocab_size})", "cleaned train.txt (1 copy)", seconds, "", rss))
+        seconds, rss, _ = run(["bash", REPO / "preprocess/binarize.sh", big, tmp / "vocab", tmp / "data-bin", 2])
+        log = (tmp / "data-bin" / "preprocess.log").read_text()
+        tokens = sum(int(line.split(" sents, ")[1].split(" tokens")[0]) for line in log.splitlines() if " sents, " in line)
+        size = sum((big / f"{s}.txt").stat().st_size for s in ("train", "valid")) / 1e6
+        rows.append(("binarize.sh (encode.py + fairseq-preprocess), 2 workers", f"{size:.1f} MB, {tokens:,} tokens", seconds,
+                     f"{tokens / seconds:,.0f} tokens/s", rss))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    table = ["| stage | input | seconds | throughput | peak RSS (MiB) |", "|---|---|---:|---:|---:|"]
+    table += [f"| {a} | {b} | {c:.1f} | {d} | {e:,.0f} |" for a, b, c, d, e in rows]
+    report = "\n".join([
+        "# Corpus preparation throughput", "",
+        f"Command: `.venv/bin/python benchmarks/corpus_preparation.py --mb {args.mb:g}` "
+        f"({os.cpu_count()} cores, {copies} copies of clinical_cases.jsonl)", "", *table, "",
+        f"Cleaning scaling, 2 workers vs 1: **{scaling:.2f}x** (wall-time ratio; 2.0 would be perfect).", "",
+    ])
+    Path(args.output).write_text(report)
+    print(report)
+
+
+if __name__ == "__main__":
+    main()

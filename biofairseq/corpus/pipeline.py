@@ -1,0 +1,296 @@
+"""Raw sources -> cleaned, deduplicated train.txt / valid.txt, in resumable shards.
+
+Workers clean shards independently and write each one atomically; a restart redoes only the shards that
+have no result yet. Deduplication then streams through the shards in order, per source and then across
+sources, holding only 64-bit hashes. The split into train and valid is a seeded draw of documents.
+"""
+
+import json
+import os
+import shutil
+import sys
+from collections import Counter
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
+from biofairseq.corpus.sources import InputError, Shard, discover, plan_shards, read_documents
+
+FORMAT_VERSION = 1
+_CLEANER = None
+
+
+def _cleaner(config, lang):
+    global _CLEANER
+    if _CLEANER is None or _CLEANER.config != config or _CLEANER.lang != lang:
+        _CLEANER = DocumentCleaner(config, lang)
+    return _CLEANER
+
+
+def _write_atomically(path, text):
+    tmp = Path(f"{path}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def process_shard(shard, config, lang, text_field, strict, out_dir):
+    """Cleans one shard into out_dir/NAME.txt (fairseq-lm text) and NAME.json (its counts), atomically."""
+    cleaner = _cleaner(config, lang)
+    counts, errors = Counter(), []
+    out = Path(out_dir, f"{shard.name}.txt")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(f"{out}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for piece in shard.pieces:
+            for kind, *rest in read_documents(piece, text_field):
+                if kind == "error":
+                    if strict:
+                        raise InputError(rest[0])
+                    counts["unreadable_docs"] += 1
+                    errors.append(rest[0])
+                    continue
+                _, text = rest
+                counts["docs_in"] += 1
+                counts["tokens_in"] += len(text.split())
+                sentences = cleaner.clean(text, counts)
+                if sentences is None:
+                    continue
+                if not sentences:
+                    counts["empty_docs"] += 1
+                    continue
+                f.write("\n".join(sentences) + "\n\n")
+    os.replace(tmp, out)
+    _write_atomically(out.with_suffix(".json"), json.dumps({"counts": counts, "errors": errors[:20]}))
+    return shard
+
+
+def _shard_done(out_dir, shard):
+    return Path(out_dir, f"{shard.name}.json").is_file()
+
+
+def _read_docs(path):
+    doc = []
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            if line == "\n":
+                yield doc
+                doc = []
+            else:
+                doc.append(line[:-1])
+
+
+class Deduplicator:
+    """Exact duplicates by 64-bit xxhash; the hash keeps the source of its first occurrence."""
+
+    def __init__(self, config):
+        self.config = config
+        self.docs, self.sentences = {}, {}
+
+    def _first_seen(self, table, key, source):
+        h = xxhash.xxh3_64_intdigest(key.encode("utf-8"))
+        first = table.get(h)
+        if first is None:
+            table[h] = source
+            return None
+        return "source" if first == source else "global"
+
+    def filter(self, sentences, source, counts):
+        """The sentences of a document that stay, or None when the whole document is a duplicate."""
+        if self.config.dedup_documents:
+            seen = self._first_seen(self.docs, "\n".join(sentences), source)
+            if seen:
+                counts[f"duplicate_docs_{seen}"] += 1
+                return None
+        if not self.config.dedup_sentences:
+            return sentences
+        kept = []
+        for s in sentences:
+            if s.count(" ") + 1 >= self.config.dedup_sentence_min_words:
+                seen = self._first_seen(self.sentences, s, source)
+                if seen:
+                    counts[f"duplicate_sentences_{seen}"] += 1
+                    continue
+            kept.append(s)
+        if not kept:
+            counts["empty_docs"] += 1
+        return kept or None
+
+
+def _fingerprint(args, config, sources):
+    inputs = []
+    for name, path in sources:
+        for root, _, files in os.walk(path) if os.path.isdir(path) else [(os.path.dirname(path), [], [os.path.basename(path)])]:
+            for f in sorted(files):
+                p = os.path.join(root, f)
+                if os.path.isfile(p):
+                    st = os.stat(p)
+                    inputs.append([p, st.st_size, st.st_mtime_ns])
+    return {
+        "version": FORMAT_VERSION, "sources": sources, "lang": args.lang, "cleaning": asdict(config),
+        "text_field": args.text_field, "text_docs": args.text_docs, "shard_size": args.shard_size,
+        "valid_docs": args.valid_docs, "seed": args.seed, "inputs": sorted(inputs),
+    }
+
+
+def _run_shards(pending, args, config, out_dir):
+    from tqdm import tqdm
+
+    bar = tqdm(total=sum(s.size for s in pending), unit="B", unit_scale=True, desc="cleaning", disable=args.quiet)
+    job_args = (config, args.lang, args.text_field, args.strict, str(out_dir))
+    if args.launcher == "local" and args.workers == 1:
+        for shard in pending:
+            process_shard(shard, *job_args)
+            bar.update(shard.size)
+    elif args.launcher == "local":
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+            for shard in pool.imap_unordered(_process_packed, [(s, *job_args) for s in pending]):
+                bar.update(shard.size)
+    else:  # the same shards as a job array, through submitit
+        import submitit
+
+        executor = submitit.AutoExecutor(
+            folder=out_dir.parent / "submitit", cluster="local" if args.launcher == "submitit-local" else "slurm"
+        )
+        params = {"timeout_min": args.slurm_time, "cpus_per_task": 1, "mem_gb": args.slurm_mem_gb}
+        if args.launcher == "slurm":
+            params.update(slurm_array_parallelism=args.workers, slurm_partition=args.slurm_partition)
+        executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
+        jobs = executor.map_array(process_shard, pending, *[[a] * len(pending) for a in job_args])
+        for job in jobs:
+            shard = job.result()
+            bar.update(shard.size)
+    bar.close()
+
+
+def _process_packed(packed):
+    return process_shard(*packed)
+
+
+def _merge(shards, sources, config, out_dir, work):
+    """Deduplicates the cleaned shards in source order into all.txt; returns per-source counts and #docs."""
+    dedup = Deduplicator(config)
+    per_source = {name: Counter() for name, _ in sources}
+    errors = {name: [] for name, _ in sources}
+    n_docs = 0
+    with open(work / "all.txt.tmp", "w", encoding="utf-8") as out:
+        for source_index, (name, _) in enumerate(sources):
+            counts = per_source[name]
+            for shard in (s for s in shards if s.source == name):
+                result = json.loads(Path(out_dir, f"{shard.name}.json").read_text())
+                counts.update(result["counts"])
+                errors[name].extend(result["errors"])
+                for sentences in _read_docs(Path(out_dir, f"{shard.name}.txt")):
+                    kept = dedup.filter(sentences, source_index, counts)
+                    if kept is None:
+                        continue
+                    counts["docs_out"] += 1
+                    counts["sentences_out"] += len(kept)
+                    counts["tokens_out"] += sum(s.count(" ") + 1 for s in kept)
+                    out.write("\n".join(kept) + "\n\n")
+                    n_docs += 1
+    os.replace(work / "all.txt.tmp", work / "all.txt")
+    return per_source, errors, n_docs
+
+
+def _split(work, output_dir, n_docs, valid_docs, seed):
+    """train.txt / valid.txt: a seeded draw of valid_docs documents for validation, the rest for training."""
+    valid = set(np.random.default_rng(seed).choice(n_docs, size=valid_docs, replace=False).tolist())
+    tmp = {split: open(output_dir / f"{split}.txt.tmp", "w", encoding="utf-8") for split in ("train", "valid")}
+    try:
+        for i, sentences in enumerate(_read_docs(work / "all.txt")):
+            tmp["valid" if i in valid else "train"].write("\n".join(sentences) + "\n\n")
+    finally:
+        for f in tmp.values():
+            f.close()
+    for split in ("train", "valid"):
+        os.replace(output_dir / f"{split}.txt.tmp", output_dir / f"{split}.txt")
+
+
+COLUMNS = ("docs_in", "docs_out", "sentences_in", "sentences_out", "tokens_in", "tokens_out")
+REMOVED = (
+    "unreadable_docs", "other_language_docs", "empty_docs", "duplicate_docs_source", "duplicate_docs_global",
+    *SENTENCE_FILTERS, "duplicate_sentences_source", "duplicate_sentences_global",
+)
+
+
+def format_table(stats):
+    """Per-source documents, sentences and whitespace tokens in and out, then what each filter removed."""
+    rows = [*stats["sources"].items(), ("total", stats["total"])]
+    lines = []
+    for title, columns in (("kept", COLUMNS), ("removed", REMOVED)):
+        header = ["source", *columns]
+        table = [header] + [[name, *(f"{counts.get(c, 0):,}" for c in columns)] for name, counts in rows]
+        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
+        lines.append(f"{title}:")
+        for j, r in enumerate(table):
+            lines.append("| " + " | ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) + " |")
+            if j == 0:
+                lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def clean_corpus(args, config):
+    """Runs (or resumes) the whole cleaning; returns the statistics written to stats.json."""
+    sources = [list(s) for s in args.sources]
+    output_dir = Path(args.output_dir)
+    work = output_dir / "work"
+    fingerprint = _fingerprint(args, config, sources)
+    stats_path = output_dir / "stats.json"
+    if args.overwrite:
+        for name in ("train.txt", "valid.txt", "stats.json"):
+            (output_dir / name).unlink(missing_ok=True)
+        shutil.rmtree(work, ignore_errors=True)
+    if stats_path.is_file():
+        stats = json.loads(stats_path.read_text())
+        if stats.get("fingerprint") == fingerprint:
+            return stats
+        raise InputError(f"{output_dir}: holds a cleaned corpus made with other arguments or inputs; use another --output-dir or --overwrite")
+    work.mkdir(parents=True, exist_ok=True)
+    plan_path = work / "plan.json"
+    if plan_path.is_file():
+        plan = json.loads(plan_path.read_text())
+        if plan["fingerprint"] != fingerprint:
+            raise InputError(f"{work}: holds an unfinished run with other arguments or inputs; use another --output-dir or --overwrite")
+        shards = [Shard.from_json(s) for s in plan["shards"]]
+        discovery_errors = plan["errors"]
+    else:
+        shards, discovery_errors = [], {}
+        for name, path in sources:
+            pieces, errors = discover(path, args.text_docs)
+            if errors and args.strict:
+                raise InputError(errors[0])
+            discovery_errors[name] = errors
+            shards += plan_shards(name, pieces, args.shard_size)
+        _write_atomically(plan_path, json.dumps({"fingerprint": fingerprint, "shards": [s.to_json() for s in shards], "errors": discovery_errors}))
+    shard_dir = work / "shards"
+    for tmp in shard_dir.glob("*/*.tmp") if shard_dir.is_dir() else []:
+        tmp.unlink()
+    pending = [s for s in shards if not _shard_done(shard_dir, s)]
+    if len(pending) < len(shards) and not args.quiet:
+        print(f"resuming: {len(shards) - len(pending)} of {len(shards)} shards already cleaned", file=sys.stderr)
+    _run_shards(pending, args, config, shard_dir)
+
+    per_source, errors, n_docs = _merge(shards, sources, config, shard_dir, work)
+    for name, messages in discovery_errors.items():
+        per_source[name]["unreadable_docs"] += len(messages)
+        errors[name] = messages + errors[name]
+    if n_docs <= args.valid_docs:
+        raise InputError(f"{output_dir}: only {n_docs} documents left after cleaning, not more than --valid-docs {args.valid_docs}; lower --valid-docs")
+    _split(work, output_dir, n_docs, args.valid_docs, args.seed)
+    total = Counter()
+    for counts in per_source.values():
+        total.update(counts)
+    stats = {
+        "sources": {name: dict(c) for name, c in per_source.items()}, "total": dict(total),
+        "train_docs": n_docs - args.valid_docs, "valid_docs": args.valid_docs,
+        "errors": {name: e[:100] for name, e in errors.items() if e}, "fingerprint": fingerprint,
+    }
+    _write_atomically(stats_path, json.dumps(stats, indent=1, ensure_ascii=False))
+    if not args.keep_work:
+        shutil.rmtree(work)
+    return stats

@@ -1,0 +1,228 @@
+"""Raw documents from files of several formats, compressed or not, cut into shards that workers read alone."""
+
+import bz2
+import gzip
+import json
+import lzma
+import os
+import re
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+TEXT_DOCS = ("blank-line", "file")
+_COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
+_JSONL = (".jsonl", ".json", ".ndjson")
+_TEXT = (".txt", ".text")
+_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
+
+
+class InputError(Exception):
+    """A bad input file: the message names the file (and line) and the fix."""
+
+
+@dataclass(frozen=True)
+class Piece:
+    """A whole file, or the byte range [start, end) of an uncompressed one that begins at line first_line."""
+
+    path: str
+    fmt: str  # jsonl | text | brat
+    start: int = 0
+    end: int = -1
+    first_line: int = 1
+
+
+@dataclass
+class Shard:
+    source: str
+    index: int
+    pieces: list = field(default_factory=list)
+    size: int = 0
+
+    @property
+    def name(self):
+        return f"{self.source}/{self.index:05d}"
+
+    def to_json(self):
+        return {"source": self.source, "index": self.index, "size": self.size, "pieces": [asdict(p) for p in self.pieces]}
+
+    @classmethod
+    def from_json(cls, d):
+        return cls(d["source"], d["index"], [Piece(**p) for p in d["pieces"]], d["size"])
+
+
+def _open(path):
+    suffix = Path(path).suffix
+    if suffix == ".gz":
+        return gzip.open(path, "rb")
+    if suffix == ".bz2":
+        return bz2.open(path, "rb")
+    if suffix == ".xz":
+        return lzma.open(path, "rb")
+    if suffix == ".zst":
+        import zstandard
+
+        return zstandard.open(path, "rb")
+    return open(path, "rb")
+
+
+def _format_of(path, text_docs):
+    name = path.name[: -len(path.suffix)] if path.suffix in _COMPRESSED else path.name
+    suffix = Path(name).suffix
+    if suffix in _JSONL:
+        return "jsonl"
+    if suffix in _TEXT:
+        return "text" if text_docs == "blank-line" else "text-file"
+    return None
+
+
+def discover(path, text_docs):
+    """Pieces of one --source path, and messages for what can't be read (missing path, unpaired BRAT file)."""
+    path = Path(path)
+    if not path.exists():
+        return [], [f"{path}: no such file or directory; fix the path in --source NAME=PATH"]
+    if path.is_file():
+        return [Piece(str(path), _format_of(path, text_docs) or ("text" if text_docs == "blank-line" else "text-file"))], []
+    pieces, errors = [], []
+    for root, dirs, files in os.walk(path):
+        dirs.sort()
+        files = sorted(files)
+        if any(f.endswith(".ann") for f in files):  # a BRAT folder: its .txt side, one document per file
+            txt = {f[:-4] for f in files if f.endswith(".txt")}
+            ann = {f[:-4] for f in files if f.endswith(".ann")}
+            for stem in sorted(txt | ann):
+                if stem not in ann:
+                    errors.append(f"{Path(root, stem)}.txt: BRAT file without its .ann; add it or move the .txt out")
+                elif stem not in txt:
+                    errors.append(f"{Path(root, stem)}.ann: BRAT file without its .txt; add it or remove the .ann")
+                else:
+                    pieces.append(Piece(str(Path(root, stem + ".txt")), "brat"))
+            continue
+        for f in files:
+            fmt = _format_of(Path(f), text_docs)
+            if fmt:
+                pieces.append(Piece(str(Path(root, f)), fmt))
+    if not pieces and not errors:
+        errors.append(f"{path}: no .txt/.jsonl files (optionally .gz/.bz2/.xz/.zst) inside; check the path")
+    return pieces, errors
+
+
+def _cut(piece, shard_size):
+    """Splits a large uncompressed line-based file at record boundaries, with the line number of each cut."""
+    size = os.path.getsize(piece.path)
+    if piece.fmt not in ("jsonl", "text") or piece.path.endswith(_COMPRESSED) or size <= shard_size:
+        return [piece]
+    pattern = re.compile(rb"\n") if piece.fmt == "jsonl" else _BLANK_LINE
+    cuts = [0]
+    with open(piece.path, "rb") as f:
+        while cuts[-1] + shard_size < size:
+            f.seek(cuts[-1] + shard_size)
+            window, base = b"", f.tell()
+            while True:
+                chunk = f.read(1 << 20)
+                window += chunk
+                m = pattern.search(window)
+                if m or not chunk:
+                    break
+            if not m:
+                break
+            cuts.append(base + m.end())
+        lines, line_at, pos = 1, {}, 0
+        f.seek(0)
+        for cut in cuts:
+            lines += f.read(cut - pos).count(b"\n")
+            line_at[cut], pos = lines, cut
+    cuts.append(size)
+    return [Piece(piece.path, piece.fmt, a, b, line_at[a]) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def plan_shards(source, pieces, shard_size):
+    """Packs the pieces of one source, in order, into shards of about shard_size bytes."""
+    shards = [Shard(source, 0)]
+    for whole in pieces:
+        for piece in _cut(whole, shard_size):
+            size = (piece.end if piece.end >= 0 else os.path.getsize(piece.path)) - piece.start
+            if shards[-1].pieces and shards[-1].size + size > shard_size:
+                shards.append(Shard(source, len(shards)))
+            shards[-1].pieces.append(piece)
+            shards[-1].size += size
+    return [s for s in shards if s.pieces]
+
+
+def _decode(data, path, line):
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line += data[: e.start].count(b"\n")
+        raise InputError(f"{path}:{line}: invalid UTF-8 byte {data[e.start]:#04x}; re-encode the file as UTF-8") from None
+
+
+def _lines(piece):
+    """(line number, bytes) of the piece's lines."""
+    with _open(piece.path) as f:
+        if piece.start:
+            f.seek(piece.start)
+        pos, line = piece.start, piece.first_line
+        for raw in f:
+            if piece.end >= 0 and pos >= piece.end:
+                break
+            yield line, raw
+            pos += len(raw)
+            line += 1
+
+
+def read_documents(piece, text_field="text"):
+    """Yields ("doc", where, text) for each document and ("error", message) for each unreadable one."""
+    try:
+        if piece.fmt in ("text-file", "brat"):
+            with _open(piece.path) as f:
+                data = f.read()
+            if not data.strip():
+                yield "error", f"{piece.path}: empty file; remove it or fill it"
+            else:
+                yield "doc", piece.path, _decode(data, piece.path, 1)
+            return
+        seen = False
+        if piece.fmt == "jsonl":
+            for line, raw in _lines(piece):
+                if not raw.strip():
+                    continue
+                seen = True
+                try:
+                    record = json.loads(_decode(raw, piece.path, line))
+                    text = record[text_field]
+                    if not isinstance(text, str):
+                        raise KeyError
+                except InputError as e:
+                    yield "error", str(e)
+                    continue
+                except json.JSONDecodeError as e:
+                    yield "error", f"{piece.path}:{line}: invalid JSON ({e.msg}); fix or remove the line"
+                    continue
+                except (KeyError, TypeError):
+                    yield "error", f'{piece.path}:{line}: no "{text_field}" string field; name the field with --text-field'
+                    continue
+                yield "doc", f"{piece.path}:{line}", text
+        else:  # text, documents separated by blank lines
+            doc, first = [], None
+            for line, raw in _lines(piece):
+                if raw.strip():
+                    seen = True
+                    first = first or line
+                    doc.append(raw)
+                    continue
+                if doc:
+                    yield _text_document(piece.path, first, doc)
+                doc, first = [], None
+            if doc:
+                yield _text_document(piece.path, first, doc)
+        if not seen and piece.start == 0:
+            yield "error", f"{piece.path}: empty file; remove it or fill it"
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        yield "error", f"{piece.path}: can't read ({e}); check the file"
+
+
+def _text_document(path, first, lines):
+    try:
+        return "doc", f"{path}:{first}", _decode(b"".join(lines), path, first)
+    except InputError as e:
+        return "error", str(e)

@@ -1,0 +1,127 @@
+"""Domain vocabularies (byte-level BPE or SentencePiece) and the fairseq dict.txt that goes with each.
+
+The vocabulary puts <s> <pad> </s> <unk> <mask> at ids 0-4, fairseq's own order, and dict.txt lists <mask>
+and then every other token in id order, so a fairseq index equals the tokenizer's id. The fairseq-lm text
+holds byte-level BPE ids as numbers (fairseq's hf_byte_bpe convention) and SentencePiece pieces as strings
+(fairseq's sentencepiece convention). vocab_info.json records which files make the vocabulary, so that a
+data-bin carrying it is enough to find the BPE later.
+"""
+
+import json
+import os
+import shutil
+from pathlib import Path
+
+SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+TYPES = ("bytelevel-bpe", "sentencepiece")
+INFO = "vocab_info.json"
+FILES = {"bytelevel-bpe": {"vocab": "vocab.json", "merges": "merges.txt"}, "sentencepiece": {"model": "sentencepiece.model"}}
+
+
+class VocabError(Exception):
+    pass
+
+
+def _write_dict(path, symbols):
+    tmp = Path(f"{path}.tmp")
+    with open(tmp, "w", encoding="utf-8") as f:
+        for symbol in symbols:
+            f.write(f"{symbol} 1\n")
+    os.replace(tmp, path)
+
+
+def train_bytelevel_bpe(files, out_dir, vocab_size, min_frequency=2, lowercase=False):
+    from tokenizers import ByteLevelBPETokenizer
+
+    tok = ByteLevelBPETokenizer(lowercase=lowercase)
+    tok.train([str(f) for f in files], vocab_size=vocab_size, min_frequency=min_frequency,
+              special_tokens=list(SPECIALS), show_progress=False)
+    tok.save_model(str(out_dir))
+    size = tok.get_vocab_size()
+    # <mask> keeps id 4 when fairseq's task adds it: it is already in the dictionary.
+    _write_dict(out_dir / "dict.txt", ["<mask>", *map(str, range(len(SPECIALS), size))])
+    return size
+
+
+def train_sentencepiece(files, out_dir, vocab_size, model_type="unigram", max_sentences=10_000_000, threads=1,
+                        character_coverage=0.9999, byte_fallback=True, normalization="identity"):
+    import sentencepiece as spm
+
+    prefix = out_dir / "sentencepiece"
+    spm.SentencePieceTrainer.train(
+        input=",".join(map(str, files)), model_prefix=str(prefix), vocab_size=vocab_size, model_type=model_type,
+        bos_id=0, pad_id=1, eos_id=2, unk_id=3, user_defined_symbols=["<mask>"],
+        bos_piece="<s>", pad_piece="<pad>", eos_piece="</s>", unk_piece="<unk>",
+        character_coverage=character_coverage, byte_fallback=byte_fallback,
+        normalization_rule_name=normalization, remove_extra_whitespaces=normalization != "identity",
+        input_sentence_size=max_sentences, shuffle_input_sentence=True, num_threads=threads,
+        train_extremely_large_corpus=False, minloglevel=2,
+    )
+    sp = spm.SentencePieceProcessor(model_file=f"{prefix}.model")
+    pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
+    assert tuple(pieces[: len(SPECIALS)]) == SPECIALS, pieces[:5]
+    _write_dict(out_dir / "dict.txt", ["<mask>", *pieces[len(SPECIALS):]])
+    return len(pieces)
+
+
+def write_info(out_dir, vocab_type, size, **extra):
+    info = {"type": vocab_type, "size": size, "files": FILES[vocab_type], "specials": list(SPECIALS), **extra}
+    (out_dir / INFO).write_text(json.dumps(info, indent=1) + "\n")
+    return info
+
+
+def read_info(vocab_dir):
+    """The vocabulary recorded in VOCAB_DIR/vocab_info.json (a vocabulary folder or a data-bin)."""
+    path = Path(vocab_dir) / INFO
+    if not path.is_file():
+        raise VocabError(f"{path}: missing; make the vocabulary with preprocess/train_vocab.py")
+    info = json.loads(path.read_text())
+    for name in info["files"].values():
+        if not (Path(vocab_dir) / name).is_file():
+            raise VocabError(f"{Path(vocab_dir) / name}: missing; copy it from the vocabulary folder")
+    return info
+
+
+def vocab_files(vocab_dir):
+    info = read_info(vocab_dir)
+    return info["type"], {k: str(Path(vocab_dir) / v) for k, v in info["files"].items()}
+
+
+def copy_vocab(vocab_dir, dest):
+    """Copies the vocabulary files and vocab_info.json next to a data-bin."""
+    info = read_info(vocab_dir)
+    for name in [*info["files"].values(), INFO]:
+        shutil.copyfile(Path(vocab_dir) / name, Path(dest) / name)
+
+
+class Encoder:
+    """Text -> the symbols fairseq-lm text holds for this vocabulary, and back."""
+
+    def __init__(self, vocab_dir):
+        self.type, files = vocab_files(vocab_dir)
+        if self.type == "bytelevel-bpe":
+            from tokenizers import ByteLevelBPETokenizer
+
+            self.tok = ByteLevelBPETokenizer(files["vocab"], files["merges"])
+        else:
+            import sentencepiece as spm
+
+            self.sp = spm.SentencePieceProcessor(model_file=files["model"])
+
+    def encode_lines(self, lines, threads=1):
+        if self.type == "bytelevel-bpe":
+            return [" ".join(map(str, e.ids)) for e in self.tok.encode_batch(lines)]
+        return [" ".join(p) for p in self.sp.encode(lines, out_type=str, num_threads=threads)]
+
+    def decode(self, symbols):
+        if self.type == "bytelevel-bpe":
+            return self.tok.decode([int(s) for s in symbols.split()], skip_special_tokens=False)
+        return self.sp.decode(symbols.split())
+
+
+def fairseq_bpe_args(vocab_dir):
+    """Keyword arguments of fairseq's from_pretrained that rebuild the BPE of a vocabulary or data-bin."""
+    vocab_type, files = vocab_files(vocab_dir)
+    if vocab_type == "bytelevel-bpe":
+        return {"bpe": "hf_byte_bpe", "bpe_vocab": files["vocab"], "bpe_merges": files["merges"]}
+    return {"bpe": "sentencepiece", "sentencepiece_model": files["model"]}

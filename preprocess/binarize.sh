@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS]
+#
+# Encodes CLEAN_DIR/{train,valid}.txt with the vocabulary of VOCAB_DIR (preprocess/train_vocab.py) and runs
+# fairseq-preprocess --only-source --srcdict VOCAB_DIR/dict.txt into DATA_BIN, the folder that
+# `fairseq-train --task document_mlm` reads. The vocabulary files and vocab_info.json are copied into DATA_BIN,
+# so later steps find the BPE from the data-bin alone. DATA_BIN appears only once it is complete.
+set -euo pipefail
+
+if [[ $# -lt 3 || $# -gt 4 ]]; then
+    echo "usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS]" >&2
+    exit 2
+fi
+CLEAN_DIR=$1 VOCAB_DIR=$2 DATA_BIN=$3 WORKERS=${4:-$(nproc)}
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+PYTHON=${PYTHON:-python}
+
+for f in "$CLEAN_DIR/train.txt" "$CLEAN_DIR/valid.txt"; do
+    [[ -s $f ]] || { echo "error: $f: missing or empty; run preprocess/clean_corpus.py first" >&2; exit 1; }
+done
+for f in "$VOCAB_DIR/dict.txt" "$VOCAB_DIR/vocab_info.json"; do
+    [[ -s $f ]] || { echo "error: $f: missing; run preprocess/train_vocab.py first" >&2; exit 1; }
+done
+if [[ -e $DATA_BIN ]]; then
+    echo "error: $DATA_BIN: already exists; remove it or choose another DATA_BIN" >&2
+    exit 1
+fi
+
+TMP="$DATA_BIN.tmp.$$"
+trap 'rm -rf "$TMP"' EXIT
+mkdir -p "$TMP/encoded"
+for split in train valid; do
+    echo "+ $PYTHON $HERE/encode.py --vocab $VOCAB_DIR --input $CLEAN_DIR/$split.txt --output $TMP/encoded/$split.bpe --workers $WORKERS" >&2
+    "$PYTHON" "$HERE/encode.py" --vocab "$VOCAB_DIR" --input "$CLEAN_DIR/$split.txt" \
+        --output "$TMP/encoded/$split.bpe" --workers "$WORKERS" --quiet
+done
+PREPROCESS=(fairseq-preprocess --only-source --srcdict "$VOCAB_DIR/dict.txt"
+    --trainpref "$TMP/encoded/train.bpe" --validpref "$TMP/encoded/valid.bpe"
+    --destdir "$TMP" --workers "$WORKERS")
+echo "+ ${PREPROCESS[*]}" >&2
+"${PREPROCESS[@]}" >"$TMP/preprocess.log" 2>&1 || { cat "$TMP/preprocess.log" >&2; exit 1; }
+rm -rf "$TMP/encoded"
+"$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab; copy_vocab(sys.argv[1], sys.argv[2])" "$VOCAB_DIR" "$TMP"
+mv "$TMP" "$DATA_BIN"
+trap - EXIT
+echo "$DATA_BIN: data-bin for fairseq-train --user-dir biofairseq --task document_mlm"

@@ -1,0 +1,77 @@
+#!/usr/bin/env python
+"""Raw sources -> cleaned documents: train.txt, valid.txt and stats.json, as fairseq-lm text.
+
+Each --source NAME=PATH is a file or a folder (searched recursively) of JSON lines (.jsonl/.json/.ndjson, the
+text in --text-field), plain text (.txt: documents separated by blank lines, or one per file with
+--text-docs file) or BRAT (.txt beside .ann: the .txt side), optionally compressed (.gz/.bz2/.xz/.zst).
+Each document is repaired (ftfy, NFC), split into sentences, checked for its language, filtered for noisy
+sentences and deduplicated, per source and then across sources. The output has one sentence per line and a
+blank line between documents; --valid-docs documents, drawn with --seed, go to valid.txt.
+
+Shards run in parallel (--workers) or as a Slurm job array (--launcher slurm, through submitit); a run
+restarted with the same arguments redoes only unfinished shards, and the outputs appear atomically.
+"""
+
+import argparse
+import sys
+
+from biofairseq.corpus.cleaning import add_arguments, config_from_args
+from biofairseq.corpus.sources import TEXT_DOCS, InputError
+
+
+def source(value):
+    name, sep, path = value.partition("=")
+    if not sep or not name or not path:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected NAME=PATH, e.g. scielo=raw/scielo.jsonl.gz")
+    return name, path
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--source", dest="sources", action="append", type=source, required=True, metavar="NAME=PATH",
+                   help="a named input file or folder; repeat for several sources (statistics are kept per source)")
+    p.add_argument("--output-dir", required=True, help="where train.txt, valid.txt and stats.json go")
+    p.add_argument("--lang", required=True, help="the target language, an ISO 639-1 code (es, en, ...)")
+    p.add_argument("--valid-docs", type=int, default=2000, help="documents held out for validation (default: 2000)")
+    p.add_argument("--seed", type=int, default=1, help="seed of the validation draw (default: 1)")
+    p.add_argument("--workers", type=int, default=1, help="parallel shards (local processes or array tasks)")
+    p.add_argument("--text-field", default="text", help="the text field of JSON lines (default: text)")
+    p.add_argument("--text-docs", choices=TEXT_DOCS, default="blank-line",
+                   help="plain text: documents separated by blank lines, or one document per file")
+    p.add_argument("--shard-size", type=int, default=64 << 20, help="bytes of raw input per shard (default: 64 MiB)")
+    p.add_argument("--strict", action="store_true",
+                   help="stop at the first unreadable file or record (default: skip it and count it in the stats)")
+    p.add_argument("--overwrite", action="store_true", help="start again, discarding earlier outputs in --output-dir")
+    p.add_argument("--keep-work", action="store_true", help="keep the cleaned shards in OUTPUT_DIR/work")
+    p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    cluster = p.add_argument_group("running shards as a job array (submitit)")
+    cluster.add_argument("--launcher", choices=("local", "slurm", "submitit-local"), default="local",
+                         help="local processes (default), a Slurm job array, or submitit's local executor")
+    cluster.add_argument("--slurm-partition", help="Slurm partition")
+    cluster.add_argument("--slurm-time", type=int, default=240, help="minutes per array task (default: 240)")
+    cluster.add_argument("--slurm-mem-gb", type=int, default=None, help="memory per array task")
+    add_arguments(p)
+    args = p.parse_args(argv)
+    names = [n for n, _ in args.sources]
+    if len(set(names)) != len(names):
+        p.error(f"--source names must be unique: {names}")
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    from biofairseq.corpus.pipeline import clean_corpus, format_table
+
+    try:
+        stats = clean_corpus(args, config_from_args(args))
+    except InputError as e:
+        sys.exit(f"error: {e}")
+    if not args.quiet:
+        print(format_table(stats))
+        for name, errors in stats.get("errors", {}).items():
+            print(f"{name}: {len(errors)} unreadable input(s) skipped, e.g. {errors[0]}", file=sys.stderr)
+        print(f"{args.output_dir}: {stats['train_docs']:,} train and {stats['valid_docs']:,} valid documents")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,68 @@
+#!/usr/bin/env python
+"""Learns a domain vocabulary from cleaned training text and writes the fairseq dict.txt that goes with it.
+
+bytelevel-bpe: HF tokenizers' byte-level BPE (RoBERTa's), vocab.json + merges.txt; 50,262 entries by default,
+specials included, as bsc-bio-es. sentencepiece: a unigram or BPE model (sentencepiece.model), e.g. 32k as
+BETO or 30k/50k as BioMegatron, with byte fallback and no normalisation by default so that text round-trips.
+Either way <s> <pad> </s> <unk> <mask> take ids 0-4 and a fairseq index equals the tokenizer's id.
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--input", nargs="+", required=True, help="cleaned text, e.g. CLEAN_DIR/train.txt")
+    p.add_argument("--type", choices=("bytelevel-bpe", "sentencepiece"), default="bytelevel-bpe")
+    p.add_argument("--vocab-size", type=int, default=50262, help="entries, specials included (default: 50262)")
+    p.add_argument("--output-dir", required=True, help="new folder for the vocabulary, dict.txt and vocab_info.json")
+    p.add_argument("--min-frequency", type=int, default=2, help="bytelevel-bpe: least count of a merge (default: 2)")
+    p.add_argument("--lowercase", action="store_true", help="bytelevel-bpe: lowercase (uncased vocabulary)")
+    p.add_argument("--model-type", choices=("unigram", "bpe"), default="unigram", help="sentencepiece model")
+    p.add_argument("--character-coverage", type=float, default=0.9999, help="sentencepiece (default: 0.9999)")
+    p.add_argument("--normalization", default="identity",
+                   help="sentencepiece normalisation rule: identity (default; text round-trips) or nmt_nfkc")
+    p.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
+                   help="sentencepiece: map unseen characters to <unk> instead of bytes")
+    p.add_argument("--max-sentences", type=int, default=10_000_000,
+                   help="sentencepiece: sample at most this many lines to train on (default: 10M)")
+    p.add_argument("--workers", type=int, default=os.cpu_count(), help="threads")
+    args = p.parse_args(argv)
+
+    for f in args.input:
+        if not Path(f).is_file() or Path(f).stat().st_size == 0:
+            sys.exit(f"error: {f}: missing or empty; run preprocess/clean_corpus.py first")
+    out = Path(args.output_dir)
+    if out.exists():
+        sys.exit(f"error: {out}: already exists; remove it or choose another --output-dir")
+    os.environ.setdefault("RAYON_NUM_THREADS", str(args.workers))
+    from biofairseq.corpus import vocab
+
+    tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
+    try:
+        if args.type == "bytelevel-bpe":
+            size = vocab.train_bytelevel_bpe(args.input, tmp, args.vocab_size, args.min_frequency, args.lowercase)
+            info = vocab.write_info(tmp, args.type, size, lowercase=args.lowercase)
+        else:
+            size = vocab.train_sentencepiece(
+                args.input, tmp, args.vocab_size, args.model_type, args.max_sentences, args.workers,
+                args.character_coverage, args.byte_fallback, args.normalization,
+            )
+            info = vocab.write_info(tmp, args.type, size, model_type=args.model_type, normalization=args.normalization)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        os.replace(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    if size != args.vocab_size:
+        print(f"note: the corpus gave {size:,} entries, fewer than --vocab-size {args.vocab_size:,}", file=sys.stderr)
+    print(f"{out}: {info['type']} vocabulary of {size:,} entries; dict.txt for fairseq-preprocess --srcdict")
+
+
+if __name__ == "__main__":
+    main()

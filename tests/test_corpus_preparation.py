@@ -1,0 +1,297 @@
+"""preprocess/: raw real sources -> cleaned documents -> vocabulary -> data-bin -> document_mlm training."""
+
+import bz2
+import gzip
+import json
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xxhash
+
+from conftest import json_logs, run_fairseq
+from corpus import CLINICAL_CASES, REPO, SHARED, run_script
+
+PHARMACONER = SHARED / "data" / "pharmaconer"
+NCBI = SHARED / "data" / "ncbi_disease"
+ENGLISH_DOC = (
+    "The patient was admitted with fever and abdominal pain.\nBlood cultures were negative and the fever "
+    "resolved after three days of intravenous antibiotics.\nShe was discharged home in good condition."
+)
+
+
+def clinical_lines(first, count):
+    with open(CLINICAL_CASES, encoding="utf-8") as f:
+        return [line for i, line in enumerate(f) if first <= i < first + count]
+
+
+def docs_of(path):
+    return [d for d in Path(path).read_text(encoding="utf-8").split("\n\n") if d.strip()]
+
+
+@pytest.fixture(scope="module")
+def raw_sources(tmp_path_factory):
+    """Three sources in four formats, with duplicates across sources, English, and broken records."""
+    raw = tmp_path_factory.mktemp("raw")
+    cases = clinical_lines(0, 300)
+    with gzip.open(raw / "cases.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.writelines(cases[:150])
+        f.write(json.dumps({"id": "en", "text": ENGLISH_DOC}) + "\n")
+        f.write('{"id": "broken", "text": "no closing quote}\n')  # line 152: invalid JSON
+        f.write(json.dumps({"id": "notext", "body": "x"}) + "\n")  # line 153: no text field
+        f.writelines(cases[150:])
+    # the second source repeats 40 documents of the first, as plain text with blank lines, bz2-compressed
+    reports = raw / "reports"
+    reports.mkdir()
+    texts = ["\n".join(p for p in json.loads(line)["text"].split("\n") if p.strip()) for line in clinical_lines(260, 100)]
+    with bz2.open(reports / "part1.txt.bz2", "wt", encoding="utf-8") as f:
+        f.write("\n\n".join(texts[:50]) + "\n")
+    (reports / "part2.txt").write_bytes(
+        "\n\n".join(texts[50:]).encode("utf-8") + b"\n\nTexto roto \xff\xfe en la l\xednea.\n"
+    )
+    (reports / "empty.txt").write_text("")
+    brat = raw / "brat"
+    brat.mkdir()
+    for ann in sorted((PHARMACONER / "train").glob("*.ann"))[:6]:
+        shutil.copy(ann, brat)
+        shutil.copy(ann.with_suffix(".txt"), brat)
+    shutil.copy(ann.with_suffix(".txt"), brat / "unpaired.txt")
+    return raw
+
+
+def clean(raw, out, *extra, check=True):
+    return run_script(
+        "preprocess/clean_corpus.py", "--source", f"cases={raw / 'cases.jsonl.gz'}", "--source",
+        f"reports={raw / 'reports'}", "--source", f"pharma={raw / 'brat'}", "--output-dir", out, "--lang", "es",
+        "--valid-docs", 40, "--quiet", *extra, check=check,
+    )
+
+
+@pytest.fixture(scope="module")
+def cleaned(raw_sources, tmp_path_factory):
+    out = tmp_path_factory.mktemp("clean")
+    clean(raw_sources, out, "--workers", 2)
+    return out, json.loads((out / "stats.json").read_text())
+
+
+def test_cleaning_counts_and_output_layout(cleaned):
+    out, stats = cleaned
+    train, valid = docs_of(out / "train.txt"), docs_of(out / "valid.txt")
+    assert len(valid) == 40 and len(train) == stats["total"]["docs_out"] - 40
+    text = (out / "train.txt").read_text(encoding="utf-8")
+    assert text.endswith("\n\n") and "\n\n\n" not in text  # one blank line between documents
+    for name, counts in stats["sources"].items():
+        assert counts["docs_out"] <= counts["docs_in"] and counts["tokens_out"] <= counts["tokens_in"]
+    assert stats["sources"]["cases"]["docs_in"] == 301
+    assert stats["sources"]["pharma"]["docs_in"] == 6
+
+
+def test_duplicates_across_sources_are_kept_once(cleaned):
+    out, stats = cleaned
+    docs = docs_of(out / "train.txt") + docs_of(out / "valid.txt")
+    assert len({xxhash.xxh3_64_intdigest(d.encode()) for d in docs}) == len(docs)
+    assert stats["sources"]["reports"]["duplicate_docs_global"] == 40  # documents 260-299 are in both
+    from biofairseq.corpus.sentences import split_sentences
+
+    sentence = max(split_sentences(json.loads(clinical_lines(270, 1)[0])["text"]), key=len)
+    lines = [line for d in docs for line in d.split("\n")]
+    assert lines.count(" ".join(sentence.split())) == 1
+
+
+def test_non_spanish_document_is_dropped(cleaned):
+    out, stats = cleaned
+    assert stats["sources"]["cases"]["other_language_docs"] == 1
+    everything = (out / "train.txt").read_text() + (out / "valid.txt").read_text()
+    assert "Blood cultures were negative" not in everything
+
+
+def test_unreadable_inputs_are_counted_with_file_and_line(cleaned, raw_sources):
+    _, stats = cleaned
+    assert stats["sources"]["cases"]["unreadable_docs"] == 2
+    assert stats["sources"]["reports"]["unreadable_docs"] == 2  # the bad bytes, the empty file
+    assert stats["sources"]["pharma"]["unreadable_docs"] == 1  # the .txt without .ann
+    errors = "\n".join(e for errs in stats["errors"].values() for e in errs)
+    assert "cases.jsonl.gz:152: invalid JSON" in errors
+    assert 'cases.jsonl.gz:153: no "text" string field' in errors
+    assert re.search(r"part2.txt:\d+: invalid UTF-8 byte 0xff", errors)
+    assert "empty.txt: empty file" in errors and "unpaired.txt: BRAT file without its .ann" in errors
+
+
+def test_strict_stops_at_the_first_bad_record_and_writes_nothing(raw_sources, tmp_path):
+    proc = clean(raw_sources, tmp_path, "--strict", check=False)
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
+    assert not (tmp_path / "train.txt").exists() and not (tmp_path / "stats.json").exists()
+
+
+def test_valid_split_is_disjoint_and_seeded(cleaned, raw_sources, tmp_path):
+    out, _ = cleaned
+    train = {xxhash.xxh3_64_intdigest(d.encode()) for d in docs_of(out / "train.txt")}
+    valid = {xxhash.xxh3_64_intdigest(d.encode()) for d in docs_of(out / "valid.txt")}
+    assert not train & valid
+    clean(raw_sources, tmp_path / "seed2", "--seed", 2)
+    assert set(docs_of(tmp_path / "seed2" / "valid.txt")) != set(docs_of(out / "valid.txt"))
+
+
+def test_a_killed_run_resumes_to_identical_outputs(tmp_path):
+    source = tmp_path / "cases.jsonl"
+    source.write_text("".join(clinical_lines(0, 600)), encoding="utf-8")
+    args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 50, "--shard-size", 150_000, "--quiet"]
+    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "whole")
+
+    killed = tmp_path / "killed"
+    cmd = [sys.executable, str(REPO / "preprocess/clean_corpus.py"), *map(str, args), "--output-dir", str(killed)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 120
+    while not list(killed.glob("work/shards/cases/*.json")) and time.time() < deadline:
+        time.sleep(0.01)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    done = len(list(killed.glob("work/shards/cases/*.json")))
+    total = len(json.loads((killed / "work" / "plan.json").read_text())["shards"])
+    assert 1 <= done < total and not (killed / "train.txt").exists()
+
+    resumed = run_script("preprocess/clean_corpus.py", *args[:-1], "--output-dir", killed)
+    assert f"resuming: {done} of {total} shards already cleaned" in resumed.stderr
+    for name in ("train.txt", "valid.txt", "stats.json"):
+        assert (killed / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
+    again = run_script("preprocess/clean_corpus.py", *args, "--output-dir", killed)  # complete: nothing to do
+    assert again.returncode == 0
+
+
+@pytest.fixture(scope="module", params=["bytelevel-bpe", "sentencepiece"])
+def vocab_and_bin(request, cleaned, tmp_path_factory):
+    out, _ = cleaned
+    root = tmp_path_factory.mktemp(request.param)
+    run_script("preprocess/train_vocab.py", "--input", out / "train.txt", "--type", request.param,
+               "--vocab-size", 3000, "--output-dir", root / "vocab", "--workers", 2)
+    run_script("preprocess/binarize.sh", out, root / "vocab", root / "data-bin", 2)
+    return out, root / "vocab", root / "data-bin"
+
+
+def test_vocabulary_round_trips_text_and_ids_equal_fairseq_indices(vocab_and_bin):
+    from fairseq.data import Dictionary
+
+    from biofairseq.corpus.vocab import Encoder
+
+    clean_dir, vocab, data_bin = vocab_and_bin
+    sentences = [s for d in docs_of(clean_dir / "valid.txt") for s in d.split("\n")][:500]
+    encoder = Encoder(vocab)
+    encoded = encoder.encode_lines(sentences)
+    assert [encoder.decode(e) for e in encoded] == sentences  # held-out text round-trips exactly
+    dictionary = Dictionary.load(str(data_bin / "dict.txt"))
+    dictionary.add_symbol("<mask>")  # as the masked LM tasks do
+    assert len(dictionary) == json.loads((vocab / "vocab_info.json").read_text())["size"] == 3000
+    assert dictionary.index("<mask>") == 4
+    if encoder.type == "bytelevel-bpe":
+        ids = [encoder.tok.encode(s).ids for s in sentences]
+    else:
+        ids = encoder.sp.encode(sentences)
+    for e, i in zip(encoded, ids):
+        assert dictionary.encode_line(e, append_eos=False, add_if_not_exist=False).tolist() == i
+
+
+def test_document_boundaries_survive_encoding_and_binarization(vocab_and_bin):
+    from fairseq.data import data_utils
+    from fairseq.data import Dictionary
+
+    clean_dir, _, data_bin = vocab_and_bin
+    dictionary = Dictionary.load(str(data_bin / "dict.txt"))
+    for split in ("train", "valid"):
+        lines = data_utils.load_indexed_dataset(str(data_bin / split), dictionary)
+        separators = int((lines.sizes == 1).sum())  # a blank line binarizes to </s> alone
+        assert separators == len(docs_of(clean_dir / f"{split}.txt"))
+        assert len(lines) == len((clean_dir / f"{split}.txt").read_text().splitlines())
+
+
+def test_the_data_bin_trains_with_document_mlm_and_whole_words(vocab_and_bin, tmp_path):
+    _, _, data_bin = vocab_and_bin
+    out = run_fairseq(
+        "fairseq-train", data_bin, "--user-dir", REPO / "biofairseq", "--task", "document_mlm",
+        "--mask-whole-words", "--criterion", "masked_lm_accuracy", "--arch", "bio_roberta_tiny",
+        "--tokens-per-sample", 128, "--batch-size", 16, "--optimizer", "adam", "--lr", "1e-3",
+        "--max-update", 8, "--max-epoch", 1, "--log-format", "json", "--log-interval", 2, "--cpu",
+        "--save-dir", tmp_path, "--no-save", "--num-workers", 0, "--disable-validation",
+    )
+    records = json_logs(out.stdout + out.stderr, "train_inner")
+    assert records and all(np.isfinite(float(r["loss"])) for r in records)
+
+
+def test_mojibake_is_repaired_and_clean_text_skips_ftfy():
+    import ftfy
+
+    from biofairseq.corpus.cleaning import _NEEDS_FTFY, CleaningConfig, DocumentCleaner, _ftfy_config
+
+    cleaner = DocumentCleaner(CleaningConfig(langid="off"), "es")
+    assert cleaner.repair("El paciente presentÃ³ fiebre y cefalea.") == "El paciente presentó fiebre y cefalea."
+    config = _ftfy_config()
+    skipped = [json.loads(line)["text"] for line in clinical_lines(0, 1500)]
+    skipped = [t for t in skipped if not _NEEDS_FTFY.search(t)]
+    assert len(skipped) > 500
+    assert all(ftfy.fix_text(t, config) == t for t in skipped)  # the fast path changes nothing ftfy would
+
+
+@pytest.mark.parametrize(
+    "text, sentences",
+    [
+        ("Se pautó paracetamol 2.5 mg. cada 8 h. El Dr. García indicó reposo.",
+         ["Se pautó paracetamol 2.5 mg. cada 8 h.", "El Dr. García indicó reposo."]),
+        ("Ac. Toxoplasma negativo. Se pautó ác. Fólico.", ["Ac. Toxoplasma negativo.", "Se pautó ác. Fólico."]),
+        ("Antecedentes: 1. Hipertensión. 2. Diabetes.", ["Antecedentes: 1. Hipertensión.", "2. Diabetes."]),
+        ("Dr. Smith et al. reported it, i.e. twice. Fig. 1 shows it.",
+         ["Dr. Smith et al. reported it, i.e. twice.", "Fig. 1 shows it."]),
+        ("¿Dolor? No. ¡Mejoró!\nSegunda línea", ["¿Dolor?", "No.", "¡Mejoró!", "Segunda línea"]),
+    ],
+)
+def test_sentence_splitting_of_clinical_text(text, sentences):
+    from biofairseq.corpus.sentences import split_sentences
+
+    assert split_sentences(text) == sentences
+
+
+@pytest.fixture(scope="module")
+def small_vocab(cleaned, tmp_path_factory):
+    out, _ = cleaned
+    vocab = tmp_path_factory.mktemp("breakout") / "vocab"
+    run_script("preprocess/train_vocab.py", "--input", out / "train.txt", "--vocab-size", 2000,
+               "--output-dir", vocab, "--workers", 2)
+    return vocab
+
+
+def test_breakout_rates_on_brat_and_conll(small_vocab):
+    for ner, lang, entities in ((PHARMACONER / "test", "es", 1876), (NCBI / "test.tsv", "en", 960)):
+        out = run_script("preprocess/vocab_stats.py", "--vocab", f"bpe={small_vocab}", "--ner", ner, "--lang", lang)
+        rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in out.stdout.splitlines()[2:]}
+        assert int(rows["all mentions"][0].replace(",", "")) == entities
+        assert float(rows["all mentions"][2]) > 1.0 and float(rows["all text"][2]) > 1.0
+
+
+def test_bad_inputs_give_one_line_errors(tmp_path, raw_sources):
+    missing = run_script("preprocess/train_vocab.py", "--input", tmp_path / "nope.txt", "--output-dir",
+                         tmp_path / "v", check=False)
+    assert missing.returncode == 1 and "nope.txt: missing or empty" in missing.stderr
+    binarize = run_script("preprocess/binarize.sh", tmp_path, tmp_path, tmp_path / "bin", check=False)
+    assert binarize.returncode == 1 and "train.txt: missing or empty" in binarize.stderr
+    assert not (tmp_path / "bin").exists()
+    source = run_script("preprocess/clean_corpus.py", "--source", "x", "--output-dir", tmp_path, "--lang", "es",
+                        check=False)
+    assert source.returncode == 2 and "expected NAME=PATH" in source.stderr
+
+
+def test_submitit_job_array_gives_the_same_outputs(tmp_path):
+    """The shards as a submitit job array (its local executor stands in for Slurm) match local workers."""
+    source = tmp_path / "cases.jsonl"
+    source.write_text("".join(clinical_lines(0, 120)), encoding="utf-8")
+    args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 10, "--shard-size", 150_000, "--quiet"]
+    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "local")
+    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "array", "--launcher", "submitit-local",
+               "--workers", 2, "--keep-work")
+    assert len(list((tmp_path / "array" / "work" / "submitit").glob("*_0_log.out"))) >= 1
+    for name in ("train.txt", "valid.txt"):
+        assert (tmp_path / "array" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
