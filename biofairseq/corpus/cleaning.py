@@ -77,7 +77,7 @@ def config_from_args(args):
     return CleaningConfig(**{f.name: getattr(args, f.name) for f in fields(CleaningConfig)})
 
 
-# ftfy runs at about 2 MB/s, so it only sees text that it could change. The rest is made of ASCII, the
+# ftfy is slow, so it only sees text that it could change. The rest is made of ASCII, the
 # accented letters of Spanish and its neighbours, and common symbols, with none of those letters followed by
 # a symbol the way mojibake lead bytes are ("Ã³", "Ñ€"). A test checks that on real text.
 _SAFE = r"\n\t\x20-\x7eáéíóúüñçàèìòùâêîôûäëïöÁÉÍÓÚÜÑÇÀÈÌÒÙÊÎÔÛÄËÏÖ¡¿«»°ºª·–—‘’“”…€µ±×"

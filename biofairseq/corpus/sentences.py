@@ -1,8 +1,8 @@
 """Rule-based sentence splitting for clinical Spanish and English.
 
-pysbd, the usual PyPI choice, runs at about 0.1 MB/s here and splits "Ac. Toxoplasma", "ác. Fólico" and
-enumerations ("1. Hipertensión"); this splitter is one regex pass plus a few rules, and returns character
-spans so that callers (NER conversion) can keep offsets.
+pysbd, the usual PyPI choice, is much slower and splits "Ac. Toxoplasma", "ác. Fólico" and enumerations
+("1. Hipertensión"); this splitter is one regex pass plus a few rules, and returns character spans so that
+callers (NER conversion) can keep offsets.
 """
 
 import regex
