@@ -7,6 +7,7 @@ after a space inside a sentence; "all text" encodes each line (BRAT) or sentence
 from collections import defaultdict
 from pathlib import Path
 
+from biofairseq.corpus.tables import markdown_table
 from biofairseq.corpus.vocab import Encoder
 
 
@@ -101,11 +102,4 @@ def breakout_rates(vocab_dirs, ner_path, lang):
 
 def format_rates(rows, names):
     header = ["", "mentions", "words", *names]
-    table = [header] + [[row, f"{r['mentions']:,}", f"{r['words']:,}", *(f"{r[n]:.3f}" for n in names)] for row, r in rows.items()]
-    widths = [max(len(r[i]) for r in table) for i in range(len(header))]
-    out = []
-    for j, r in enumerate(table):
-        out.append("| " + " | ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) + " |")
-        if j == 0:
-            out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
-    return "\n".join(out)
+    return markdown_table(header, [[row, f"{r['mentions']:,}", f"{r['words']:,}", *(f"{r[n]:.3f}" for n in names)] for row, r in rows.items()])

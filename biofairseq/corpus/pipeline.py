@@ -17,6 +17,7 @@ import numpy as np
 import xxhash
 
 from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
+from biofairseq.corpus.tables import markdown_table
 from biofairseq.corpus.sources import InputError, Shard, discover, plan_shards, read_documents
 
 FORMAT_VERSION = 1
@@ -223,14 +224,8 @@ def format_table(stats):
     rows = [*stats["sources"].items(), ("total", stats["total"])]
     lines = []
     for title, columns in (("kept", COLUMNS), ("removed", REMOVED)):
-        header = ["source", *columns]
-        table = [header] + [[name, *(f"{counts.get(c, 0):,}" for c in columns)] for name, counts in rows]
-        widths = [max(len(r[i]) for r in table) for i in range(len(header))]
         lines.append(f"{title}:")
-        for j, r in enumerate(table):
-            lines.append("| " + " | ".join(v.ljust(w) if i == 0 else v.rjust(w) for i, (v, w) in enumerate(zip(r, widths))) + " |")
-            if j == 0:
-                lines.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+        lines.append(markdown_table(["source", *columns], [[name, *(f"{c.get(k, 0):,}" for k in columns)] for name, c in rows]))
     return "\n".join(lines)
 
 
