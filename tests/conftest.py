@@ -3,10 +3,13 @@ import os
 import socket
 import subprocess
 
-import pytest
+# Nothing in the tests may reach the network: transformers and huggingface_hub read these at import.
+os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["TRANSFORMERS_OFFLINE"] = "1"
 
-from corpus import BIN, CLINICAL_CASES, REPO, build_corpus
+import pytest  # noqa: E402
 
+from corpus import BIN, CLINICAL_CASES, REPO, build_corpus  # noqa: E402
 
 
 def pytest_configure(config):

@@ -1,1 +1,8 @@
-"""Arrives with its own issue; imported only by the commands that need it."""
+"""fairseq RoBERTa checkpoints <-> Hugging Face transformers directories, weights and tokenizer, checked for parity.
+
+Imported only by ``biofairseq-convert`` (it pulls in transformers); the ``--user-dir`` import stays cheap.
+"""
+
+
+class ConvertError(Exception):
+    """A conversion the user asked for cannot be done; the message names the file and the fix."""

@@ -98,11 +98,21 @@ class Encoder:
     """Text -> the symbols fairseq-lm text holds for this vocabulary, and back."""
 
     def __init__(self, vocab_dir):
-        self.type, files = vocab_files(vocab_dir)
+        info = read_info(vocab_dir)
+        self._load(info["type"], vocab_files(vocab_dir)[1], info.get("lowercase", False))
+
+    @classmethod
+    def from_files(cls, vocab_type, files, lowercase=False):
+        encoder = cls.__new__(cls)
+        encoder._load(vocab_type, files, lowercase)
+        return encoder
+
+    def _load(self, vocab_type, files, lowercase):
+        self.type = vocab_type
         if self.type == "bytelevel-bpe":
             from tokenizers import ByteLevelBPETokenizer
 
-            self.tok = ByteLevelBPETokenizer(files["vocab"], files["merges"])
+            self.tok = ByteLevelBPETokenizer(files["vocab"], files["merges"], lowercase=lowercase)
         else:
             import sentencepiece as spm
 

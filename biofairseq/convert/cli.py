@@ -1,0 +1,116 @@
+"""biofairseq-convert: fairseq RoBERTa checkpoints to transformers directories and back, parity-checked.
+
+  biofairseq-convert to-hf CHECKPOINT OUTPUT_DIR [--dict dict.txt] [--vocab VOCAB_DIR]
+  biofairseq-convert from-hf HF_DIR OUTPUT_DIR
+
+OUTPUT_DIR appears only when the conversion and its parity check have passed.
+"""
+
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+
+def _parser():
+    parser = argparse.ArgumentParser(prog="biofairseq-convert", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    to_hf = commands.add_parser(
+        "to-hf", help="fairseq RoBERTa checkpoint -> transformers directory (config, safetensors, tokenizer)",
+        description="Converts a fairseq RoBERTa checkpoint (bio_roberta_*, roberta_base/large, pre-LN) into a "
+        "transformers directory that AutoModelForMaskedLM, AutoTokenizer and pipeline('fill-mask') load offline.",
+    )
+    to_hf.add_argument("checkpoint", type=Path, help="fairseq checkpoint (.pt)")
+    to_hf.add_argument("output", type=Path, help="transformers directory to create")
+    to_hf.add_argument("--dict", type=Path, dest="dict_path", default=None,
+                       help="dict.txt the model was trained with (default: the data-bin named in the checkpoint)")
+    to_hf.add_argument("--vocab", type=Path, default=None,
+                       help="vocabulary folder (preprocess/train_vocab.py's, or encoder.json + vocab.bpe) or "
+                       "SentencePiece .model (default: the checkpoint's --bpe files, then the data-bin's)")
+    from_hf = commands.add_parser(
+        "from-hf", help="transformers RoBERTa-family directory -> fairseq checkpoint, dict.txt and vocabulary",
+        description="Converts a transformers RoBERTa-family masked LM into OUTPUT_DIR/model.pt, dict.txt and the "
+        "vocabulary files, so that fairseq-train --task document_mlm --restore-file continues pretraining from it.",
+    )
+    from_hf.add_argument("hf_dir", type=Path, help="transformers model directory")
+    from_hf.add_argument("output", type=Path, help="folder to create")
+    for command in (to_hf, from_hf):
+        command.add_argument("--no-verify", action="store_true",
+                             help="skip the parity check (same ids, logits and hidden states within 1e-4)")
+        command.add_argument("--overwrite", action="store_true", help="replace OUTPUT_DIR if it exists")
+    return parser
+
+
+@contextlib.contextmanager
+def _staged(output, overwrite):
+    """A temporary sibling folder that becomes OUTPUT_DIR only if everything inside the block succeeds."""
+    from biofairseq.convert import ConvertError
+
+    output = output.resolve()
+    if output.exists() and not overwrite:
+        raise ConvertError(f"{output}: already exists; choose another OUTPUT_DIR or pass --overwrite")
+    output.parent.mkdir(parents=True, exist_ok=True)
+    staging = output.parent / f".{output.name}.tmp-{os.getpid()}"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    try:
+        yield staging
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    if output.exists():
+        shutil.rmtree(output)
+    staging.rename(output)
+
+
+def _quiet_libraries():
+    """fairseq, hydra and transformers log at INFO/DEBUG while loading; the command prints its own summary."""
+    import logging
+    import warnings
+
+    for name in ("fairseq", "hydra", "biofairseq"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    warnings.filterwarnings("ignore", category=UserWarning)
+    warnings.filterwarnings("ignore", category=DeprecationWarning)
+    import transformers
+
+    transformers.logging.set_verbosity_error()
+    transformers.utils.logging.disable_progress_bar()
+
+
+def main(argv=None):
+    args = _parser().parse_args(argv)
+    _quiet_libraries()
+    from biofairseq.convert import ConvertError, from_hf, to_hf
+
+    log = lambda message: print(f"biofairseq-convert: {message}", flush=True)
+    start = time.time()
+    try:
+
+        with _staged(args.output, args.overwrite) as staging:
+            if args.command == "to-hf":
+                report = to_hf.convert(args.checkpoint, staging, args.dict_path, args.vocab, not args.no_verify, log)
+            else:
+                report = from_hf.convert(args.hf_dir, staging, args.output.resolve(), not args.no_verify, log)
+            report["seconds"] = round(time.time() - start, 1)
+            (staging / "conversion.json").write_text(json.dumps(report, indent=1) + "\n")
+    except ConvertError as error:
+        print(f"biofairseq-convert: error: {error}", file=sys.stderr)
+        return 1
+    log(f"wrote {args.output} in {time.time() - start:.1f} s")
+    if args.command == "from-hf":
+        out = args.output
+        log(
+            "continue pretraining with: bash preprocess/binarize.sh CLEAN_DIR " f"{out} DATA_BIN && fairseq-train DATA_BIN "
+            f"--user-dir biofairseq --task document_mlm {' '.join(report['fairseq_flags'])} --restore-file "
+            f"{out}/model.pt --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler ..."
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,182 @@
+"""Reading a fairseq RoBERTa checkpoint into a model, and writing one that ``fairseq-train --restore-file`` takes."""
+
+import os
+import pickle
+from argparse import Namespace
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from fairseq import checkpoint_utils, options
+from fairseq.data import Dictionary
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+from fairseq.models.roberta import RobertaModel
+from fairseq.tasks import FairseqTask
+from omegaconf import OmegaConf
+
+from biofairseq.convert import ConvertError
+from biofairseq.models.safe_checkpoints import UnsafeCheckpointError
+from biofairseq.user_dir import USER_DIR
+
+EMBED_TOKENS = "sentence_encoder.embed_tokens.weight"
+# Presets a from-hf checkpoint is described with, when its shape is one of them (fewest extra flags wins).
+PRESETS = ("bio_roberta_tiny", "bio_roberta_base", "bio_roberta_large", "roberta_prenorm", "roberta")
+
+
+class DictionaryTask(FairseqTask):
+    """What building a RoBERTa model needs from its masked-LM task: the dictionary."""
+
+    def __init__(self, dictionary):
+        super().__init__(None)
+        self.dictionary = dictionary
+
+    @property
+    def source_dictionary(self):
+        return self.dictionary
+
+    @property
+    def target_dictionary(self):
+        return self.dictionary
+
+
+def load_dictionary(path):
+    """dict.txt as fairseq's masked_lm and document_mlm tasks load it: <mask> added when it is not there."""
+    try:
+        dictionary = Dictionary.load(str(path))
+    except (OSError, ValueError, RuntimeError) as error:
+        raise ConvertError(f"{path}: not a fairseq dict.txt ({str(error).splitlines()[0]})") from None
+    dictionary.add_symbol("<mask>")
+    return dictionary
+
+
+@dataclass
+class FairseqRoberta:
+    model: RobertaModel
+    args: object  # the model's configuration (cfg.model)
+    dictionary: Dictionary
+    data_dir: str  # the data-bin the checkpoint names, or None
+    bpe: object  # the checkpoint's --bpe settings, or None
+
+
+def _data_dir(cfg):
+    data = getattr(cfg.get("task") or {}, "data", None) if hasattr(cfg, "get") else None
+    return str(data).split(os.pathsep)[0] if data else None
+
+
+def read_state(path):
+    path = Path(path)
+    if not path.is_file():
+        raise ConvertError(f"{path}: no such checkpoint file; give the path of a fairseq .pt checkpoint")
+    try:
+        state = checkpoint_utils.load_checkpoint_to_cpu(str(path))
+    except UnsafeCheckpointError as error:
+        raise ConvertError(str(error)) from None
+    except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, AttributeError) as error:
+        raise ConvertError(f"{path}: not a fairseq checkpoint ({str(error).splitlines()[0]})") from None
+    if not isinstance(state.get("model"), dict) or state.get("cfg") is None:
+        raise ConvertError(f"{path}: not a fairseq checkpoint (no model weights and configuration)")
+    return state
+
+
+def load(path, dict_path=None):
+    """A fairseq RoBERTa checkpoint as an eval-mode fp32 model, with the dictionary it was trained with."""
+    state = read_state(path)
+    cfg = state["cfg"]
+    args = cfg.model
+    arch = getattr(args, "_name", None) or getattr(args, "arch", None)
+    model_class = ARCH_MODEL_REGISTRY.get(arch)
+    if model_class is None or not issubclass(model_class, RobertaModel):
+        kind = model_class.__name__ if model_class else "unknown"
+        raise ConvertError(
+            f"{path}: a '{arch}' checkpoint ({kind}); to-hf converts RoBERTa encoders "
+            "(bio_roberta_*, roberta_base, roberta_large, roberta_prenorm)"
+        )
+    data_dir = _data_dir(cfg)
+    if dict_path is None:
+        if data_dir is None or not (Path(data_dir) / "dict.txt").is_file():
+            where = Path(data_dir) / "dict.txt" if data_dir else "the data-bin's dict.txt"
+            raise ConvertError(f"{path}: its dictionary {where} is missing; pass --dict PATH/dict.txt")
+        dict_path = Path(data_dir) / "dict.txt"
+    elif not Path(dict_path).is_file():
+        raise ConvertError(f"{dict_path}: no such dictionary file; --dict takes the dict.txt the model was trained with")
+    dictionary = load_dictionary(dict_path)
+    embed = next((v for k, v in state["model"].items() if k.endswith(EMBED_TOKENS)), None)
+    if embed is not None and embed.shape[0] != len(dictionary):
+        raise ConvertError(
+            f"{dict_path}: {len(dictionary)} entries (with <mask>), but the embedding matrix of {path} has "
+            f"{embed.shape[0]} rows; pass the dict.txt this model was trained with (--dict)"
+        )
+    task = DictionaryTask(dictionary)
+    model = task.build_model(args)
+    try:
+        model.load_state_dict(state["model"], strict=True, model_cfg=args)
+    except RuntimeError as error:
+        raise ConvertError(f"{path}: weights do not fit a '{arch}' model ({str(error).splitlines()[0]})") from None
+    return FairseqRoberta(model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"))
+
+
+# ---- writing
+
+
+def _arch_defaults(arch):
+    args = Namespace()
+    ARCH_CONFIG_REGISTRY[arch](args)
+    return vars(args)
+
+
+def _flag(name, value):
+    option = "--" + name.replace("_", "-")
+    if isinstance(value, bool):
+        return [option] if value else None  # fairseq has no flag that turns these off
+    return [option, str(value)]
+
+
+def architecture_flags(wanted):
+    """The shortest ``--arch PRESET --flag value ...`` that builds a model of these settings."""
+    best = None
+    for arch in PRESETS:
+        defaults, flags = _arch_defaults(arch), ["--arch", arch]
+        for name, value in wanted.items():
+            if defaults.get(name) != value:
+                flag = _flag(name, value)
+                if flag is None:
+                    break
+                flags += flag
+        else:
+            if best is None or len(flags) < len(best):
+                best = flags
+    return best
+
+
+def new_model(flags, data_dir, dictionary):
+    """A fresh model and the configuration fairseq-train would record for ``--task document_mlm FLAGS``."""
+    parser = options.get_training_parser()
+    args = options.parse_args_and_arch(
+        parser, [str(data_dir), "--user-dir", USER_DIR, "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
+                 *flags]
+    )
+    cfg = convert_namespace_to_omegaconf(args)
+    return DictionaryTask(dictionary).build_model(cfg.model).float().eval(), cfg
+
+
+def save(path, model, cfg):
+    """The checkpoint in the form fairseq-train saves it, with no optimizer state and at epoch 1, so that
+    --restore-file starts a new training run from these weights."""
+    state = {
+        "args": None,
+        "cfg": OmegaConf.to_container(cfg, resolve=True, enum_to_str=True),
+        "model": model.state_dict(),
+        "criterion": None,
+        "optimizer_history": [
+            {"criterion_name": "MaskedLmAccuracy", "optimizer_name": "none",
+             "lr_scheduler_state": {"best": None}, "num_updates": 0}
+        ],
+        "task_state": {},
+        "extra_state": {
+            "metrics": {}, "previous_training_time": 0,
+            "train_iterator": {"version": 2, "epoch": 1, "iterations_in_epoch": 0, "shuffle": True},
+        },
+        "last_optimizer_state": None,
+    }
+    torch.save(state, path)

@@ -1,0 +1,74 @@
+"""The check every conversion ends with: the same ids, logits and hidden states from both models.
+
+A padded batch of Spanish and English biomedical sentences of different lengths (one token masked) goes through
+both models in fp32 and eval mode; differences are taken over the real tokens only, since what a model puts at
+padding positions is never used (fairseq zeroes their embeddings, transformers does not).
+"""
+
+from dataclasses import asdict, dataclass
+
+import torch
+
+TOLERANCE = 1e-4
+
+SENTENCES = (
+    "Paciente de 67 años con hipertensión arterial y diabetes mellitus tipo 2 que acude a urgencias por dolor "
+    "torácico opresivo de 2 horas de evolución, irradiado al brazo izquierdo.",
+    "Se pautó amoxicilina-ácido clavulánico 875/125 mg cada 8 horas.",
+    "La biopsia mostró un carcinoma ductal infiltrante (grado histológico II, receptores de estrógenos positivos).",
+    "No refiere alergias medicamentosas conocidas.",
+    "Mutations in BRCA1 and BRCA2 increase the lifetime risk of breast and ovarian cancer.",
+    "The patient was treated with 5 mg/kg of intravenous methylprednisolone for three days.",
+    "Fever.",
+)
+
+
+@dataclass
+class Parity:
+    sentences: int
+    batch_shape: list
+    ids_identical: bool
+    max_abs_diff_logits: float
+    max_abs_diff_hidden: float
+    first_id_mismatch: str = ""
+
+    def passed(self, tolerance=TOLERANCE):
+        return self.ids_identical and max(self.max_abs_diff_logits, self.max_abs_diff_hidden) <= tolerance
+
+    def summary(self):
+        ids = "token ids identical" if self.ids_identical else f"token ids differ ({self.first_id_mismatch})"
+        return (
+            f"parity on {self.sentences} sentences (padded batch {self.batch_shape[0]}x{self.batch_shape[1]}, fp32): "
+            f"{ids}; max |logits diff| {self.max_abs_diff_logits:.2e}, "
+            f"max |last hidden state diff| {self.max_abs_diff_hidden:.2e} (tolerance {TOLERANCE:.0e})"
+        )
+
+    def as_dict(self):
+        return {**asdict(self), "tolerance": TOLERANCE}
+
+
+def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask):
+    """Compares a fairseq RobertaModel and a transformers *ForMaskedLM on SENTENCES."""
+    fairseq_ids = [fairseq_encode(s) for s in SENTENCES]
+    hf_ids = hf_tokenizer(list(SENTENCES))["input_ids"]
+    mismatch = next(
+        (f"sentence {i + 1}: fairseq {a[:12]}... transformers {b[:12]}..." for i, (a, b) in
+         enumerate(zip(fairseq_ids, hf_ids)) if a != b), ""
+    )
+    ids = [list(x) for x in fairseq_ids]
+    ids[1][len(ids[1]) // 2] = mask  # the masked-LM case the models are made for
+    width = max(map(len, ids))
+    tokens = torch.full((len(ids), width), pad, dtype=torch.long)
+    for row, seq in zip(tokens, ids):
+        row[: len(seq)] = torch.tensor(seq)
+    real = tokens.ne(pad)
+    with torch.no_grad():
+        fairseq_logits = fairseq_model(tokens)[0]
+        fairseq_hidden = fairseq_model(tokens, features_only=True)[0]
+        hf_logits = hf_model(input_ids=tokens, attention_mask=real.long()).logits
+        hf_hidden = hf_model.base_model(input_ids=tokens, attention_mask=real.long()).last_hidden_state
+    diff = lambda a, b: (a.float() - b.float()).abs()[real].max().item()
+    return Parity(
+        len(ids), list(tokens.shape), not mismatch, diff(fairseq_logits, hf_logits), diff(fairseq_hidden, hf_hidden),
+        mismatch,
+    )

@@ -1,0 +1,291 @@
+"""The vocabulary side of a conversion: find the BPE a checkpoint was trained with, encode text the way fairseq
+does (BPE, then dict.txt), and build the transformers tokenizer that gives the same ids.
+
+fairseq's dict.txt renumbers BPE tokens (byte-level BPE ids or SentencePiece pieces are its symbols), so the
+exported tokenizer's vocabulary is the BPE vocabulary re-indexed through the dictionary. Text the vocabulary
+cannot encode gives <unk> in both; a dictionary that lacks some of the BPE's own tokens is refused (see
+``_lacking``).
+"""
+
+import json
+from argparse import Namespace
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from biofairseq.convert import ConvertError
+from biofairseq.corpus import vocab as corpus_vocab
+
+SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+# fairseq's name for the filler symbols that pad a dictionary to a multiple of 8.
+FILLER = "madeupword{:04d}"
+LOOKED_FOR = "vocab_info.json, vocab.json + merges.txt, encoder.json + vocab.bpe, or a SentencePiece .model"
+
+
+@dataclass
+class Vocabulary:
+    kind: str  # "bytelevel-bpe" (byte-level BPE, incl. fairseq's GPT-2 files) or "sentencepiece"
+    files: dict  # bytelevel-bpe: vocab, merges; sentencepiece: model
+    lowercase: bool = False
+    gpt2: bool = False  # encoder.json + vocab.bpe, read with fairseq's own gpt2 BPE
+    notes: list = field(default_factory=list)
+
+
+def from_folder(path):
+    """The vocabulary in a folder (or a SentencePiece .model file), or None."""
+    path = Path(path)
+    if path.is_file():
+        return Vocabulary("sentencepiece", {"model": str(path)}) if path.suffix == ".model" else None
+    if (path / corpus_vocab.INFO).is_file():
+        try:
+            kind, files = corpus_vocab.vocab_files(path)
+        except corpus_vocab.VocabError as error:
+            raise ConvertError(str(error)) from None
+        return Vocabulary(kind, files, lowercase=corpus_vocab.read_info(path).get("lowercase", False))
+    if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
+        return Vocabulary("bytelevel-bpe", {"vocab": str(path / "vocab.json"), "merges": str(path / "merges.txt")})
+    if (path / "encoder.json").is_file() and (path / "vocab.bpe").is_file():
+        return Vocabulary(
+            "bytelevel-bpe", {"vocab": str(path / "encoder.json"), "merges": str(path / "vocab.bpe")}, gpt2=True
+        )
+    models = sorted(path.glob("*.model"))
+    if len(models) == 1:
+        return Vocabulary("sentencepiece", {"model": str(models[0])})
+    return None
+
+
+def _from_bpe_config(bpe):
+    """The vocabulary named by a checkpoint's --bpe settings, when its files are on this disk."""
+    name = getattr(bpe, "_name", None) if bpe is not None else None
+    exists = lambda *paths: all(isinstance(p, str) and Path(p).is_file() for p in paths)
+    if name == "hf_byte_bpe" and exists(bpe.bpe_vocab, bpe.bpe_merges):
+        return Vocabulary("bytelevel-bpe", {"vocab": bpe.bpe_vocab, "merges": bpe.bpe_merges})
+    if name == "gpt2" and exists(bpe.gpt2_encoder_json, bpe.gpt2_vocab_bpe):
+        return Vocabulary("bytelevel-bpe", {"vocab": bpe.gpt2_encoder_json, "merges": bpe.gpt2_vocab_bpe}, gpt2=True)
+    if name == "sentencepiece" and exists(bpe.sentencepiece_model):
+        return Vocabulary("sentencepiece", {"model": bpe.sentencepiece_model})
+    return None
+
+
+def find(checkpoint, explicit, bpe, data_dir):
+    """--vocab if given, else the checkpoint's --bpe files, else the vocabulary the data-bin carries."""
+    if explicit is not None:
+        found = from_folder(explicit)
+        if found is None:
+            raise ConvertError(f"{explicit}: no vocabulary there; --vocab takes a folder with {LOOKED_FOR}")
+        return found
+    found = _from_bpe_config(bpe)
+    if found is None and data_dir is not None and Path(data_dir).is_dir():
+        found = from_folder(data_dir)
+    if found is None:
+        where = f"the data-bin it names ({data_dir}) has none" if data_dir else "it names no data-bin"
+        raise ConvertError(
+            f"{checkpoint}: vocabulary not found ({where}; looked for {LOOKED_FOR}); pass --vocab DIR, "
+            "the folder preprocess/train_vocab.py wrote (or encoder.json + vocab.bpe for fairseq's GPT-2 BPE)"
+        )
+    return found
+
+
+# ---- fairseq's own encoding
+
+
+class FairseqEncoding:
+    """Text -> ids the way fairseq's RobertaHubInterface.encode does it: <s> BPE(text) </s> through dict.txt."""
+
+    def __init__(self, vocabulary, dictionary):
+        from fairseq.data import encoders
+
+        self.dictionary = dictionary
+        files = vocabulary.files
+        if vocabulary.lowercase:
+            # fairseq's BPEs do not lowercase; what wrote the data-bin (preprocess/encode.py) did.
+            self.bpe = _LowercasingBPE(corpus_vocab.Encoder.from_files(vocabulary.kind, files, lowercase=True))
+        elif vocabulary.gpt2:
+            self.bpe = encoders.build_bpe(
+                Namespace(bpe="gpt2", gpt2_encoder_json=files["vocab"], gpt2_vocab_bpe=files["merges"])
+            )
+        elif vocabulary.kind == "bytelevel-bpe":
+            self.bpe = encoders.build_bpe(
+                Namespace(bpe="hf_byte_bpe", bpe_vocab=files["vocab"], bpe_merges=files["merges"],
+                          bpe_add_prefix_space=False)
+            )
+        else:
+            self.bpe = encoders.build_bpe(Namespace(bpe="sentencepiece", sentencepiece_model=files["model"]))
+
+    def __call__(self, text):
+        line = "<s> " + self.bpe.encode(text) + " </s>"
+        return self.dictionary.encode_line(line, append_eos=False, add_if_not_exist=False).long().tolist()
+
+
+class _LowercasingBPE:
+    def __init__(self, encoder):
+        self.encoder = encoder
+
+    def encode(self, text):
+        return self.encoder.encode_lines([text])[0]
+
+
+# ---- the transformers tokenizer
+
+
+def _specials(dictionary):
+    return {s: dictionary.index(s) for s in SPECIALS}
+
+
+def _read_merges(path):
+    with open(path, encoding="utf-8") as f:
+        lines = [l.rstrip("\n") for l in f]
+    return [tuple(l.split(" ")) for l in lines if l and not l.startswith("#version")]
+
+
+def _lacking(vocabulary, dictionary, missing, what):
+    """fairseq encodes a BPE token its dictionary lacks as <unk>. A transformers tokenizer file holds one token
+    per id and needs every merge result in its vocabulary, so it cannot give <unk> for such a token: refuse."""
+    return ConvertError(
+        f"dict.txt lacks {len(missing)} {what} of {vocabulary.files[next(iter(vocabulary.files))]} (e.g. "
+        f"{missing[:3]}); fairseq encodes them as <unk>, which no transformers tokenizer file can reproduce; "
+        "convert a model binarized with the vocabulary's complete dict.txt (preprocess/binarize.sh writes one)"
+    )
+
+
+def _bytelevel_vocab(vocabulary, dictionary):
+    with open(vocabulary.files["vocab"], encoding="utf-8") as f:
+        bpe_ids = json.load(f)
+    specials = _specials(dictionary)
+    ids, missing = {}, []
+    for token, bpe_id in bpe_ids.items():
+        symbol = token if token in specials else str(bpe_id)
+        if symbol not in dictionary.indices:
+            missing.append(token)
+        ids[token] = dictionary.indices.get(symbol)
+    if missing:
+        raise _lacking(vocabulary, dictionary, missing, "BPE tokens")
+    ids.update(specials)
+    return ids
+
+
+def _sentencepiece_parts(vocabulary, dictionary):
+    from sentencepiece import sentencepiece_model_pb2
+    from tokenizers import Regex, Tokenizer, decoders, models, normalizers
+
+    proto = sentencepiece_model_pb2.ModelProto()
+    with open(vocabulary.files["model"], "rb") as f:
+        proto.ParseFromString(f.read())
+    NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+    scores = {p.piece: p.score for p in proto.pieces}
+    missing = [p.piece for p in proto.pieces if p.type in (NORMAL, USER_DEFINED, BYTE) and p.piece not in dictionary.indices]
+    if missing:
+        raise _lacking(vocabulary, dictionary, missing, "pieces")
+    floor = min(scores.values()) - 10.0  # dictionary symbols SentencePiece never produces
+    symbols = [dictionary[i] for i in range(len(dictionary))]
+    vocab = [(s, scores.get(s, floor) if s not in SPECIALS else 0.0) for s in symbols]
+    byte_fallback = proto.trainer_spec.byte_fallback
+    if proto.trainer_spec.model_type == 1:  # unigram: Viterbi over the whole text, as sentencepiece does
+        model = models.Unigram(vocab, unk_id=dictionary.unk(), byte_fallback=byte_fallback)
+    elif proto.trainer_spec.model_type == 2:
+        from transformers.tokenization_utils_base import generate_merges
+
+        spm_order = {p.piece: i for i, p in enumerate(proto.pieces)}
+        merges = generate_merges(spm_order, [(p.piece, p.score) for p in proto.pieces])
+        model = models.BPE({s: i for i, s in enumerate(symbols)}, merges, unk_token="<unk>", fuse_unk=True,
+                           byte_fallback=byte_fallback)
+    else:
+        raise ConvertError(f"{vocabulary.files['model']}: only unigram and BPE SentencePiece models convert")
+    tokenizer = Tokenizer(model)
+    spec = proto.normalizer_spec
+    steps = [normalizers.Precompiled(spec.precompiled_charsmap)] if spec.precompiled_charsmap else []
+    if spec.remove_extra_whitespaces:
+        steps += [normalizers.Strip(), normalizers.Replace(Regex(" {2,}"), " ")]
+    if spec.add_dummy_prefix:
+        steps.append(normalizers.Prepend(" "))
+    steps.append(normalizers.Replace(" ", "\u2581"))
+    tokenizer.normalizer = normalizers.Sequence(steps)
+    pieces = [decoders.Replace("\u2581", " "), decoders.ByteFallback(), decoders.Fuse()]
+    if spec.add_dummy_prefix:
+        pieces.append(decoders.Strip(" ", 1, 0))
+    tokenizer.decoder = decoders.Sequence(pieces)
+    user_defined = [p.piece for p in proto.pieces if p.type == USER_DEFINED and p.piece not in SPECIALS]
+    return tokenizer, user_defined
+
+
+def build_tokenizer(vocabulary, dictionary, max_length):
+    """A transformers tokenizer whose ids are fairseq's for this vocabulary and dict.txt."""
+    from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
+    from transformers import PreTrainedTokenizerFast, RobertaTokenizer
+
+    specials = dict(bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>", unk_token="<unk>",
+                    pad_token="<pad>", mask_token=AddedToken("<mask>", lstrip=True, rstrip=False))
+    if vocabulary.kind == "bytelevel-bpe":
+        ids = _bytelevel_vocab(vocabulary, dictionary)
+        merges = _read_merges(vocabulary.files["merges"])
+        if not vocabulary.lowercase:  # the standard RoBERTa tokenizer class
+            return RobertaTokenizer(vocab=ids, merges=merges, add_prefix_space=False, model_max_length=max_length,
+                                    **specials)
+        tokenizer = Tokenizer(models.BPE(ids, merges, fuse_unk=False))
+        tokenizer.normalizer = normalizers.Lowercase()
+        tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+        tokenizer.decoder = decoders.ByteLevel()
+        user_defined = []
+    else:
+        tokenizer, user_defined = _sentencepiece_parts(vocabulary, dictionary)
+    bos, eos = dictionary.bos(), dictionary.eos()
+    tokenizer.post_processor = processors.TemplateProcessing(
+        single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>", special_tokens=[("<s>", bos), ("</s>", eos)]
+    )
+    if user_defined:
+        tokenizer.add_tokens([AddedToken(t, normalized=False, special=False) for t in user_defined])
+    return PreTrainedTokenizerFast(tokenizer_object=tokenizer, model_max_length=max_length, **specials)
+
+
+# ---- transformers tokenizer -> dict.txt and vocabulary files (from-hf)
+
+
+def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir):
+    """Writes dict.txt (fairseq index == transformers id) and the vocabulary files preprocess/ reads."""
+    import shutil
+
+    expected = {"bos": 0, "pad": 1, "eos": 2, "unk": 3}
+    found = {name: getattr(tokenizer, f"{name}_token_id") for name in expected}
+    if found != expected:
+        raise ConvertError(
+            f"{hf_dir}: special token ids are {found}; fairseq's Dictionary needs <s> 0, <pad> 1, </s> 2, <unk> 3 "
+            "(the RoBERTa and XLM-R layout), so this tokenizer cannot be carried over"
+        )
+    if tokenizer.mask_token_id is None:
+        raise ConvertError(f"{hf_dir}: the tokenizer has no mask token; a masked LM needs one (mask_token)")
+    backend = json.loads(tokenizer.backend_tokenizer.to_str())
+    model = backend["model"]
+    pre = json.dumps(backend.get("pre_tokenizer") or {})
+    byte_level = model["type"] == "BPE" and '"ByteLevel"' in pre
+    added = {t["id"]: t["content"] for t in backend.get("added_tokens", [])}
+    id_to_token = {i: t for t, i in tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False).items()}
+    symbols, fillers = [], 0
+    for i in range(4, vocab_size):
+        if i in added:
+            symbols.append(added[i])
+        elif byte_level and i in id_to_token:
+            symbols.append(str(i))
+        elif i in id_to_token:
+            symbols.append(id_to_token[i])
+        else:
+            symbols.append(FILLER.format(fillers))
+            fillers += 1
+    if len(set(symbols)) != len(symbols):
+        raise ConvertError(f"{hf_dir}: two token ids share a symbol; dict.txt needs one symbol per id")
+    with open(out_dir / "dict.txt", "w", encoding="utf-8") as f:
+        f.writelines(f"{s} 1\n" for s in symbols)
+    lowercase = '"Lowercase"' in json.dumps(backend.get("normalizer") or {})
+    if byte_level:
+        vocab = {t: i for t, i in tokenizer.backend_tokenizer.get_vocab(with_added_tokens=True).items()}
+        (out_dir / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
+        (out_dir / "merges.txt").write_text("#version: 0.2\n" + "".join(m + "\n" for m in merges), encoding="utf-8")
+        corpus_vocab.write_info(out_dir, "bytelevel-bpe", vocab_size, lowercase=lowercase)
+        return
+    models_found = sorted(Path(hf_dir).glob("*.model"))
+    if len(models_found) != 1:
+        raise ConvertError(
+            f"{hf_dir}: the tokenizer is not byte-level BPE, and fairseq needs its SentencePiece .model file, which "
+            "is not there; copy it into the folder"
+        )
+    shutil.copyfile(models_found[0], out_dir / "sentencepiece.model")
+    corpus_vocab.write_info(out_dir, "sentencepiece", vocab_size)

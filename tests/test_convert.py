@@ -1,0 +1,311 @@
+"""biofairseq-convert on tiny models trained here with fairseq-train on real text: fairseq <-> transformers."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from conftest import BIN, REPO, run_fairseq
+from corpus import SHARED, read_documents
+
+TRAIN = [
+    "--tokens-per-sample", "128", "--batch-size", "16", "--optimizer", "adam", "--lr", "1e-3",
+    "--lr-scheduler", "polynomial_decay", "--warmup-updates", "5", "--total-num-update", "60", "--max-update", "60",
+    "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--log-interval", "1",
+    "--no-epoch-checkpoints", "--disable-validation",
+]
+DOCUMENT_MLM = ["--user-dir", "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy"]
+# fairseq's own roberta architectures, shrunk (they read every size from the command line).
+SMALL = ["--encoder-layers", "2", "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
+         "--encoder-attention-heads", "2"]
+MODELS = {
+    "bytebpe": ("bytebpe_corpus", ["--arch", "bio_roberta_tiny"]),
+    "sentencepiece": ("spm_corpus", ["--arch", "bio_roberta_tiny"]),
+    "pre-LN": ("bytebpe_corpus", ["--arch", "bio_roberta_tiny", "--encoder-normalize-before"]),
+    "pre-LN-no-embedding-LN": ("bytebpe_corpus", ["--arch", "roberta_prenorm", *SMALL]),
+}
+
+
+def convert(*args):
+    from biofairseq.convert.cli import main
+
+    return main([str(a) for a in args])
+
+
+def report(folder):
+    return json.loads((folder / "conversion.json").read_text())
+
+
+def held_out_sentences():
+    """Real sentences the vocabularies and models never saw: Spanish clinical cases and NCBI-disease (English)."""
+    from biofairseq.corpus.sentences import split_sentences
+
+    spanish = [s for doc in read_documents(600, 12) for p in doc for s in split_sentences(p)]
+    english, words = [], []
+    with open(SHARED / "data" / "ncbi_disease" / "test.tsv", encoding="utf-8") as f:
+        for line in f:
+            if line.strip():
+                words.append(line.split("\t")[0])
+            elif words:
+                english.append(" ".join(words))
+                words = []
+    return spanish[:150] + english[:60]
+
+
+@pytest.fixture(scope="module")
+def checkpoints(request, tmp_path_factory):
+    """name -> (checkpoint, data-bin): tiny models trained for 60 updates on the real clinical cases."""
+    out = {}
+    for name, (corpus_fixture, arch) in MODELS.items():
+        corpus = request.getfixturevalue(corpus_fixture)
+        save_dir = tmp_path_factory.mktemp(name)
+        run_fairseq("fairseq-train", corpus.data_bin, *DOCUMENT_MLM, *arch, *TRAIN, "--save-dir", save_dir)
+        out[name] = (save_dir / "checkpoint_last.pt", corpus.data_bin)
+    return out
+
+
+@pytest.fixture(scope="module")
+def converted(checkpoints, tmp_path_factory):
+    """name -> (transformers directory, fairseq directory converted back from it)."""
+    root = tmp_path_factory.mktemp("converted")
+    out = {}
+    for name, (checkpoint, _) in checkpoints.items():
+        assert convert("to-hf", checkpoint, root / f"{name}-hf") == 0
+        assert convert("from-hf", root / f"{name}-hf", root / f"{name}-fairseq") == 0
+        out[name] = (root / f"{name}-hf", root / f"{name}-fairseq")
+    return out
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_round_trip_gives_identical_state_dicts_and_passes_parity(name, checkpoints, converted):
+    from fairseq import checkpoint_utils
+
+    hf_dir, fairseq_dir = converted[name]
+    assert {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"} <= {
+        p.name for p in hf_dir.iterdir()
+    }
+    for folder in (hf_dir, fairseq_dir):
+        parity = report(folder)["parity"]
+        assert parity["ids_identical"] and parity["batch_shape"][0] == 7
+        assert parity["max_abs_diff_logits"] <= 1e-4 and parity["max_abs_diff_hidden"] <= 1e-4
+    original = checkpoint_utils.load_checkpoint_to_cpu(str(checkpoints[name][0]))["model"]
+    back = checkpoint_utils.load_checkpoint_to_cpu(str(fairseq_dir / "model.pt"))["model"]
+    assert original.keys() == back.keys()
+    assert all(torch.equal(original[k], back[k]) for k in original)
+    data_bin = checkpoints[name][1]
+    assert (fairseq_dir / "dict.txt").read_text() == (data_bin / "dict.txt").read_text()
+
+
+def test_layouts_pick_the_transformers_class_with_the_same_layer_order(converted):
+    classes = {name: json.loads((hf / "config.json").read_text())["architectures"][0]
+               for name, (hf, _) in converted.items()}
+    assert classes == {
+        "bytebpe": "RobertaForMaskedLM", "sentencepiece": "RobertaForMaskedLM",
+        "pre-LN": "RobertaPreLayerNormForMaskedLM", "pre-LN-no-embedding-LN": "XLMRobertaXLForMaskedLM",
+    }
+    assert report(converted["pre-LN-no-embedding-LN"][1])["fairseq_flags"][:2] == ["--arch", "roberta_prenorm"]
+
+
+@pytest.mark.parametrize("name", ["bytebpe", "sentencepiece"])
+def test_token_ids_equal_fairseq_encoding_on_held_out_sentences(name, checkpoints, converted):
+    from transformers import AutoTokenizer
+
+    from biofairseq.convert import fairseq_side, vocabulary
+
+    checkpoint, data_bin = checkpoints[name]
+    dictionary = fairseq_side.load_dictionary(data_bin / "dict.txt")
+    fairseq_encode = vocabulary.FairseqEncoding(vocabulary.from_folder(data_bin), dictionary)
+    tokenizer = AutoTokenizer.from_pretrained(converted[name][0])
+    sentences = held_out_sentences()
+    assert len(sentences) == 210
+    assert tokenizer(sentences)["input_ids"] == [fairseq_encode(s) for s in sentences]
+    assert tokenizer.mask_token_id == dictionary.index("<mask>") == 4
+    assert [tokenizer.bos_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id] == [0, 1, 2, 3]
+
+
+def test_logits_match_on_a_padded_batch_of_held_out_sentences(checkpoints, converted):
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from biofairseq.convert import fairseq_side
+
+    fairseq = fairseq_side.load(checkpoints["bytebpe"][0])
+    hf = AutoModelForMaskedLM.from_pretrained(converted["bytebpe"][0]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(converted["bytebpe"][0])
+    sentences = held_out_sentences()[::25]
+    batch = tokenizer(sentences, padding=True, return_tensors="pt")
+    assert batch["attention_mask"].float().mean() < 0.9  # really padded
+    with torch.no_grad():
+        expected = fairseq.model(batch["input_ids"])[0]
+        got = hf(**batch).logits
+    real = batch["attention_mask"].bool()
+    assert (expected - got).abs()[real].max() <= 1e-4
+
+
+def test_transformers_loads_the_directory_offline(converted):
+    from transformers import AutoModelForMaskedLM, AutoModelForTokenClassification, AutoTokenizer, pipeline
+
+    for name in ("bytebpe", "sentencepiece"):
+        hf_dir = converted[name][0]
+        tagger = AutoModelForTokenClassification.from_pretrained(hf_dir, num_labels=5)
+        tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+        words = ["Se", "pautó", "amoxicilina", "500", "mg", "."]
+        batch = tokenizer(words, is_split_into_words=True, return_tensors="pt")
+        assert tagger(**batch).logits.shape == (1, batch["input_ids"].shape[1], 5)
+        masked_lm = AutoModelForMaskedLM.from_pretrained(hf_dir)
+        assert torch.equal(tagger.roberta.embeddings.word_embeddings.weight, masked_lm.roberta.embeddings.word_embeddings.weight)
+        filled = pipeline("fill-mask", model=hf_dir)("El paciente presenta dolor <mask> intenso.", top_k=3)
+        assert len(filled) == 3 and all(f["sequence"].startswith("El paciente presenta dolor") for f in filled)
+
+
+def test_fairseq_roberta_base_with_gpt2_bpe_and_a_renumbered_dictionary(bytebpe_corpus, tmp_path, capsys):
+    """fairseq's own recipe: GPT-2 BPE files (encoder.json, vocab.bpe), a dict.txt in frequency order, as
+    fairseq's released RoBERTa has, --task masked_lm --arch roberta_base; the BPE is found from the checkpoint's
+    --bpe settings. A dictionary that lacks BPE tokens is refused, naming the file."""
+    from collections import Counter
+
+    from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
+    from transformers import AutoTokenizer
+
+    from biofairseq.convert import fairseq_side, vocabulary
+
+    gpt2 = tmp_path / "gpt2"
+    gpt2.mkdir()
+    vocab = json.loads((bytebpe_corpus.data_bin / "vocab.json").read_text())
+    (gpt2 / "encoder.json").write_text(json.dumps({t: i for t, i in vocab.items() if i >= 5}))
+    (gpt2 / "vocab.bpe").write_text((bytebpe_corpus.data_bin / "merges.txt").read_text())
+    encoder = get_encoder(str(gpt2 / "encoder.json"), str(gpt2 / "vocab.bpe"))
+    clean = bytebpe_corpus.data_bin.parent / "clean"
+    counts = Counter()
+    for split in ("train", "valid"):
+        lines = [" ".join(map(str, encoder.encode(l))) for l in (clean / f"{split}.txt").read_text().splitlines()]
+        (tmp_path / f"{split}.bpe").write_text("".join(l + "\n" for l in lines))
+        counts.update(" ".join(lines).split()) if split == "train" else None
+    ordered = sorted(map(str, range(5, len(vocab))), key=lambda s: (-counts[s], int(s)))
+    (tmp_path / "dict.txt").write_text("".join(f"{s} {counts[s]}\n" for s in ordered))
+    run_fairseq("fairseq-preprocess", "--only-source", "--srcdict", tmp_path / "dict.txt", "--trainpref",
+                tmp_path / "train.bpe", "--validpref", tmp_path / "valid.bpe", "--destdir", tmp_path / "bin")
+    run_fairseq("fairseq-train", tmp_path / "bin", "--task", "masked_lm", "--criterion", "masked_lm", "--arch",
+                "roberta_base", *SMALL, *TRAIN, "--bpe", "gpt2", "--gpt2-encoder-json", gpt2 / "encoder.json",
+                "--gpt2-vocab-bpe", gpt2 / "vocab.bpe", "--save-dir", tmp_path / "ck")
+    checkpoint = tmp_path / "ck" / "checkpoint_last.pt"
+    assert convert("to-hf", checkpoint, tmp_path / "hf") == 0
+    assert report(tmp_path / "hf")["parity"]["ids_identical"]
+    dictionary = fairseq_side.load_dictionary(tmp_path / "bin" / "dict.txt")
+    fairseq_encode = vocabulary.FairseqEncoding(vocabulary.from_folder(gpt2), dictionary)
+    sentences = held_out_sentences()
+    expected = [fairseq_encode(s) for s in sentences]
+    assert AutoTokenizer.from_pretrained(tmp_path / "hf")(sentences)["input_ids"] == expected
+    de = encoder.encode(" de")[0]
+    assert dictionary.index(str(de)) != de  # renumbered
+    lacking = tmp_path / "lacking" / "dict.txt"
+    lacking.parent.mkdir()
+    lines = (tmp_path / "bin" / "dict.txt").read_text().splitlines(keepends=True)
+    lacking.write_text("".join(lines[:-8]) + "".join(f"madeupword{i:04d} 0\n" for i in range(8)))
+    message = fails(capsys, "to-hf", checkpoint, tmp_path / "hf2", "--dict", lacking)
+    assert "lacks 8 BPE tokens" in message and "<unk>" in message and not (tmp_path / "hf2").exists()
+
+
+def test_from_hf_checkpoint_continues_pretraining(checkpoints, converted, tmp_path):
+    _, data_bin = checkpoints["bytebpe"]
+    fairseq_dir = converted["bytebpe"][1]
+    common = [data_bin, *DOCUMENT_MLM, "--arch", "bio_roberta_tiny", *TRAIN[:-2], "--max-update", "3",
+              "--total-num-update", "3", "--disable-validation", "--save-dir"]
+    scratch = run_fairseq("fairseq-train", *common, tmp_path / "scratch")
+    restored = run_fairseq("fairseq-train", *common, tmp_path / "restored", "--restore-file", fairseq_dir / "model.pt",
+                           "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler")
+    first_loss = lambda proc: float(
+        next(json.loads(l[l.index("{"):]) for l in (proc.stdout + proc.stderr).splitlines() if "| train_inner |" in l)["loss"]
+    )
+    assert "Loaded checkpoint" in restored.stdout + restored.stderr
+    assert first_loss(restored) < first_loss(scratch) - 0.5
+
+
+# ---- errors a user can cause
+
+
+def run_cli(*args):
+    return subprocess.run([str(BIN / "biofairseq-convert"), *map(str, args)], cwd=REPO, capture_output=True, text=True)
+
+
+def fails(capsys, *args):
+    """The one-line message of a conversion that must fail (exit status 1), run in this process."""
+    capsys.readouterr()
+    assert convert(*args) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("biofairseq-convert: error: "), lines
+    return lines[0]
+
+
+def test_a_checkpoint_of_another_architecture_fails_clearly(bytebpe_corpus, tmp_path):
+    """Through the console script: exit status 1, one line on stderr, no output folder."""
+    run_fairseq("fairseq-train", bytebpe_corpus.data_bin, "--task", "language_modeling", "--arch", "transformer_lm",
+                "--decoder-layers", "1", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
+                "--decoder-attention-heads", "2", "--tokens-per-sample", "64", "--batch-size", "8", "--optimizer",
+                "adam", "--lr", "1e-3", "--max-update", "1", "--cpu", "--num-workers", "0",
+                "--disable-validation", "--no-epoch-checkpoints", "--save-dir", tmp_path / "lm")
+    proc = run_cli("to-hf", tmp_path / "lm" / "checkpoint_last.pt", tmp_path / "out")
+    assert proc.returncode == 1
+    message = proc.stderr.strip().splitlines()[-1]
+    assert message.startswith("biofairseq-convert: error: ") and "Traceback" not in proc.stderr
+    assert all(str(n) in message for n in (tmp_path / "lm" / "checkpoint_last.pt", "transformer_lm", "RoBERTa"))
+    assert not (tmp_path / "out").exists() and list(tmp_path.glob(".out*")) == []
+
+
+def test_missing_files_and_a_wrong_dictionary_fail_clearly(checkpoints, tmp_path, capsys):
+    checkpoint, data_bin = checkpoints["bytebpe"]
+    assert str(tmp_path / "nope.pt") in fails(capsys, "to-hf", tmp_path / "nope.pt", tmp_path / "out")
+    # the data-bin was moved away: the dictionary, then the vocabulary, are asked for by their flags
+    state = torch.load(checkpoint)
+    state["cfg"]["task"]["data"] = str(tmp_path / "moved-away")
+    moved = tmp_path / "moved.pt"
+    torch.save(state, moved)
+    assert "moved-away/dict.txt is missing; pass --dict" in fails(capsys, "to-hf", moved, tmp_path / "out")
+    message = fails(capsys, "to-hf", moved, tmp_path / "out", "--dict", data_bin / "dict.txt")
+    assert "vocabulary not found" in message and "pass --vocab" in message
+    assert convert("to-hf", moved, tmp_path / "out", "--dict", data_bin / "dict.txt", "--vocab", data_bin) == 0
+    short = tmp_path / "dict.txt"
+    short.write_text("".join((data_bin / "dict.txt").read_text().splitlines(keepends=True)[:100]))
+    message = fails(capsys, "to-hf", checkpoint, tmp_path / "other", "--dict", short)
+    assert str(short) in message and "104 entries" in message and "2000 rows" in message and "--dict" in message
+    assert not (tmp_path / "other").exists()
+
+
+def test_a_failed_parity_check_exits_non_zero_and_leaves_no_output(converted, tmp_path, capsys):
+    """A transformers model with BERT's LayerNorm epsilon (1e-12) and small embeddings: fairseq's LayerNorm
+    (epsilon 1e-5) computes something else, the check says so, and nothing is written."""
+    from transformers import AutoModelForMaskedLM
+
+    model = AutoModelForMaskedLM.from_pretrained(converted["bytebpe"][0])
+    model.config.layer_norm_eps = 1e-12
+    with torch.no_grad():
+        model.roberta.embeddings.word_embeddings.weight.mul_(1e-3)
+        model.roberta.embeddings.position_embeddings.weight.mul_(1e-3)
+    model.save_pretrained(tmp_path / "eps")
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (tmp_path / "eps" / name).write_bytes((converted["bytebpe"][0] / name).read_bytes())
+    message = fails(capsys, "from-hf", tmp_path / "eps", tmp_path / "out")
+    assert "fails the parity check" in message and "token ids identical" in message
+    assert not (tmp_path / "out").exists() and list(tmp_path.glob(".out*")) == []
+    assert convert("from-hf", tmp_path / "eps", tmp_path / "out", "--no-verify") == 0
+    assert "layer_norm_eps 1e-12" in " ".join(report(tmp_path / "out")["notes"])
+
+
+def test_an_existing_output_is_not_replaced_without_overwrite(converted, checkpoints, capsys):
+    hf_dir = converted["bytebpe"][0]
+    before = (hf_dir / "model.safetensors").stat().st_mtime_ns
+    message = fails(capsys, "to-hf", checkpoints["bytebpe"][0], hf_dir)
+    assert str(hf_dir) in message and "--overwrite" in message
+    assert (hf_dir / "model.safetensors").stat().st_mtime_ns == before
+
+
+def test_from_hf_refuses_a_model_outside_the_roberta_family(tmp_path, capsys):
+    from transformers import BertConfig, BertForMaskedLM
+
+    BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+                               intermediate_size=32)).save_pretrained(tmp_path / "bert")
+    message = fails(capsys, "from-hf", tmp_path / "bert", tmp_path / "out")
+    assert "BertForMaskedLM" in message and "RoBERTa-family" in message
+    assert "config.json" in fails(capsys, "from-hf", tmp_path / "nothing", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
