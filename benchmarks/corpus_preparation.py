@@ -13,29 +13,15 @@ import json
 import math
 import os
 import shutil
-import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
+
+from measure import run
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("BIOFAIRSEQ_SHARED", REPO.parent / "shared"))
 CASES = SHARED / "data" / "spanish_clinical_text" / "clinical_cases.jsonl"
-BIN = Path(sys.executable).parent
-
-
-def run(cmd):
-    """Wall seconds and peak RSS (MiB) of a command and its children."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable, "PYTHONWARNINGS": "ignore"}
-    start = time.perf_counter()
-    proc = subprocess.Popen([str(c) for c in cmd], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
-    out, err = proc.stdout.read().decode(), proc.stderr.read().decode()
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"{cmd[1]} failed:\n{err[-3000:]}")
-    return seconds, usage.ru_maxrss / 1024, out
 
 
 def main():

@@ -7,8 +7,8 @@ import sys
 import pytest
 import torch
 
-from conftest import BIN, REPO, run_fairseq
-from corpus import SHARED, read_documents
+from conftest import BIN, REPO, json_logs, run_fairseq
+from corpus import SHARED, read_documents, run_script
 
 TRAIN = [
     "--tokens-per-sample", "128", "--batch-size", "16", "--optimizer", "adam", "--lr", "1e-3",
@@ -56,13 +56,13 @@ def held_out_sentences():
 
 @pytest.fixture(scope="module")
 def checkpoints(request, tmp_path_factory):
-    """name -> (checkpoint, data-bin): tiny models trained for 60 updates on the real clinical cases."""
+    """name -> (checkpoint, data-bin, log): tiny models trained for 60 updates on the real clinical cases."""
     out = {}
     for name, (corpus_fixture, arch) in MODELS.items():
         corpus = request.getfixturevalue(corpus_fixture)
         save_dir = tmp_path_factory.mktemp(name)
-        run_fairseq("fairseq-train", corpus.data_bin, *DOCUMENT_MLM, *arch, *TRAIN, "--save-dir", save_dir)
-        out[name] = (save_dir / "checkpoint_last.pt", corpus.data_bin)
+        proc = run_fairseq("fairseq-train", corpus.data_bin, *DOCUMENT_MLM, *arch, *TRAIN, "--save-dir", save_dir)
+        out[name] = (save_dir / "checkpoint_last.pt", corpus.data_bin, proc.stdout + proc.stderr)
     return out
 
 
@@ -71,7 +71,7 @@ def converted(checkpoints, tmp_path_factory):
     """name -> (transformers directory, fairseq directory converted back from it)."""
     root = tmp_path_factory.mktemp("converted")
     out = {}
-    for name, (checkpoint, _) in checkpoints.items():
+    for name, (checkpoint, *_) in checkpoints.items():
         assert convert("to-hf", checkpoint, root / f"{name}-hf") == 0
         assert convert("from-hf", root / f"{name}-hf", root / f"{name}-fairseq") == 0
         out[name] = (root / f"{name}-hf", root / f"{name}-fairseq")
@@ -114,15 +114,41 @@ def test_token_ids_equal_fairseq_encoding_on_held_out_sentences(name, checkpoint
 
     from biofairseq.convert import fairseq_side, vocabulary
 
-    checkpoint, data_bin = checkpoints[name]
+    checkpoint, data_bin, _ = checkpoints[name]
     dictionary = fairseq_side.load_dictionary(data_bin / "dict.txt")
     fairseq_encode = vocabulary.FairseqEncoding(vocabulary.from_folder(data_bin), dictionary)
     tokenizer = AutoTokenizer.from_pretrained(converted[name][0])
     sentences = held_out_sentences()
     assert len(sentences) == 210
+    sentences += EDGE_CASES
     assert tokenizer(sentences)["input_ids"] == [fairseq_encode(s) for s in sentences]
     assert tokenizer.mask_token_id == dictionary.index("<mask>") == 4
     assert [tokenizer.bos_token_id, tokenizer.pad_token_id, tokenizer.eos_token_id, tokenizer.unk_token_id] == [0, 1, 2, 3]
+
+
+EDGE_CASES = ["  dos  espacios  ", "tab\there", "emoji 😀 y 中文", "ÁÉÍÓÚ ñ ü ç ß", "ﬁ ligature ①", "", " ", "a\u00a0b",
+              "x\ny"]
+
+
+@pytest.mark.parametrize("options", [
+    ["--type", "bytelevel-bpe", "--lowercase"],
+    ["--type", "sentencepiece", "--model-type", "bpe"],
+    ["--type", "sentencepiece", "--normalization", "nmt_nfkc", "--no-byte-fallback"],
+], ids=["bytebpe-lowercase", "sentencepiece-bpe", "sentencepiece-nfkc-no-byte-fallback"])
+def test_exported_tokenizer_gives_fairseq_ids_for_each_vocabulary_option(options, bytebpe_corpus, tmp_path):
+    from transformers import AutoTokenizer
+
+    from biofairseq.convert import fairseq_side, vocabulary
+
+    run_script("preprocess/train_vocab.py", "--input", bytebpe_corpus.data_bin.parent / "clean" / "train.txt",
+               "--vocab-size", 2000, "--output-dir", tmp_path / "vocab", *options)
+    found = vocabulary.from_folder(tmp_path / "vocab")
+    dictionary = fairseq_side.load_dictionary(tmp_path / "vocab" / "dict.txt")
+    vocabulary.build_tokenizer(found, dictionary, 512).save_pretrained(tmp_path / "hf")
+    tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
+    fairseq_encode = vocabulary.FairseqEncoding(found, dictionary)
+    sentences = held_out_sentences() + EDGE_CASES
+    assert tokenizer(sentences)["input_ids"] == [fairseq_encode(s) for s in sentences]
 
 
 def test_logits_match_on_a_padded_batch_of_held_out_sentences(checkpoints, converted):
@@ -208,18 +234,16 @@ def test_fairseq_roberta_base_with_gpt2_bpe_and_a_renumbered_dictionary(bytebpe_
 
 
 def test_from_hf_checkpoint_continues_pretraining(checkpoints, converted, tmp_path):
-    _, data_bin = checkpoints["bytebpe"]
-    fairseq_dir = converted["bytebpe"][1]
-    common = [data_bin, *DOCUMENT_MLM, "--arch", "bio_roberta_tiny", *TRAIN[:-2], "--max-update", "3",
-              "--total-num-update", "3", "--disable-validation", "--save-dir"]
-    scratch = run_fairseq("fairseq-train", *common, tmp_path / "scratch")
-    restored = run_fairseq("fairseq-train", *common, tmp_path / "restored", "--restore-file", fairseq_dir / "model.pt",
-                           "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler")
-    first_loss = lambda proc: float(
-        next(json.loads(l[l.index("{"):]) for l in (proc.stdout + proc.stderr).splitlines() if "| train_inner |" in l)["loss"]
+    _, data_bin, log = checkpoints["bytebpe"]
+    restored = run_fairseq(
+        "fairseq-train", data_bin, *DOCUMENT_MLM, "--arch", "bio_roberta_tiny", *TRAIN, "--max-update", "3",
+        "--total-num-update", "3", "--save-dir", tmp_path, "--restore-file", converted["bytebpe"][1] / "model.pt",
+        "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler",
     )
-    assert "Loaded checkpoint" in restored.stdout + restored.stderr
-    assert first_loss(restored) < first_loss(scratch) - 0.5
+    output = restored.stdout + restored.stderr
+    assert "Loaded checkpoint" in output
+    first_loss = lambda text: float(json_logs(text, "train_inner")[0]["loss"])
+    assert first_loss(output) < first_loss(log) - 1.0  # the original run's first update started from scratch
 
 
 # ---- errors a user can cause
@@ -254,7 +278,7 @@ def test_a_checkpoint_of_another_architecture_fails_clearly(bytebpe_corpus, tmp_
 
 
 def test_missing_files_and_a_wrong_dictionary_fail_clearly(checkpoints, tmp_path, capsys):
-    checkpoint, data_bin = checkpoints["bytebpe"]
+    checkpoint, data_bin, _ = checkpoints["bytebpe"]
     assert str(tmp_path / "nope.pt") in fails(capsys, "to-hf", tmp_path / "nope.pt", tmp_path / "out")
     # the data-bin was moved away: the dictionary, then the vocabulary, are asked for by their flags
     state = torch.load(checkpoint)

@@ -1,5 +1,6 @@
 """Reading a fairseq RoBERTa checkpoint into a model, and writing one that ``fairseq-train --restore-file`` takes."""
 
+import contextlib
 import os
 import pickle
 from argparse import Namespace
@@ -14,6 +15,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import FairseqTask
 from omegaconf import OmegaConf
+from transformers.initialization import no_init_weights
 
 from biofairseq.convert import ConvertError
 from biofairseq.models.safe_checkpoints import UnsafeCheckpointError
@@ -47,6 +49,7 @@ def load_dictionary(path):
     except (OSError, ValueError, RuntimeError) as error:
         raise ConvertError(f"{path}: not a fairseq dict.txt ({str(error).splitlines()[0]})") from None
     dictionary.add_symbol("<mask>")
+    dictionary.path = str(path)  # for messages
     return dictionary
 
 
@@ -107,8 +110,8 @@ def load(path, dict_path=None):
             f"{dict_path}: {len(dictionary)} entries (with <mask>), but the embedding matrix of {path} has "
             f"{embed.shape[0]} rows; pass the dict.txt this model was trained with (--dict)"
         )
-    task = DictionaryTask(dictionary)
-    model = task.build_model(args)
+    with no_init_weights():  # the checkpoint overwrites every weight
+        model = DictionaryTask(dictionary).build_model(args)
     try:
         model.load_state_dict(state["model"], strict=True, model_cfg=args)
     except RuntimeError as error:
@@ -149,15 +152,18 @@ def architecture_flags(wanted):
     return best
 
 
-def new_model(flags, data_dir, dictionary):
-    """A fresh model and the configuration fairseq-train would record for ``--task document_mlm FLAGS``."""
+def new_model(flags, data_dir, dictionary, initialize=True):
+    """A model and the configuration fairseq-train would record for ``--task document_mlm FLAGS``; its weights
+    are left uninitialised (``initialize=False``) when the caller sets them all."""
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(
         parser, [str(data_dir), "--user-dir", USER_DIR, "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
                  *flags]
     )
     cfg = convert_namespace_to_omegaconf(args)
-    return DictionaryTask(dictionary).build_model(cfg.model).float().eval(), cfg
+    with no_init_weights() if not initialize else contextlib.nullcontext():
+        model = DictionaryTask(dictionary).build_model(cfg.model)
+    return model.float().eval(), cfg
 
 
 def save(path, model, cfg):

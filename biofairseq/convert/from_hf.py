@@ -67,17 +67,19 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
         raise ConvertError(
             f"{hf_dir}: the mask token's id {tokenizer.mask_token_id} is outside vocab_size {config.vocab_size}"
         )
-    fairseq, cfg = fairseq_side.new_model(flags, final_output, dictionary)
+    fairseq, cfg = fairseq_side.new_model(flags, final_output, dictionary, initialize=False)
     weights = fairseq.state_dict()
     hf_weights = model.state_dict()
     for f, h in layout.names(config.num_hidden_layers):
-        weights[f] = hf_weights[h].clone()
+        weights[f] = hf_weights[h]
     token_types = next(v for k, v in hf_weights.items() if k.endswith("embeddings.token_type_embeddings.weight"))
     if token_types.abs().max() > 0:  # every token adds row 0; fairseq adds it through the positions instead
-        weights[layouts.FAIRSEQ_ENCODER + "embed_positions.weight"] += token_types[0]
+        positions = layouts.FAIRSEQ_ENCODER + "embed_positions.weight"
+        weights[positions] = weights[positions] + token_types[0]
         notes.append("the token type embedding (row 0) is folded into the position embeddings")
     fairseq.load_state_dict(weights, strict=True)
     fairseq_side.save(output / "model.pt", fairseq, cfg)
+    del fairseq, weights, hf_weights  # the check reloads what was written
     report = {
         "direction": "from-hf", "source": str(hf_dir.resolve()), "layout": layout.name, "transformers_class": type(model).__name__,
         "fairseq_flags": flags, "dictionary_size": len(dictionary), "notes": notes, "parity": None,

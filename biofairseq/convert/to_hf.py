@@ -47,6 +47,7 @@ def hf_state_dict(fairseq_weights, layout, layers, hf_keys, checkpoint):
 
 def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=print):
     import transformers
+    from transformers.initialization import no_init_weights
 
     fairseq = fairseq_side.load(checkpoint, dict_path)
     args, dictionary = fairseq.args, fairseq.dictionary
@@ -65,17 +66,19 @@ def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=pri
         eos_token_id=dictionary.eos(), tie_word_embeddings=not args.untie_weights_roberta,
         architectures=[layout.model_class],
     )
-    model = getattr(transformers, layout.model_class)(config)
+    with no_init_weights():  # every weight is overwritten next
+        model = getattr(transformers, layout.model_class)(config)
     model.load_state_dict(
         hf_state_dict(weights, layout, args.encoder_layers, model.state_dict().keys(), checkpoint), strict=True
     )
     model.eval().save_pretrained(output)
+    del model, weights  # the check reloads what was written
     max_length = positions - dictionary.pad() - 1
     tokenizer = vocabulary.build_tokenizer(found, dictionary, max_length)
     tokenizer.save_pretrained(output)
     if found.kind == "sentencepiece":  # what from-hf and fairseq need to encode text for this model again
         shutil.copyfile(found.files["model"], output / "sentencepiece.model")
-    notes = list(found.notes)
+    notes = []
     if dropped:
         notes.append(f"classification heads not converted: {', '.join(dropped)}")
     report = {

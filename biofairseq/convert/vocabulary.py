@@ -9,13 +9,13 @@ cannot encode gives <unk> in both; a dictionary that lacks some of the BPE's own
 
 import json
 from argparse import Namespace
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from biofairseq.convert import ConvertError
 from biofairseq.corpus import vocab as corpus_vocab
 
-SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+SPECIALS = corpus_vocab.SPECIALS
 # fairseq's name for the filler symbols that pad a dictionary to a multiple of 8.
 FILLER = "madeupword{:04d}"
 LOOKED_FOR = "vocab_info.json, vocab.json + merges.txt, encoder.json + vocab.bpe, or a SentencePiece .model"
@@ -27,7 +27,6 @@ class Vocabulary:
     files: dict  # bytelevel-bpe: vocab, merges; sentencepiece: model
     lowercase: bool = False
     gpt2: bool = False  # encoder.json + vocab.bpe, read with fairseq's own gpt2 BPE
-    notes: list = field(default_factory=list)
 
 
 def from_folder(path):
@@ -141,7 +140,7 @@ def _lacking(vocabulary, dictionary, missing, what):
     """fairseq encodes a BPE token its dictionary lacks as <unk>. A transformers tokenizer file holds one token
     per id and needs every merge result in its vocabulary, so it cannot give <unk> for such a token: refuse."""
     return ConvertError(
-        f"dict.txt lacks {len(missing)} {what} of {vocabulary.files[next(iter(vocabulary.files))]} (e.g. "
+        f"{getattr(dictionary, 'path', 'dict.txt')}: lacks {len(missing)} {what} of {vocabulary.files[next(iter(vocabulary.files))]} (e.g. "
         f"{missing[:3]}); fairseq encodes them as <unk>, which no transformers tokenizer file can reproduce; "
         "convert a model binarized with the vocabulary's complete dict.txt (preprocess/binarize.sh writes one)"
     )
