@@ -280,6 +280,7 @@ def test_a_checkpoint_of_another_architecture_fails_clearly(bytebpe_corpus, tmp_
 def test_missing_files_and_a_wrong_dictionary_fail_clearly(checkpoints, tmp_path, capsys):
     checkpoint, data_bin, _ = checkpoints["bytebpe"]
     assert str(tmp_path / "nope.pt") in fails(capsys, "to-hf", tmp_path / "nope.pt", tmp_path / "out")
+    assert "not a PyTorch checkpoint" in fails(capsys, "to-hf", data_bin / "dict.txt", tmp_path / "out")
     # the data-bin was moved away: the dictionary, then the vocabulary, are asked for by their flags
     state = torch.load(checkpoint)
     state["cfg"]["task"]["data"] = str(tmp_path / "moved-away")

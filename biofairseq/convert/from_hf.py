@@ -55,6 +55,8 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
     config = model.config
     settings = _settings(config, layout, hf_dir)
     flags = fairseq_side.architecture_flags(settings)
+    if flags is None:
+        raise ConvertError(f"{hf_dir}: no fairseq RoBERTa architecture has these settings: {settings}")
     notes = []
     if config.layer_norm_eps != FAIRSEQ_LAYER_NORM_EPS:
         notes.append(f"layer_norm_eps {config.layer_norm_eps} becomes fairseq's 1e-5")
@@ -89,13 +91,7 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
         log(f"note: {note}")
     if verify:
         reloaded = fairseq_side.load(output / "model.pt", output / "dict.txt")
-        found = vocabulary.from_folder(output)
-        result = parity.check(
-            reloaded.model, vocabulary.FairseqEncoding(found, reloaded.dictionary), model, tokenizer,
-            dictionary.pad(), dictionary.index("<mask>"),
-        )
-        log(result.summary())
-        report["parity"] = result.as_dict()
-        if not result.passed():
-            raise ConvertError(f"{hf_dir}: converted checkpoint fails the parity check: {result.summary()}")
+        encode = vocabulary.FairseqEncoding(vocabulary.from_folder(output), reloaded.dictionary)
+        parity.verify(reloaded.model, encode, model, tokenizer, dictionary, report, log,
+                      f"{hf_dir}: the converted checkpoint")
     return report

@@ -9,6 +9,8 @@ from dataclasses import asdict, dataclass
 
 import torch
 
+from biofairseq.convert import ConvertError
+
 TOLERANCE = 1e-4
 
 SENTENCES = (
@@ -72,3 +74,12 @@ def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask):
         len(ids), list(tokens.shape), not mismatch, diff(fairseq_logits, hf_logits), diff(fairseq_hidden, hf_hidden),
         mismatch,
     )
+
+
+def verify(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary, report, log, what):
+    """Runs the check, prints it and records it in the report; fails the conversion above the tolerance."""
+    result = check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary.pad(), dictionary.index("<mask>"))
+    log(result.summary())
+    report["parity"] = result.as_dict()
+    if not result.passed():
+        raise ConvertError(f"{what} fails the parity check: {result.summary()}")

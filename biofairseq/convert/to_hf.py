@@ -92,12 +92,6 @@ def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=pri
     if verify:
         hf_model = transformers.AutoModelForMaskedLM.from_pretrained(output).float().eval()
         hf_tokenizer = transformers.AutoTokenizer.from_pretrained(output)
-        result = parity.check(
-            fairseq.model, vocabulary.FairseqEncoding(found, dictionary), hf_model, hf_tokenizer,
-            dictionary.pad(), dictionary.index("<mask>"),
-        )
-        log(result.summary())
-        report["parity"] = result.as_dict()
-        if not result.passed():
-            raise ConvertError(f"{checkpoint}: converted model fails the parity check: {result.summary()}")
+        parity.verify(fairseq.model, vocabulary.FairseqEncoding(found, dictionary), hf_model, hf_tokenizer,
+                      dictionary, report, log, f"{checkpoint}: the converted model")
     return report

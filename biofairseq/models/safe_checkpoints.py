@@ -23,9 +23,13 @@ class UnsafeCheckpointError(pickle.UnpicklingError):
 def _explain(path, error):
     try:
         found = torch.serialization.get_unsafe_globals_in_checkpoint(path)
-    except Exception:  # not a zip checkpoint: keep torch's own first line
+    except Exception:  # not a zip checkpoint
         found = []
-    what = ", ".join(found) if found else str(error).strip().splitlines()[0]
+    with open(path, "rb") as f:
+        head = f.read(2)
+    if not found and head != b"PK" and not head.startswith(b"\x80"):  # neither torch's zip nor a pickle
+        return f"{path}: not a PyTorch checkpoint; give the path of a .pt file that fairseq (torch.save) wrote"
+    what = ", ".join(found) if found else str(error).strip().splitlines()[-1]
     return (
         f"{path}: holds {what}, which is not one of the plain types fairseq checkpoints contain; "
         "it is not loaded because unpickling it could run code. Re-save it from trusted code with "
