@@ -284,12 +284,19 @@ def test_missing_files_and_a_wrong_dictionary_fail_clearly(checkpoints, tmp_path
     # the data-bin was moved away: the dictionary, then the vocabulary, are asked for by their flags
     state = torch.load(checkpoint)
     state["cfg"]["task"]["data"] = str(tmp_path / "moved-away")
+    state["model"].update({  # as a fine-tuned (sentence_prediction) checkpoint holds them
+        "classification_heads.triage.dense.weight": torch.zeros(128, 128),
+        "classification_heads.triage.dense.bias": torch.zeros(128),
+        "classification_heads.triage.out_proj.weight": torch.zeros(3, 128),
+        "classification_heads.triage.out_proj.bias": torch.zeros(3),
+    })
     moved = tmp_path / "moved.pt"
     torch.save(state, moved)
     assert "moved-away/dict.txt is missing; pass --dict" in fails(capsys, "to-hf", moved, tmp_path / "out")
     message = fails(capsys, "to-hf", moved, tmp_path / "out", "--dict", data_bin / "dict.txt")
     assert "vocabulary not found" in message and "pass --vocab" in message
     assert convert("to-hf", moved, tmp_path / "out", "--dict", data_bin / "dict.txt", "--vocab", data_bin) == 0
+    assert "classification heads not converted: triage" in report(tmp_path / "out")["notes"]
     short = tmp_path / "dict.txt"
     short.write_text("".join((data_bin / "dict.txt").read_text().splitlines(keepends=True)[:100]))
     message = fails(capsys, "to-hf", checkpoint, tmp_path / "other", "--dict", short)

@@ -60,6 +60,7 @@ class FairseqRoberta:
     dictionary: Dictionary
     data_dir: str  # the data-bin the checkpoint names, or None
     bpe: object  # the checkpoint's --bpe settings, or None
+    heads: list  # classification heads the checkpoint holds (fine-tuning), left out of the model
 
 
 def _data_dir(cfg):
@@ -110,13 +111,14 @@ def load(path, dict_path=None):
             f"{dict_path}: {len(dictionary)} entries (with <mask>), but the embedding matrix of {path} has "
             f"{embed.shape[0]} rows; pass the dict.txt this model was trained with (--dict)"
         )
+    heads = sorted({k.split(".")[1] for k in state["model"] if k.startswith("classification_heads.")})
     with no_init_weights():  # the checkpoint overwrites every weight
         model = DictionaryTask(dictionary).build_model(args)
     try:
         model.load_state_dict(state["model"], strict=True, model_cfg=args)
     except RuntimeError as error:
         raise ConvertError(f"{path}: weights do not fit a '{arch}' model ({str(error).splitlines()[0]})") from None
-    return FairseqRoberta(model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"))
+    return FairseqRoberta(model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads)
 
 
 # ---- writing

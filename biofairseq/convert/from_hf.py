@@ -35,7 +35,6 @@ def _settings(config, layout, hf_dir):
 
 def convert(hf_dir, output, final_output, verify=True, log=print):
     """Writes into ``output``; the checkpoint names ``final_output`` as its data-bin, where dict.txt will be."""
-    import torch
     import transformers
 
     hf_dir = Path(hf_dir)

@@ -55,7 +55,6 @@ def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=pri
     layout = layouts.layout_for_fairseq(args)
     found = vocabulary.find(checkpoint, vocab, fairseq.bpe, fairseq.data_dir)
     weights = fairseq.model.state_dict()
-    dropped = sorted({k.split(".")[1] for k in weights if k.startswith("classification_heads.")})
     positions = weights[layouts.FAIRSEQ_ENCODER + "embed_positions.weight"].shape[0]
     config = getattr(transformers, layout.config_class)(
         vocab_size=len(dictionary), hidden_size=args.encoder_embed_dim, num_hidden_layers=args.encoder_layers,
@@ -79,8 +78,8 @@ def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=pri
     if found.kind == "sentencepiece":  # what from-hf and fairseq need to encode text for this model again
         shutil.copyfile(found.files["model"], output / "sentencepiece.model")
     notes = []
-    if dropped:
-        notes.append(f"classification heads not converted: {', '.join(dropped)}")
+    if fairseq.heads:
+        notes.append(f"classification heads not converted: {', '.join(fairseq.heads)}")
     report = {
         "direction": "to-hf", "source": str(Path(checkpoint).resolve()), "layout": layout.name,
         "transformers_class": layout.model_class, "vocabulary": {"type": found.kind, **found.files},
