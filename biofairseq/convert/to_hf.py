@@ -29,8 +29,7 @@ def hf_state_dict(fairseq_weights, layout, layers, hf_keys, checkpoint):
     """fairseq weights renamed to the transformers class's; RoBERTa's unused token type embedding is zero."""
     pairs = layout.names(layers)
     known = {f for f, _ in pairs}
-    unknown = [k for k in fairseq_weights
-               if k not in known and not k.endswith(".version") and not k.startswith("classification_heads.")]
+    unknown = [k for k in fairseq_weights if k not in known and not k.endswith(".version")]
     if unknown:
         raise ConvertError(
             f"{checkpoint}: parameters that {layout.model_class} has no place for ({', '.join(unknown[:3])}); "
