@@ -90,7 +90,6 @@ def main(argv=None):
     log = lambda message: print(f"biofairseq-convert: {message}", flush=True)
     start = time.time()
     try:
-
         with _staged(args.output, args.overwrite) as staging:
             if args.command == "to-hf":
                 report = to_hf.convert(args.checkpoint, staging, args.dict_path, args.vocab, not args.no_verify, log)

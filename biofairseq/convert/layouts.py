@@ -4,7 +4,6 @@ A layout is data: the fairseq flags it stands for, the transformers classes, and
 encoder family (BioMegatron's, ELECTRA's) means adding a layout here, not another converter.
 """
 
-import re
 from dataclasses import dataclass
 
 FAIRSEQ_ENCODER = "encoder.sentence_encoder."
@@ -104,7 +103,3 @@ def layout_for_hf(model_class):
             return layout
     return None
 
-
-def layer_count(keys):
-    found = [int(m.group(1)) for k in keys if (m := re.match(re.escape(FAIRSEQ_ENCODER) + r"layers\.(\d+)\.", k))]
-    return max(found) + 1 if found else 0

@@ -140,7 +140,7 @@ def _lacking(vocabulary, dictionary, missing, what):
     """fairseq encodes a BPE token its dictionary lacks as <unk>. A transformers tokenizer file holds one token
     per id and needs every merge result in its vocabulary, so it cannot give <unk> for such a token: refuse."""
     return ConvertError(
-        f"{getattr(dictionary, 'path', 'dict.txt')}: lacks {len(missing)} {what} of {vocabulary.files[next(iter(vocabulary.files))]} (e.g. "
+        f"{getattr(dictionary, 'path', 'dict.txt')}: lacks {len(missing)} {what} of {next(iter(vocabulary.files.values()))} (e.g. "
         f"{missing[:3]}); fairseq encodes them as <unk>, which no transformers tokenizer file can reproduce; "
         "convert a model binarized with the vocabulary's complete dict.txt (preprocess/binarize.sh writes one)"
     )
@@ -270,11 +270,10 @@ def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir):
             fillers += 1
     if len(set(symbols)) != len(symbols):
         raise ConvertError(f"{hf_dir}: two token ids share a symbol; dict.txt needs one symbol per id")
-    with open(out_dir / "dict.txt", "w", encoding="utf-8") as f:
-        f.writelines(f"{s} 1\n" for s in symbols)
+    corpus_vocab.write_dict(out_dir / "dict.txt", symbols)
     lowercase = '"Lowercase"' in json.dumps(backend.get("normalizer") or {})
     if byte_level:
-        vocab = {t: i for t, i in tokenizer.backend_tokenizer.get_vocab(with_added_tokens=True).items()}
+        vocab = tokenizer.backend_tokenizer.get_vocab(with_added_tokens=True)
         (out_dir / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
         (out_dir / "merges.txt").write_text("#version: 0.2\n" + "".join(m + "\n" for m in merges), encoding="utf-8")

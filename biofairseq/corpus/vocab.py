@@ -22,7 +22,8 @@ class VocabError(Exception):
     pass
 
 
-def _write_dict(path, symbols):
+def write_dict(path, symbols):
+    """dict.txt with these symbols in this order (each with count 1), written atomically."""
     tmp = Path(f"{path}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
         for symbol in symbols:
@@ -39,7 +40,7 @@ def train_bytelevel_bpe(files, out_dir, vocab_size, min_frequency=2, lowercase=F
     tok.save_model(str(out_dir))
     size = tok.get_vocab_size()
     # <mask> keeps id 4 when fairseq's task adds it: it is already in the dictionary.
-    _write_dict(out_dir / "dict.txt", ["<mask>", *map(str, range(len(SPECIALS), size))])
+    write_dict(out_dir / "dict.txt", ["<mask>", *map(str, range(len(SPECIALS), size))])
     return size
 
 
@@ -60,7 +61,7 @@ def train_sentencepiece(files, out_dir, vocab_size, model_type="unigram", max_se
     sp = spm.SentencePieceProcessor(model_file=f"{prefix}.model")
     pieces = [sp.id_to_piece(i) for i in range(sp.get_piece_size())]
     assert tuple(pieces[: len(SPECIALS)]) == SPECIALS, pieces[:5]
-    _write_dict(out_dir / "dict.txt", ["<mask>", *pieces[len(SPECIALS):]])
+    write_dict(out_dir / "dict.txt", ["<mask>", *pieces[len(SPECIALS):]])
     return len(pieces)
 
 
