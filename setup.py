@@ -27,8 +27,12 @@ setup(
             "xxhash>=3", "zstandard>=0.22", "sacremoses>=0.1", "submitit>=1.5", "regex", "tqdm",
         ],
         "convert": ["transformers>=5", "safetensors>=0.4", "tokenizers>=0.22", "sentencepiece>=0.2", "protobuf"],
+        "ner": ["transformers>=5", "accelerate>=1.1", "seqeval>=1.2", "matplotlib>=3.7", "tensorboard", "regex"],
         "test": ["pytest>=8"],
     },
-    entry_points={"console_scripts": ["biofairseq-convert=biofairseq.convert.cli:main"]},
+    entry_points={"console_scripts": [
+        "biofairseq-convert=biofairseq.convert.cli:main",
+        "biofairseq-ner=biofairseq.finetune.cli:main",
+    ]},
     license="Apache-2.0",
 )

@@ -7,10 +7,7 @@ OUTPUT_DIR appears only when the conversion and its parity check have passed.
 """
 
 import argparse
-import contextlib
 import json
-import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -45,28 +42,6 @@ def _parser():
     return parser
 
 
-@contextlib.contextmanager
-def _staged(output, overwrite):
-    """A temporary sibling folder that becomes OUTPUT_DIR only if everything inside the block succeeds."""
-    from biofairseq.convert import ConvertError
-
-    output = output.resolve()
-    if output.exists() and not overwrite:
-        raise ConvertError(f"{output}: already exists; choose another OUTPUT_DIR or pass --overwrite")
-    output.parent.mkdir(parents=True, exist_ok=True)
-    staging = output.parent / f".{output.name}.tmp-{os.getpid()}"
-    shutil.rmtree(staging, ignore_errors=True)
-    staging.mkdir()
-    try:
-        yield staging
-    except BaseException:
-        shutil.rmtree(staging, ignore_errors=True)
-        raise
-    if output.exists():
-        shutil.rmtree(output)
-    staging.rename(output)
-
-
 def _quiet_libraries():
     """fairseq, hydra and transformers log at INFO/DEBUG while loading; the command prints its own summary."""
     import logging
@@ -85,12 +60,13 @@ def _quiet_libraries():
 def main(argv=None):
     args = _parser().parse_args(argv)
     _quiet_libraries()
+    from biofairseq.atomic import staged_folder
     from biofairseq.convert import ConvertError, from_hf, to_hf
 
     log = lambda message: print(f"biofairseq-convert: {message}", flush=True)
     start = time.time()
     try:
-        with _staged(args.output, args.overwrite) as staging:
+        with staged_folder(args.output, args.overwrite, ConvertError) as staging:
             if args.command == "to-hf":
                 report = to_hf.convert(args.checkpoint, staging, args.dict_path, args.vocab, not args.no_verify, log)
             else:

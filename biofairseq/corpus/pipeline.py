@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from biofairseq.atomic import write_text
 from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
 from biofairseq.corpus.tables import markdown_table
 from biofairseq.corpus.sources import InputError, Shard, discover, plan_shards, read_documents
@@ -29,12 +30,6 @@ def _cleaner(config, lang):
     if _CLEANER is None or _CLEANER.config != config or _CLEANER.lang != lang:
         _CLEANER = DocumentCleaner(config, lang)
     return _CLEANER
-
-
-def _write_atomically(path, text):
-    tmp = Path(f"{path}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
 
 
 def process_shard(shard, config, lang, text_field, strict, out_dir):
@@ -64,7 +59,7 @@ def process_shard(shard, config, lang, text_field, strict, out_dir):
                     continue
                 f.write("\n".join(sentences) + "\n\n")
     os.replace(tmp, out)
-    _write_atomically(out.with_suffix(".json"), json.dumps({"counts": counts, "errors": errors[:20]}))
+    write_text(out.with_suffix(".json"), json.dumps({"counts": counts, "errors": errors[:20]}))
     return shard
 
 
@@ -261,7 +256,7 @@ def clean_corpus(args, config):
                 raise InputError(errors[0])
             discovery_errors[name] = errors
             shards += plan_shards(name, pieces, args.shard_size)
-        _write_atomically(plan_path, json.dumps({"fingerprint": fingerprint, "shards": [s.to_json() for s in shards], "errors": discovery_errors}))
+        write_text(plan_path, json.dumps({"fingerprint": fingerprint, "shards": [s.to_json() for s in shards], "errors": discovery_errors}))
     shard_dir = work / "shards"
     for tmp in shard_dir.glob("*/*.tmp") if shard_dir.is_dir() else []:
         tmp.unlink()
@@ -285,7 +280,7 @@ def clean_corpus(args, config):
         "train_docs": n_docs - args.valid_docs, "valid_docs": args.valid_docs,
         "errors": {name: e[:100] for name, e in errors.items() if e}, "fingerprint": fingerprint,
     }
-    _write_atomically(stats_path, json.dumps(stats, indent=1, ensure_ascii=False))
+    write_text(stats_path, json.dumps(stats, indent=1, ensure_ascii=False))
     if not args.keep_work:
         shutil.rmtree(work)
     return stats

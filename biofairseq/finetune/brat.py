@@ -1,0 +1,89 @@
+"""BRAT standoff folders (``X.txt`` + ``X.ann``, as PharmaCoNER, CANTEMIST, MEDDOCAN): read entities, write predictions."""
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from biofairseq.atomic import write_text
+from biofairseq.finetune import NERFormatError
+
+
+@dataclass
+class Entity:
+    start: int
+    end: int
+    type: str
+    where: str  # "file:line" of its .ann line, for reports
+
+
+@dataclass
+class Document:
+    id: str  # path of the .txt relative to the folder, without the suffix
+    text: str
+    entities: list = field(default_factory=list)
+    annotated: bool = True  # False when the .txt has no .ann beside it (text to predict)
+
+
+def read_folder(folder, problems):
+    """The documents of a BRAT folder (searched recursively), in file order.
+
+    Entity lines are ``T<n>\\tTYPE START END[;START END]\\tMENTION``; notes (``#``), relations, events and
+    attributes are skipped. Problems that do not stop the reading are appended to ``problems`` as
+    (kind, message): a mention that disagrees with its offsets is kept by its offsets ("misaligned"); a
+    discontinuous entity is joined into its outer span ("discontinuous"); one outside the text is dropped
+    ("outside").
+    """
+    folder = Path(folder)
+    texts = sorted(folder.rglob("*.txt"))
+    for ann in sorted(folder.rglob("*.ann")):
+        if not ann.with_suffix(".txt").is_file():
+            raise NERFormatError(f"{ann}: BRAT file without its .txt; add it or remove the .ann")
+    if not texts:
+        raise NERFormatError(f"{folder}: no .txt files; give a BRAT folder (X.txt + X.ann) or a CoNLL file")
+    documents = []
+    for txt in texts:
+        ann = txt.with_suffix(".ann")
+        doc = Document(str(txt.relative_to(folder).with_suffix("")), txt.read_text(encoding="utf-8"), [], ann.is_file())
+        if doc.annotated:
+            doc.entities = _entities(ann, doc.text, problems)
+        documents.append(doc)
+    return documents
+
+
+def _entities(ann, text, problems):
+    entities = []
+    for n, line in enumerate(ann.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.startswith("T"):
+            continue
+        where = f"{ann}:{n}"
+        try:
+            _, span, mention = line.split("\t", 2)
+            kind, offsets = span.split(" ", 1)
+            parts = [tuple(map(int, p.split())) for p in offsets.split(";")]
+            if any(len(p) != 2 or p[0] > p[1] for p in parts):
+                raise ValueError
+        except ValueError:
+            raise NERFormatError(f"{where}: not a BRAT entity line (T<n>\\tTYPE START END\\tMENTION); fix or remove it") from None
+        start, end = parts[0][0], parts[-1][1]
+        if end > len(text) or start >= end:
+            problems.append(("outside", f"{where}: {kind} {start}-{end} is outside the text or empty; dropped"))
+            continue
+        if len(parts) > 1:
+            problems.append(("discontinuous", f"{where}: discontinuous {kind} {offsets}; kept as its outer span {start}-{end}"))
+        elif text[start:end] != mention:
+            problems.append(("misaligned", f"{where}: offsets {start}-{end} give {text[start:end]!r}, the mention says {mention!r}; kept by its offsets"))
+        entities.append(Entity(start, end, kind, where))
+    return entities
+
+
+def write_folder(folder, documents, entities_by_doc):
+    """``X.txt`` and ``X.ann`` for each document, the entities as ``(start, end, type)`` character spans."""
+    folder = Path(folder)
+    for doc in documents:
+        txt = folder / f"{doc.id}.txt"
+        txt.parent.mkdir(parents=True, exist_ok=True)
+        write_text(txt, doc.text)
+        lines = [
+            f"T{i}\t{kind} {start} {end}\t{doc.text[start:end].replace(chr(10), ' ')}"
+            for i, (start, end, kind) in enumerate(sorted(entities_by_doc.get(doc.id, [])), 1)
+        ]
+        write_text(txt.with_suffix(".ann"), "".join(f"{line}\n" for line in lines))

@@ -1,0 +1,162 @@
+"""NER data sets, from a BRAT folder or a CoNLL file, as sentences of tokens with IOB2 tags.
+
+BRAT documents are cut into sentences (``corpus.sentences``, per line) and tokens (``\\w+|[^\\w\\s]``), keeping
+character offsets. A token break is forced at every entity edge, so entity edges always fall on token edges
+("Hb15,6"); a sentence break that would fall inside an entity is removed ("Ac. Toxoplasma"). Overlapping
+entities are flattened longest first (then earliest, then by type name); the dropped ones are counted and
+listed.
+"""
+
+import bisect
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import regex
+
+from biofairseq.corpus.sentences import sentence_spans
+from biofairseq.finetune import NERFormatError, bio, brat, conll
+
+TOKEN = regex.compile(r"\w+|[^\w\s]")
+_LINE = regex.compile(r"[^\n]+")
+
+
+@dataclass
+class Sentence:
+    tokens: list
+    tags: list  # None where the input has no gold annotation
+    doc: str = None  # BRAT document id
+    offsets: list = None  # BRAT: (start, end) of each token in the document
+
+
+@dataclass
+class NERData:
+    path: str
+    sentences: list
+    documents: list = None  # BRAT only
+    problems: list = field(default_factory=list)  # (kind, message)
+    counts: Counter = field(default_factory=Counter)
+
+    @property
+    def is_brat(self):
+        return self.documents is not None
+
+    @property
+    def annotated(self):
+        return all(s.tags is not None for s in self.sentences)
+
+    def types(self):
+        return {kind for s in self.sentences if s.tags for _, _, kind in bio.spans(s.tags)}
+
+    def statistics(self):
+        """What the conversion found and did, as printed by ``biofairseq-ner convert`` and saved beside its output."""
+        entities = Counter(kind for s in self.sentences if s.tags for _, _, kind in bio.spans(s.tags))
+        problems = Counter(kind for kind, _ in self.problems)
+        return {
+            "input": self.path,
+            "format": "brat" if self.is_brat else "conll",
+            "documents": len(self.documents) if self.is_brat else None,
+            "sentences": len(self.sentences),
+            "tokens": sum(len(s.tokens) for s in self.sentences),
+            "entities": sum(entities.values()),
+            "entities_per_type": dict(sorted(entities.items())),
+            **{k: self.counts[k] for k in sorted(self.counts)},
+            "problems": dict(sorted(problems.items())),
+            "problem_list": [message for _, message in self.problems],
+        }
+
+
+def read(path):
+    """The sentences of a BRAT folder or a CoNLL file."""
+    path = Path(path)
+    if path.is_dir():
+        return _read_brat(path)
+    if path.is_file():
+        return _read_conll(path)
+    raise NERFormatError(f"{path}: no such file or folder; give a BRAT folder (X.txt + X.ann) or a CoNLL file (token<TAB>tag)")
+
+
+def _read_conll(path):
+    data = NERData(str(path), [])
+    for n, (tokens, tags) in enumerate(conll.read_file(path)):
+        if tags is not None and bio.repair(tags) != tags:
+            data.problems.append(("repaired", f"{path}: sentence {n + 1}: an I- tag starts an entity; read as B- (conlleval's rule)"))
+            tags = bio.repair(tags)
+        data.sentences.append(Sentence(tokens, tags))
+    if not data.sentences:
+        raise NERFormatError(f"{path}: no sentences; give a CoNLL file (token<TAB>tag, blank line between sentences)")
+    return data
+
+
+def _read_brat(folder):
+    data = NERData(str(folder), [], [])
+    data.documents = brat.read_folder(folder, data.problems)
+    for doc in data.documents:
+        data.counts["entities_read"] += len(doc.entities)
+        data.sentences += document_sentences(doc, data)
+    return data
+
+
+def flatten(entities, problems):
+    """The entities left when overlapping ones are removed, longest first; the others are reported."""
+    kept = []
+    for e in sorted(entities, key=lambda e: (-(e.end - e.start), e.start, e.type)):
+        clash = next((k for k in kept if e.start < k.end and k.start < e.end), None)
+        if clash is None:
+            kept.append(e)
+        elif (clash.start, clash.end, clash.type) == (e.start, e.end, e.type):
+            problems.append(("duplicate", f"{e.where}: {e.type} {e.start}-{e.end} repeats {clash.where}; counted once"))
+        else:
+            problems.append(("flattened", f"{e.where}: {e.type} {e.start}-{e.end} overlaps {clash.type} {clash.start}-{clash.end} ({clash.where}); dropped (longest first)"))
+    return sorted(kept, key=lambda e: e.start)
+
+
+def document_sentences(doc, data):
+    """Sentences of one BRAT document, tagged with its (flattened) entities."""
+    entities = flatten(doc.entities, data.problems)
+    spans = [(m.start() + s, m.start() + e) for m in _LINE.finditer(doc.text) for s, e in sentence_spans(m.group())]
+    starts = [s for s, _ in spans]
+    joined = set()  # i: sentence i + 1 continues sentence i
+    for e in entities:
+        first, last = bisect.bisect_right(starts, e.start) - 1, bisect.bisect_right(starts, e.end - 1) - 1
+        joined.update(range(max(first, 0), last))
+    data.counts["sentence_breaks_inside_entities_removed"] += len(joined)
+    merged = []
+    for i, span in enumerate(spans):
+        if i - 1 in joined:
+            merged[-1] = (merged[-1][0], span[1])
+        else:
+            merged.append(span)
+    edges = sorted({x for e in entities for x in (e.start, e.end)})
+    sentences = []
+    for start, end in merged:
+        offsets = []
+        for m in TOKEN.finditer(doc.text, start, end):
+            cuts = edges[bisect.bisect_right(edges, m.start()) : bisect.bisect_left(edges, m.end())]
+            bounds = [m.start(), *cuts, m.end()]
+            offsets += zip(bounds, bounds[1:])
+        if offsets:
+            sentences.append(Sentence([doc.text[s:e] for s, e in offsets], ["O"] * len(offsets) if doc.annotated else None, doc.id, offsets))
+    firsts = [s.offsets[0][0] for s in sentences]
+    for e in entities:
+        _tag(e, sentences, firsts, data)
+    return sentences
+
+
+def _tag(entity, sentences, firsts, data):
+    i = bisect.bisect_right(firsts, entity.start) - 1
+    for sentence in sentences[max(i, 0) : i + 2]:
+        starts = [s for s, _ in sentence.offsets]
+        first = bisect.bisect_left(starts, entity.start)
+        last = bisect.bisect_left(starts, entity.end) - 1
+        if first <= last and sentence.offsets[last][1] <= entity.end:
+            sentence.tags[first : last + 1] = bio.tags(last + 1 - first, [(0, last + 1 - first, entity.type)])
+            if (sentence.offsets[first][0], sentence.offsets[last][1]) != (entity.start, entity.end):
+                data.problems.append(("trimmed", f"{entity.where}: {entity.type} {entity.start}-{entity.end} has white space at an edge; its tokens span {sentence.offsets[first][0]}-{sentence.offsets[last][1]}"))
+            return
+    data.problems.append(("no_token", f"{entity.where}: {entity.type} {entity.start}-{entity.end} covers no token; dropped"))
+
+
+def entity_offsets(sentence, tags):
+    """(start, end, type) character spans of the entities that ``tags`` mark in a BRAT sentence."""
+    return [(sentence.offsets[a][0], sentence.offsets[b - 1][1], kind) for a, b, kind in bio.spans(tags)]

@@ -1,0 +1,108 @@
+"""The NER table of the bsc-bio-es paper (Carrino et al. 2022, Table 2) and bio-lm's median, from finished runs.
+
+Each run's scores are those of its best-on-dev checkpoint. Per model (a sweep folder):
+- mean ± sample standard deviation of the test F1, P and R over every run (all LRs and seeds);
+- the run that is best on dev (ties: the earlier LR, then seed), with its test F1, LR and epoch;
+- the median of the test F1 over the seeds of the LR whose median dev F1 is highest (bio-lm's statistic).
+"""
+
+import json
+import statistics
+from collections import defaultdict
+from pathlib import Path
+
+from biofairseq.atomic import write_text
+from biofairseq.corpus.tables import markdown_table
+from biofairseq.finetune import NERFormatError
+
+
+def runs(folder):
+    """metrics.json of every finished run under ``folder`` (a sweep folder or one run), with LR and seed."""
+    folder = Path(folder)
+    found = sorted(folder.rglob("metrics.json")) if folder.is_dir() else []
+    found = [p for p in found if (p.parent / "predictions").is_dir()]  # train runs, not predict outputs
+    if not found:
+        raise NERFormatError(f"{folder}: no finished run (metrics.json from biofairseq-ner train or sweep) below it; give a sweep or run folder")
+    out = []
+    for path in found:
+        m = json.loads(path.read_text())
+        out.append({"path": str(path.parent), "lr": m["options"]["lr"], "seed": m["options"]["seed"], "best": m["best"],
+                    "dev": m["dev"], "test": m.get("test"), "history": m["history"]})
+    return out
+
+
+def summarize(name, model_runs):
+    split = "test" if all(r["test"] for r in model_runs) else "dev"
+    values = {k: [r[split][k] for r in model_runs] for k in ("f1", "precision", "recall")}
+    stat = lambda v: {"mean": statistics.fmean(v), "std": statistics.stdev(v) if len(v) > 1 else 0.0}
+    best = max(sorted(model_runs, key=lambda r: (r["lr"], r["seed"])), key=lambda r: r["dev"]["f1"])
+    by_lr = defaultdict(list)
+    for r in model_runs:
+        by_lr[r["lr"]].append(r)
+    median_lr = max(sorted(by_lr), key=lambda lr: statistics.median(r["dev"]["f1"] for r in by_lr[lr]))
+    return {
+        "model": name, "split": split, "runs": len(model_runs), "lrs": sorted(by_lr), "seeds": sorted({r["seed"] for r in model_runs}),
+        **{k: stat(v) for k, v in values.items()},
+        "best_on_dev": {"f1": best[split]["f1"], "precision": best[split]["precision"], "recall": best[split]["recall"],
+                        "dev_f1": best["dev"]["f1"], "lr": best["lr"], "seed": best["seed"], "epoch": best["best"]["epoch"] if best["best"] else None,
+                        "path": best["path"]},
+        "median_over_seeds": {"f1": statistics.median(r[split]["f1"] for r in by_lr[median_lr]), "lr": median_lr, "seeds": len(by_lr[median_lr])},
+    }
+
+
+def markdown(summaries):
+    pct = lambda s: f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f}"
+    split = summaries[0]["split"]
+    rows = [[s["model"], str(s["runs"]), pct(s["f1"]), pct(s["precision"]), pct(s["recall"]),
+             f"{100 * s['best_on_dev']['f1']:.2f}", f"{s['best_on_dev']['lr']:g}", f"{s['best_on_dev']['epoch']:g}",
+             f"{100 * s['median_over_seeds']['f1']:.2f} (lr {s['median_over_seeds']['lr']:g})"] for s in summaries]
+    header = ["model", "runs", f"{split} F1 mean ± std", "P mean ± std", "R mean ± std", f"best-on-dev {split} F1", "its LR",
+              "its epoch", f"median {split} F1 over seeds"]
+    return markdown_table(header, rows)
+
+
+def plot(groups, path):
+    """Dev F1 per epoch, one line per LR (mean over seeds), one panel per model."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 3.6), squeeze=False)
+    for ax, (name, model_runs) in zip(axes[0], groups.items()):
+        by_lr = defaultdict(lambda: defaultdict(list))
+        for r in model_runs:
+            for h in r["history"]:
+                by_lr[r["lr"]][h["epoch"]].append(100 * h["f1"])
+        for lr in sorted(by_lr):
+            epochs = sorted(by_lr[lr])
+            ax.plot(epochs, [statistics.fmean(by_lr[lr][e]) for e in epochs], marker="o", markersize=3, label=f"lr {lr:g}")
+        ax.set(title=name, xlabel="epoch", ylabel="dev F1 (mean over seeds)")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    fig.savefig(tmp, dpi=110)
+    plt.close(fig)
+    tmp.replace(path)
+
+
+def write(run_folders, output_dir):
+    """Writes report.md, report.json and dev_f1.png into ``output_dir`` and returns the Markdown table."""
+    groups = {}
+    for folder in run_folders:
+        name = Path(folder).resolve().name
+        while name in groups:
+            name += "'"
+        groups[name] = runs(folder)
+    summaries = [summarize(name, r) for name, r in groups.items()]
+    splits = {s["split"] for s in summaries}
+    if len(splits) > 1:
+        raise NERFormatError(f"{', '.join(map(str, run_folders))}: some runs have a test set and some do not; report them separately")
+    table = markdown(summaries)
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_text(output_dir / "report.json", json.dumps(summaries, indent=1) + "\n")
+    write_text(output_dir / "report.md", f"{table}\n\n{__doc__.split(chr(10), 1)[1].strip()}\n")
+    plot(groups, output_dir / "dev_f1.png")
+    return table
