@@ -5,73 +5,28 @@ after a space inside a sentence; "all text" encodes each line (BRAT) or sentence
 """
 
 from collections import defaultdict
-from pathlib import Path
 
 from biofairseq.corpus.tables import markdown_table
 from biofairseq.corpus.vocab import Encoder
-
-
-class NERFormatError(Exception):
-    pass
-
-
-def brat_mentions(folder):
-    """(type, mention text) of every entity in a BRAT folder, and the lines of its texts."""
-    mentions, lines = [], []
-    anns = sorted(Path(folder).rglob("*.ann"))
-    if not anns:
-        raise NERFormatError(f"{folder}: no .ann files; give a BRAT folder or a CoNLL file")
-    for ann in anns:
-        txt = ann.with_suffix(".txt")
-        if not txt.is_file():
-            raise NERFormatError(f"{ann}: BRAT file without its .txt; add it or remove the .ann")
-        text = txt.read_text(encoding="utf-8")
-        lines += [line for line in text.splitlines() if line.strip()]
-        for n, line in enumerate(ann.read_text(encoding="utf-8").splitlines(), 1):
-            if not line.startswith("T"):
-                continue  # notes (#), relations, events
-            try:
-                _, span, _ = line.split("\t", 2)
-                kind, offsets = span.split(" ", 1)
-                parts = [tuple(map(int, p.split())) for p in offsets.split(";")]
-            except ValueError:
-                raise NERFormatError(f"{ann}:{n}: not a BRAT entity line (T<n>\\tTYPE START END\\tTEXT)") from None
-            mentions.append((kind, " ".join(text[s:e] for s, e in parts)))
-    return mentions, lines
-
-
-def conll_mentions(path):
-    """(type, mention text) of every BIO entity in a token<TAB>tag file, and its sentences."""
-    mentions, lines, tokens, current = [], [], [], None
-    with open(path, encoding="utf-8") as f:
-        for n, raw in enumerate([*f, "\n"], 1):
-            fields = raw.rstrip("\n").split("\t")
-            if not raw.strip():
-                if current:
-                    mentions.append(current)
-                if tokens:
-                    lines.append(" ".join(tokens))
-                tokens, current = [], None
-                continue
-            if len(fields) < 2:
-                raise NERFormatError(f"{path}:{n}: expected token<TAB>tag; fix the line")
-            token, tag = fields[0], fields[-1]
-            tokens.append(token)
-            if tag.startswith("B-") or (tag.startswith("I-") and (current is None or current[0] != tag[2:])):
-                if current:
-                    mentions.append(current)
-                current = (tag[2:], token)
-            elif tag.startswith("I-"):
-                current = (current[0], f"{current[1]} {token}")
-            else:
-                if current:
-                    mentions.append(current)
-                current = None
-    return mentions, lines
+from biofairseq.finetune import NERFormatError
 
 
 def read_ner(path):
-    return brat_mentions(path) if Path(path).is_dir() else conll_mentions(path)
+    """(type, mention text) of every entity of a BRAT folder or CoNLL file, and its lines (BRAT) or sentences (CoNLL).
+
+    The files are read by ``biofairseq.finetune.data``, as ``biofairseq-ner`` reads them; a BRAT mention is the
+    text at its offsets, a CoNLL one its tokens joined by spaces.
+    """
+    from biofairseq.finetune import bio, data
+
+    dataset = data.read(path)
+    if dataset.is_brat:
+        mentions = [(e.type, doc.text[e.start : e.end]) for doc in dataset.documents for e in doc.entities]
+        lines = [line for doc in dataset.documents for line in doc.text.splitlines() if line.strip()]
+    else:
+        mentions = [(kind, " ".join(s.tokens[a:b])) for s in dataset.sentences if s.tags for a, b, kind in bio.spans(s.tags)]
+        lines = [" ".join(s.tokens) for s in dataset.sentences]
+    return mentions, lines
 
 
 def breakout_rates(vocab_dirs, ner_path, lang):

@@ -168,12 +168,42 @@ def _read(path, role):
     return dataset
 
 
+def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inputs=None, compute_metrics=None, callbacks=()):
+    """The ``Trainer`` ``train`` uses: length-grouped batches, and best-on-dev checkpoints when ``compute_metrics`` is given."""
+    from transformers import DataCollatorForTokenClassification, TrainingArguments
+
+    precision, precision_args = precision_flags(options.precision)
+    if compute_metrics is None:
+        selection = {"eval_strategy": "no", "save_strategy": "no"}
+    elif options.eval_steps:
+        selection = {"eval_strategy": "steps", "eval_steps": options.eval_steps, "save_strategy": "steps", "save_steps": options.eval_steps}
+    else:
+        selection = {"eval_strategy": "epoch", "save_strategy": "epoch"}
+    if compute_metrics is not None:
+        selection.update(eval_on_start=True, load_best_model_at_end=True, metric_for_best_model="f1", greater_is_better=True, save_total_limit=1)
+    args = TrainingArguments(
+        output_dir=str(checkpoints), learning_rate=options.lr, seed=options.seed, num_train_epochs=options.epochs,
+        per_device_train_batch_size=options.batch_size, gradient_accumulation_steps=options.gradient_accumulation,
+        per_device_eval_batch_size=options.eval_batch_size, weight_decay=options.weight_decay, adam_epsilon=options.adam_epsilon,
+        adam_beta1=options.adam_betas[0], adam_beta2=options.adam_betas[1], max_grad_norm=options.max_grad_norm,
+        lr_scheduler_type="linear", warmup_steps=options.warmup_ratio, train_sampling_strategy="group_by_length",
+        logging_steps=options.logging_steps, report_to="none", disable_tqdm=not os.isatty(2), **selection, **precision_args,
+    )
+    trainer = _trainer_class()(
+        model=model, args=args, train_dataset=train_inputs, eval_dataset=eval_inputs, processing_class=tokenizer,
+        data_collator=DataCollatorForTokenClassification(tokenizer, pad_to_multiple_of=8 if precision != "fp32" else None),
+        compute_metrics=compute_metrics, preprocess_logits_for_metrics=_argmax, callbacks=list(callbacks),
+    )
+    trainer.layerwise_lr_decay = options.layerwise_lr_decay
+    return trainer
+
+
 def train(model_dir, train_path, dev_path, test_path, output_dir, options, overwrite=False, log=print):
     """Fine-tunes, keeps the best-on-dev model, scores dev and test with it, and returns ``metrics.json``'s content."""
     import torch
     import transformers
     from torch.utils.tensorboard import SummaryWriter
-    from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, TrainingArguments
+    from transformers import AutoModelForTokenClassification
     from transformers.integrations import TensorBoardCallback
     from transformers.trainer_utils import get_last_checkpoint
 
@@ -183,7 +213,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     if overwrite:
         shutil.rmtree(output_dir, ignore_errors=True)
     model_dir = model_folder(model_dir)
-    precision, precision_args = precision_flags(options.precision)
+    precision, _ = precision_flags(options.precision)
     sets = {"train": _read(train_path, "training"), "dev": _read(dev_path, "dev")}
     if test_path:
         sets["test"] = _read(test_path, "test")
@@ -203,30 +233,15 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
         log(f"{name}: {len(p.data.sentences):,} sentences, {len(p.windows):,} windows of at most {max_length} tokens, "
             f"{sum(len(s.tokens) for s in p.data.sentences):,} words, {sum(p.data.statistics()['entities_per_type'].values()):,} entities")
 
-    strategy = {"eval_strategy": "steps", "eval_steps": options.eval_steps, "save_strategy": "steps", "save_steps": options.eval_steps} \
-        if options.eval_steps else {"eval_strategy": "epoch", "save_strategy": "epoch"}
-    args = TrainingArguments(
-        output_dir=str(output_dir / "checkpoints"), learning_rate=options.lr, seed=options.seed, num_train_epochs=options.epochs,
-        per_device_train_batch_size=options.batch_size, gradient_accumulation_steps=options.gradient_accumulation,
-        per_device_eval_batch_size=options.eval_batch_size, weight_decay=options.weight_decay, adam_epsilon=options.adam_epsilon,
-        adam_beta1=options.adam_betas[0], adam_beta2=options.adam_betas[1], max_grad_norm=options.max_grad_norm,
-        lr_scheduler_type="linear", warmup_steps=options.warmup_ratio, train_sampling_strategy="group_by_length",
-        eval_on_start=True, load_best_model_at_end=True, metric_for_best_model="f1", greater_is_better=True, save_total_limit=1,
-        logging_steps=options.logging_steps, report_to="none", disable_tqdm=not os.isatty(2), **strategy, **precision_args,
-    )
     predictor = predictors["dev"]
 
     def compute_metrics(prediction):
         s = predictor.scores(predictor.tags(prediction.predictions))
         return {"f1": s["f1"], "precision": s["precision"], "recall": s["recall"]}
 
-    trainer = _trainer_class()(
-        model=model, args=args, train_dataset=train_windows, eval_dataset=predictor.inputs, processing_class=tokenizer,
-        data_collator=DataCollatorForTokenClassification(tokenizer, pad_to_multiple_of=8 if precision != "fp32" else None),
-        compute_metrics=compute_metrics, preprocess_logits_for_metrics=_argmax,
-        callbacks=[TensorBoardCallback(SummaryWriter(str(output_dir / "tensorboard"))), _progress(log)],
-    )
-    trainer.layerwise_lr_decay = options.layerwise_lr_decay
+    trainer = make_trainer(model, tokenizer, options, output_dir / "checkpoints", train_windows, predictor.inputs, compute_metrics,
+                           [TensorBoardCallback(SummaryWriter(str(output_dir / "tensorboard"))), _progress(log)])
+    args = trainer.args
     resume = get_last_checkpoint(args.output_dir) if Path(args.output_dir).is_dir() else None
     if resume:
         log(f"resuming from {resume}")
@@ -278,11 +293,10 @@ def _progress(log):
 def predict(model_dir, input_path, output_dir, options, overwrite=False, log=print):
     """Tags a BRAT folder or a CoNLL file with a fine-tuned model; scores it too when it is annotated."""
     import transformers
-    from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, TrainingArguments
+    from transformers import AutoModelForTokenClassification
 
     model_dir = model_folder(model_dir)
     dataset = data.read(input_path)
-    precision, precision_args = precision_flags(options.precision)
     tokenizer = load_tokenizer(model_dir)
     model = AutoModelForTokenClassification.from_pretrained(model_dir)
     labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
@@ -292,10 +306,7 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
     predictor = Predictor(dataset, tokenizer, labels, position_limit(model.config, options.max_length), options)
     transformers.logging.set_verbosity_error()
     with staged_folder(output_dir, overwrite, NERFormatError) as staging:
-        args = TrainingArguments(output_dir=str(staging / "unused"), per_device_eval_batch_size=options.eval_batch_size,
-                                 report_to="none", disable_tqdm=not os.isatty(2), **precision_args)
-        trainer = _trainer_class()(model=model, args=args, processing_class=tokenizer, preprocess_logits_for_metrics=_argmax,
-                                   data_collator=DataCollatorForTokenClassification(tokenizer))
+        trainer = make_trainer(model, tokenizer, options, staging / "unused", None)
         started = time.time()
         tags = predictor.predict(trainer)
         seconds = time.time() - started
