@@ -210,8 +210,6 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     output_dir = Path(output_dir)
     if (output_dir / "metrics.json").exists() and not overwrite:
         raise NERFormatError(f"{output_dir}: holds a finished run (metrics.json); choose another --output-dir or pass --overwrite")
-    if overwrite:
-        shutil.rmtree(output_dir, ignore_errors=True)
     model_dir = model_folder(model_dir)
     precision, _ = precision_flags(options.precision)
     sets = {"train": _read(train_path, "training"), "dev": _read(dev_path, "dev")}
@@ -233,16 +231,18 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
         log(f"{name}: {len(p.data.sentences):,} sentences, {len(p.windows):,} windows of at most {max_length} tokens, "
             f"{sum(len(s.tokens) for s in p.data.sentences):,} words, {sum(p.data.statistics()['entities_per_type'].values()):,} entities")
 
+    if overwrite:  # only once the data and the model have loaded
+        shutil.rmtree(output_dir, ignore_errors=True)
     predictor = predictors["dev"]
 
     def compute_metrics(prediction):
         s = predictor.scores(predictor.tags(prediction.predictions))
         return {"f1": s["f1"], "precision": s["precision"], "recall": s["recall"]}
 
-    trainer = make_trainer(model, tokenizer, options, output_dir / "checkpoints", train_windows, predictor.inputs, compute_metrics,
+    checkpoints = output_dir / "checkpoints"
+    trainer = make_trainer(model, tokenizer, options, checkpoints, train_windows, predictor.inputs, compute_metrics,
                            [TensorBoardCallback(SummaryWriter(str(output_dir / "tensorboard"))), _progress(log)])
-    args = trainer.args
-    resume = get_last_checkpoint(args.output_dir) if Path(args.output_dir).is_dir() else None
+    resume = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
     if resume:
         log(f"resuming from {resume}")
     log(f"training on {'GPU' if torch.cuda.is_available() else 'CPU'} in {precision}: {len(train_windows):,} windows, "
@@ -273,7 +273,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     if options.save_model:
         trainer.save_model(str(output_dir / "model"))
     if not options.keep_checkpoints:
-        shutil.rmtree(output_dir / "checkpoints", ignore_errors=True)
+        shutil.rmtree(checkpoints, ignore_errors=True)
     write_text(output_dir / "metrics.json", json.dumps(report, indent=1) + "\n")
     return report
 
