@@ -211,7 +211,7 @@ def trained(model, tmp_path_factory):
     dev = brat_sample(root / "dev", "valid", 25)
     out = root / "run"
     ner("train", "--model", model, "--train", train, "--dev", dev, "--test", dev, "--output-dir", out, "--lr", 3e-3,
-        "--epochs", 3, "--warmup-ratio", 0.1, "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64, "--window-overlap", 16)
+        "--epochs", 4, "--warmup-ratio", 0.1, "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64, "--window-overlap", 16)
     return out, dev
 
 

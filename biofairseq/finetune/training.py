@@ -137,7 +137,8 @@ class Predictor:
         self.inputs = [{"input_ids": w.input_ids, "attention_mask": [1] * len(w.input_ids), "labels": w.labels} for w in self.windows]
 
     def tags(self, predictions):
-        return windows.word_tags(self.windows, predictions, self.labels, len(self.data.sentences))
+        """Predicted tags per word, repaired by conlleval's rule so that seqeval and the BRAT files read the same entities."""
+        return [bio.repair(t) for t in windows.word_tags(self.windows, predictions, self.labels, len(self.data.sentences))]
 
     def predict(self, trainer):
         return self.tags(trainer.predict(self.inputs).predictions)
