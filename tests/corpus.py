@@ -18,6 +18,8 @@ from biofairseq.tasks.document_mlm import DocumentMLMConfig, DocumentMLMTask
 
 SHARED = Path(os.environ.get("BIOFAIRSEQ_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 CLINICAL_CASES = SHARED / "data" / "spanish_clinical_text" / "clinical_cases.jsonl"
+PHARMACONER = SHARED / "data" / "pharmaconer"
+NCBI = SHARED / "data" / "ncbi_disease"
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[1]
 

@@ -4,12 +4,9 @@ The directory has the shape ``biofairseq-convert to-hf`` writes (a masked LM wit
 NER commands load it the way they load a converted checkpoint.
 """
 
-import os
 from pathlib import Path
 
-SHARED = Path(os.environ.get("BIOFAIRSEQ_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-PHARMACONER = SHARED / "data" / "pharmaconer"
-NCBI = SHARED / "data" / "ncbi_disease"
+from corpus import PHARMACONER
 
 
 def tiny_roberta(out_dir, vocab_size=2000, max_positions=130, seed=0):

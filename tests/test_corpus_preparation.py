@@ -16,10 +16,7 @@ import pytest
 import xxhash
 
 from conftest import json_logs, run_fairseq
-from corpus import CLINICAL_CASES, REPO, SHARED, run_script
-
-PHARMACONER = SHARED / "data" / "pharmaconer"
-NCBI = SHARED / "data" / "ncbi_disease"
+from corpus import CLINICAL_CASES, NCBI, PHARMACONER, REPO, run_script
 ENGLISH_DOC = (
     "The patient was admitted with fever and abdominal pain.\nBlood cultures were negative and the fever "
     "resolved after three days of intravenous antibiotics.\nShe was discharged home in good condition."

@@ -9,8 +9,8 @@ from collections import defaultdict
 import pytest
 
 from brat_scorer import score as official_score
-from corpus import BIN, REPO
-from ner_models import NCBI, PHARMACONER, tiny_roberta
+from corpus import BIN, NCBI, PHARMACONER, REPO
+from ner_models import tiny_roberta
 
 from biofairseq.finetune import NERFormatError, bio, brat, data, metrics, training, windows
 
