@@ -209,14 +209,15 @@ def trained(model, tmp_path_factory):
     root = tmp_path_factory.mktemp("pharmaconer")
     train = brat_sample(root / "train", "train", 150)
     dev = brat_sample(root / "dev", "valid", 25)
+    test = brat_sample(root / "test", "test", 5)  # fewer windows than dev: scored apart from the dev metrics
     out = root / "run"
-    ner("train", "--model", model, "--train", train, "--dev", dev, "--test", dev, "--output-dir", out, "--lr", 3e-3,
+    ner("train", "--model", model, "--train", train, "--dev", dev, "--test", test, "--output-dir", out, "--lr", 3e-3,
         "--epochs", 4, "--warmup-ratio", 0.1, "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64, "--window-overlap", 16)
-    return out, dev
+    return out, dev, test
 
 
 def test_finetuning_improves_dev_f1_over_the_untrained_head(trained):
-    out, _ = trained
+    out, *_ = trained
     m = json.loads((out / "metrics.json").read_text())
     untrained = m["history"][0]
     assert untrained["step"] == 0
@@ -227,12 +228,13 @@ def test_finetuning_improves_dev_f1_over_the_untrained_head(trained):
 
 
 def test_printed_f1_equals_the_official_scorer_on_the_written_brat_predictions(trained, tmp_path):
-    out, dev = trained
+    out, dev, test = trained
     m = json.loads((out / "metrics.json").read_text())
-    official = official_score(dev, out / "predictions" / "dev")
-    assert official["tp"] > 0 and official["fp"] + official["fn"] > 0  # real, imperfect predictions
-    assert official["f1"] == pytest.approx(m["dev"]["f1"], abs=1e-12)
-    assert official["precision"] == pytest.approx(m["dev"]["precision"], abs=1e-12)
+    for name, gold in (("dev", dev), ("test", test)):
+        official = official_score(gold, out / "predictions" / name)
+        assert official["tp"] > 0 and official["fp"] + official["fn"] > 0  # real, imperfect predictions
+        assert official["f1"] == pytest.approx(m[name]["f1"], abs=1e-12)
+        assert official["precision"] == pytest.approx(m[name]["precision"], abs=1e-12)
     # predict: the saved model tags the same folder the same way
     proc = ner("predict", "--model", out, "--input", dev, "--output-dir", tmp_path / "pred", "--max-length", 64, "--window-overlap", 16)
     assert json.loads((tmp_path / "pred" / "metrics.json").read_text())["scores"]["f1"] == pytest.approx(m["dev"]["f1"])

@@ -141,7 +141,12 @@ class Predictor:
         return [bio.repair(t) for t in windows.word_tags(self.windows, predictions, self.labels, len(self.data.sentences))]
 
     def predict(self, trainer):
-        return self.tags(trainer.predict(self.inputs).predictions)
+        # Trainer's compute_metrics scores the dev set; on other inputs it would index past the dev windows.
+        compute, trainer.compute_metrics = trainer.compute_metrics, None
+        try:
+            return self.tags(trainer.predict(self.inputs).predictions)
+        finally:
+            trainer.compute_metrics = compute
 
     def scores(self, tags):
         return metrics.scores([s.tags for s in self.data.sentences], tags)
