@@ -27,6 +27,24 @@ def test_import_is_cheap_and_pulls_in_no_heavy_library(tmp_path):
     assert not {m.split(".")[0] for m in runs[0]["added"]} & heavy
 
 
+def test_corpus_tools_start_without_fairseq_and_registration_follows_it(tmp_path):
+    script = (
+        "import sys, time; start = time.perf_counter(); import biofairseq.corpus.encode, biofairseq.corpus.vocab; "
+        "print(time.perf_counter() - start, 'fairseq' in sys.modules); "
+        "from fairseq.tasks import TASK_REGISTRY; print('document_mlm' in TASK_REGISTRY); "
+        "biofairseq.corpus.vocab.fairseq_bpe_args(sys.argv[1]); print('document_mlm' in TASK_REGISTRY)"
+    )
+    vocab = tmp_path / "vocab"
+    vocab.mkdir()
+    (vocab / "vocab_info.json").write_text(json.dumps({"type": "bytelevel-bpe", "files": {"vocab": "vocab.json", "merges": "merges.txt"}}))
+    (vocab / "vocab.json").write_text("{}")
+    (vocab / "merges.txt").write_text("")
+    out = subprocess.run([sys.executable, "-c", script, str(vocab)], cwd=tmp_path, capture_output=True, text=True, check=True)
+    seconds, loaded, before, after = out.stdout.split()
+    assert loaded == "False" and float(seconds) < 2  # importing fairseq alone takes about 4 s
+    assert (before, after) == ("False", "True")  # the from_pretrained helper registers document_mlm
+
+
 def test_user_dir_prints_the_installed_package(tmp_path):
     out = subprocess.run([sys.executable, "-m", "biofairseq.user_dir"], cwd=tmp_path, capture_output=True, text=True, check=True)
     path = out.stdout.strip()

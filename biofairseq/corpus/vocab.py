@@ -131,7 +131,13 @@ class Encoder:
 
 
 def fairseq_bpe_args(vocab_dir):
-    """Keyword arguments of fairseq's from_pretrained that rebuild the BPE of a vocabulary or data-bin."""
+    """Keyword arguments of fairseq's from_pretrained that rebuild the BPE of a vocabulary or data-bin.
+
+    Registers biofairseq's tasks and models too: from_pretrained's ``user_dir`` does not when biofairseq was
+    imported before fairseq."""
+    import biofairseq
+
+    biofairseq.register()
     vocab_type, files = vocab_files(vocab_dir)
     if vocab_type == "bytelevel-bpe":
         return {"bpe": "hf_byte_bpe", "bpe_vocab": files["vocab"], "bpe_merges": files["merges"]}

@@ -61,25 +61,34 @@ def markdown(summaries):
     return markdown_table(header, rows)
 
 
-def plot(groups, path):
-    """Dev F1 per epoch, one line per LR (mean over seeds), one panel per model."""
+def plot_dev_f1(ax, name, model_runs):
+    """Dev F1 per epoch of one model's runs on ``ax``: one line per LR, the mean over its seeds."""
+    by_lr = defaultdict(lambda: defaultdict(list))
+    for r in model_runs:
+        for h in r["history"]:
+            by_lr[r["lr"]][h["epoch"]].append(100 * h["f1"])
+    for lr in sorted(by_lr):
+        epochs = sorted(by_lr[lr])
+        ax.plot(epochs, [statistics.fmean(by_lr[lr][e]) for e in epochs], marker="o", markersize=3, label=f"lr {lr:g}")
+    ax.set(title=name, xlabel="epoch", ylabel="dev F1 (mean over seeds)")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+
+
+def figure(panels):
+    """A row of ``len(panels)`` axes; returns (figure, axes)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, axes = plt.subplots(1, len(groups), figsize=(5 * len(groups), 3.6), squeeze=False)
-    for ax, (name, model_runs) in zip(axes[0], groups.items()):
-        by_lr = defaultdict(lambda: defaultdict(list))
-        for r in model_runs:
-            for h in r["history"]:
-                by_lr[r["lr"]][h["epoch"]].append(100 * h["f1"])
-        for lr in sorted(by_lr):
-            epochs = sorted(by_lr[lr])
-            ax.plot(epochs, [statistics.fmean(by_lr[lr][e]) for e in epochs], marker="o", markersize=3, label=f"lr {lr:g}")
-        ax.set(title=name, xlabel="epoch", ylabel="dev F1 (mean over seeds)")
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
+    fig, axes = plt.subplots(1, panels, figsize=(5 * panels, 3.6), squeeze=False)
+    return fig, axes[0]
+
+
+def save_figure(fig, path):
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     tmp = path.with_name(f".{path.name}.tmp.png")
     fig.savefig(tmp, dpi=110)
@@ -87,8 +96,16 @@ def plot(groups, path):
     tmp.replace(path)
 
 
-def write(run_folders, output_dir):
-    """Writes report.md, report.json and dev_f1.png into ``output_dir`` and returns the Markdown table."""
+def plot(groups, path):
+    """Dev F1 per epoch, one panel per model."""
+    fig, axes = figure(len(groups))
+    for ax, (name, model_runs) in zip(axes, groups.items()):
+        plot_dev_f1(ax, name, model_runs)
+    save_figure(fig, path)
+
+
+def collect(run_folders):
+    """(finished runs per model, their summaries); a model is named by its folder (sweep folders of models)."""
     groups = {}
     for folder in run_folders:
         name = Path(folder).resolve().name
@@ -96,9 +113,14 @@ def write(run_folders, output_dir):
             name += "'"
         groups[name] = runs(folder)
     summaries = [summarize(name, r) for name, r in groups.items()]
-    splits = {s["split"] for s in summaries}
-    if len(splits) > 1:
+    if len({s["split"] for s in summaries}) > 1:
         raise NERFormatError(f"{', '.join(map(str, run_folders))}: some runs have a test set and some do not; report them separately")
+    return groups, summaries
+
+
+def write(run_folders, output_dir):
+    """Writes report.md, report.json and dev_f1.png into ``output_dir`` and returns the Markdown table."""
+    groups, summaries = collect(run_folders)
     table = markdown(summaries)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,117 @@
+"""The pretraining checkpoint to keep: the one with the lowest validation perplexity.
+
+    python -m biofairseq.recipe.best_checkpoint SAVE_DIR TRAIN_LOG --output best.json
+
+fairseq-train already keeps it as SAVE_DIR/checkpoint_best.pt when it runs with ``--best-checkpoint-metric
+loss`` (its default): perplexity is 2^loss, so the lowest loss is the lowest perplexity. This reads every
+validation of the run from its log (``--log-format json --log-file``, appended to when a run resumes),
+checks that checkpoint_best.pt holds the update of the lowest one, prints the validations and writes them,
+with the choice, to a JSON file.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from biofairseq.atomic import write_text
+
+
+class BestCheckpointError(Exception):
+    pass
+
+
+def records(log_file, kind):
+    """The ``--log-format json`` records of a fairseq log: ``valid`` (validations) or ``train_inner`` (steps).
+
+    Reads the ``--log-file`` (bare JSON lines) and captured console output (``... | valid | {...}``) alike.
+    """
+    out = []
+    with open(log_file, encoding="utf-8") as f:
+        for line in f:
+            start = line.find('{"')
+            if start < 0:
+                continue
+            try:
+                record = json.loads(line[start:])
+            except json.JSONDecodeError:
+                continue
+            if ("valid_loss" in record) if kind == "valid" else ("loss" in record and "num_updates" in record):
+                out.append({k: _number(v) for k, v in record.items()})
+    return out
+
+
+def _number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return value
+
+
+def validations(log_file):
+    """One record per validated update (a resumed run may validate an update twice: the last one counts)."""
+    by_update = {}
+    for r in records(log_file, "valid"):
+        by_update[int(r["valid_num_updates"])] = {
+            "update": int(r["valid_num_updates"]), "epoch": int(r["epoch"]), "loss": r["valid_loss"],
+            "ppl": r["valid_ppl"], "accuracy": r.get("valid_accuracy"),
+        }
+    return [by_update[u] for u in sorted(by_update)]
+
+
+def saved_best(path):
+    """(update, validation loss) that fairseq recorded in checkpoint_best.pt (the loss as logged, to 3 decimals)."""
+    import torch
+
+    # The one non-plain type of a fairseq checkpoint (see biofairseq.models.safe_checkpoints, which imports fairseq).
+    with torch.serialization.safe_globals([argparse.Namespace]):
+        state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    return int(state["optimizer_history"][-1]["num_updates"]), float(state["extra_state"]["best"])
+
+
+def pick(save_dir, log_file):
+    save_dir, log_file = Path(save_dir), Path(log_file)
+    if not log_file.is_file():
+        raise BestCheckpointError(f"{log_file}: no training log; run fairseq-train with --log-format json --log-file {log_file}")
+    history = validations(log_file)
+    if not history:
+        raise BestCheckpointError(f"{log_file}: no validation in the log; run fairseq-train without --disable-validation")
+    checkpoint = save_dir / "checkpoint_best.pt"
+    if not checkpoint.is_file():
+        raise BestCheckpointError(f"{checkpoint}: missing; fairseq-train writes it unless --no-save; train again or give the right SAVE_DIR")
+    update, loss = saved_best(checkpoint)
+    logged = {v["update"]: v for v in history}
+    lowest = min(history, key=lambda v: v["loss"])
+    # fairseq compares losses rounded to 3 decimals and keeps the later of equal ones; the checkpoint says which.
+    if update not in logged or lowest["loss"] < loss - 0.0005:
+        raise BestCheckpointError(
+            f"{checkpoint}: saved at update {update} with validation loss {loss:.4f}, but {log_file} has a lower one "
+            f"({lowest['loss']:.3f} at update {lowest['update']}) or none at that update; was it trained with another "
+            "--best-checkpoint-metric, or is the log another run's? Retrain with FORCE=1"
+        )
+    return {"checkpoint": str(checkpoint), **logged[update], "validations": history}
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.best_checkpoint", description=__doc__.split("\n")[0])
+    parser.add_argument("save_dir", type=Path, help="fairseq-train --save-dir")
+    parser.add_argument("log_file", type=Path, help="fairseq-train --log-file (with --log-format json)")
+    parser.add_argument("--output", type=Path, required=True, help="JSON file to write")
+    args = parser.parse_args(argv)
+    try:
+        chosen = pick(args.save_dir, args.log_file)
+    except BestCheckpointError as error:
+        print(f"best_checkpoint: error: {error}", file=sys.stderr)
+        return 1
+    from biofairseq.corpus.tables import markdown_table
+
+    rows = [[f"{v['update']:,}", f"{v['epoch']}", f"{v['loss']:.3f}", f"{v['ppl']:.2f}", f"{v['accuracy']:.2f}",
+             "<- best" if v["update"] == chosen["update"] else ""] for v in chosen["validations"]]
+    print(markdown_table(["update", "epoch", "valid loss", "valid ppl", "masked acc. %", ""], rows))
+    write_text(args.output, json.dumps(chosen, indent=1) + "\n")
+    print(f"{chosen['checkpoint']}: update {chosen['update']:,}, the lowest validation perplexity ({chosen['ppl']:.2f}); wrote {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

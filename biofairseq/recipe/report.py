@@ -1,0 +1,165 @@
+"""The report of a recipe run: corpus, vocabulary, pretraining and NER, as Markdown, JSON and one figure.
+
+    python -m biofairseq.recipe.report RUN_DIR --ner NAME=SWEEP_DIR [--ner NAME=SWEEP_DIR ...]
+
+Every number is read from a file that a stage wrote in RUN_DIR: recipe.env, clean/stats.json,
+data-bin/preprocess.log, pretrain/train.log and pretrain/best.json, and the NER runs of each sweep folder
+(one per model; several models may share a data set NAME). Each data set's NER table is also written
+beside its sweeps (report.md, report.json, dev_f1.png in the sweeps' parent folder).
+"""
+
+import argparse
+import json
+import re
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+from biofairseq.atomic import write_text
+from biofairseq.corpus.tables import markdown_table
+from biofairseq.recipe.best_checkpoint import records
+
+
+class ReportError(Exception):
+    pass
+
+
+def _read(path, what):
+    if not path.is_file():
+        raise ReportError(f"{path}: missing; {what}")
+    return path.read_text(encoding="utf-8")
+
+
+def settings(run_dir):
+    text = _read(run_dir / "recipe.env", "run the recipe (recipes/*.sh) into this folder first")
+    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+
+
+def corpus(run_dir):
+    stats = json.loads(_read(run_dir / "clean" / "stats.json", "the cleaning stage (preprocess/clean_corpus.py) did not finish"))
+    keys = ("docs_in", "docs_out", "sentences_out", "tokens_out")
+    return {"sources": {name: {k: c.get(k, 0) for k in keys} for name, c in stats["sources"].items()},
+            "total": {k: stats["total"].get(k, 0) for k in keys}, "train_docs": stats["train_docs"], "valid_docs": stats["valid_docs"]}
+
+
+def data_bin(run_dir):
+    """Dictionary size, lines and tokens per split, from fairseq-preprocess's own log."""
+    log = _read(run_dir / "data-bin" / "preprocess.log", "the binarizing stage (preprocess/binarize.sh) did not finish")
+    out = {"dictionary": int(re.search(r"Dictionary: (\d+) types", log).group(1))}
+    for split, lines, tokens in re.findall(r"/(\w+)\.bpe: (\d+) sents, (\d+) tokens", log):
+        out[split] = {"lines": int(lines), "tokens": int(tokens)}
+    return out
+
+
+def pretraining(run_dir):
+    best = json.loads(_read(run_dir / "pretrain" / "best.json", "the checkpoint-picking stage did not finish"))
+    steps = records(run_dir / "pretrain" / "train.log", "train_inner")
+    return {"updates": int(steps[-1]["num_updates"]) if steps else None,
+            "wall_seconds": steps[-1].get("wall") if steps else None,
+            "best": {k: best[k] for k in ("checkpoint", "update", "epoch", "loss", "ppl", "accuracy")},
+            "validations": best["validations"], "train": [{"update": int(s["num_updates"]), "ppl": s["ppl"]} for s in steps]}
+
+
+def ner(pairs):
+    """NAME -> (runs per model, summaries); each data set's table is written beside its sweeps."""
+    from biofairseq.finetune import report
+
+    folders = defaultdict(list)
+    for name, folder in pairs:
+        folders[name].append(Path(folder))
+    out = {}
+    for name, sweeps in folders.items():
+        out[name] = report.collect(sweeps)
+        report.write(sweeps, sweeps[0].parent)
+    return out
+
+
+def markdown(run_dir, found):
+    from biofairseq.finetune import report
+
+    s, c, d, p = found["settings"], found["corpus"], found["data_bin"], found["pretraining"]
+    lines = [f"# bsc-bio-es, PRESET={s.get('PRESET', '?')}", "",
+             f"Run folder `{run_dir}`; its settings are in `recipe.env`. Every number below is read from the files the stages wrote.", "",
+             "## Corpus (`clean/stats.json`)", ""]
+    rows = [[name, f"{v['docs_in']:,}", f"{v['docs_out']:,}", f"{v['sentences_out']:,}", f"{v['tokens_out']:,}"]
+            for name, v in [*c["sources"].items(), ("total", c["total"])]]
+    lines += [markdown_table(["source", "documents in", "documents kept", "sentences", "words"], rows), "",
+              f"{c['train_docs']:,} documents for training, {c['valid_docs']:,} held out for validation.", "",
+              "## Vocabulary and data-bin", "",
+              f"Byte-level BPE of {d['dictionary']:,} entries (`vocab/`). `data-bin/`: "
+              + ", ".join(f"{split} {v['tokens']:,} tokens in {v['lines']:,} lines" for split, v in d.items() if split != "dictionary") + ".", "",
+              "## Pretraining (`pretrain/`)", ""]
+    b = p["best"]
+    wall = f" in {p['wall_seconds'] / 60:.1f} minutes of fairseq's wall clock" if p["wall_seconds"] else ""
+    lines += [f"`{s.get('ARCH', '?')}`, {p['updates']:,} updates{wall}. The lowest validation perplexity, {b['ppl']:.2f} "
+              f"(masked-token accuracy {b['accuracy']:.2f}%), is at update {b['update']:,}: `{b['checkpoint']}`, converted to transformers in `hf/`.", ""]
+    rows = [[f"{v['update']:,}", f"{v['ppl']:.2f}", f"{v['accuracy']:.2f}"] for v in p["validations"]]
+    lines += [markdown_table(["update", "valid ppl", "masked acc. %"], rows), ""]
+    for name, (_, summaries) in found["ner"].items():
+        lines += [f"## NER: {name} (`ner/{name}/`)", "", report.markdown(summaries), ""]
+    if found["ner"]:
+        lines += ["Scores are exact-span, exact-type micro averages, in %. Each run is scored with its best-on-dev checkpoint; "
+                  "mean ± sample std over all LRs and seeds, then the run best on dev with its LR and epoch (the paper's Table 2), "
+                  "and the median over seeds of the LR with the best median dev F1 (bio-lm's statistic).", ""]
+    lines += ["![pretraining perplexity and NER dev F1](report.png)", ""]
+    return "\n".join(lines)
+
+
+def plot(found, path):
+    import logging
+
+    from biofairseq.finetune import report
+
+    logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's import leaves the root logger verbose
+
+    panels = [(name, model, r) for name, (groups, _) in found["ner"].items() for model, r in groups.items()]
+    fig, axes = report.figure(1 + len(panels))
+    p = found["pretraining"]
+    axes[0].plot([t["update"] for t in p["train"]], [t["ppl"] for t in p["train"]], label="train")
+    axes[0].plot([v["update"] for v in p["validations"]], [v["ppl"] for v in p["validations"]], marker="o", markersize=3, label="valid")
+    axes[0].set(title="pretraining", xlabel="update", ylabel="perplexity", yscale="log")
+    axes[0].grid(alpha=0.3)
+    axes[0].legend(fontsize=8)
+    for ax, (name, model, model_runs) in zip(axes[1:], panels):
+        report.plot_dev_f1(ax, f"{name}: {model}", model_runs)
+    report.save_figure(fig, path)
+
+
+def write(run_dir, ner_pairs):
+    run_dir = Path(run_dir)
+    found = {"settings": settings(run_dir), "corpus": corpus(run_dir), "data_bin": data_bin(run_dir),
+             "pretraining": pretraining(run_dir), "ner": ner(ner_pairs)}
+    text = markdown(run_dir, found)
+    plot(found, run_dir / "report.png")
+    as_json = {**found, "ner": {name: summaries for name, (_, summaries) in found["ner"].items()}}
+    write_text(run_dir / "report.json", json.dumps(as_json, indent=1, ensure_ascii=False) + "\n")
+    write_text(run_dir / "report.md", text)
+    return text
+
+
+def _pair(text):
+    name, sep, folder = text.partition("=")
+    if not sep or not name:
+        raise argparse.ArgumentTypeError(f"{text}: give NAME=SWEEP_DIR")
+    return name, folder
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.report", description=__doc__.split("\n")[0])
+    parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--ner", type=_pair, action="append", default=[], metavar="NAME=SWEEP_DIR",
+                        help="a data set's sweep folder of one model (biofairseq-ner sweep --output-dir); repeat")
+    args = parser.parse_args(argv)
+    from biofairseq.finetune import NERFormatError
+
+    try:
+        write(args.run_dir, args.ner)
+    except (ReportError, NERFormatError) as error:
+        print(f"report: error: {error}", file=sys.stderr)
+        return 1
+    print(f"wrote {args.run_dir}/report.md, report.json and report.png", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
