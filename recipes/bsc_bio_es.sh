@@ -207,7 +207,7 @@ if stage 4 "pretrain $ARCH" "$PRETRAIN" "$PRETRAIN/finished"; then
         --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE")
     BATCH_ARGS=(--batch-size "$BATCH_PER_DEVICE" --update-freq "$UPDATE_FREQ" --num-workers 2)
     CHECKPOINT_ARGS=(--save-dir "$PRETRAIN/checkpoints" --save-interval-updates "$SAVE_INTERVAL_UPDATES"
-        --keep-interval-updates 2 --no-epoch-checkpoints --best-checkpoint-metric loss)
+        --keep-interval-updates 2 --no-epoch-checkpoints --best-checkpoint-metric ppl)
     LOG_ARGS=(--log-format json --log-interval "$LOG_INTERVAL" --log-file "$PRETRAIN/train.log"
         --tensorboard-logdir "$PRETRAIN/tensorboard" --seed 1)
     LAUNCH=()

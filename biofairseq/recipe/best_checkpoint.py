@@ -3,10 +3,11 @@
     python -m biofairseq.recipe.best_checkpoint SAVE_DIR TRAIN_LOG --output best.json
 
 fairseq-train already keeps it as SAVE_DIR/checkpoint_best.pt when it runs with ``--best-checkpoint-metric
-loss`` (its default): perplexity is 2^loss, so the lowest loss is the lowest perplexity. This reads every
-validation of the run from its log (``--log-format json --log-file``, appended to when a run resumes),
-checks that checkpoint_best.pt holds the update of the lowest one, prints the validations and writes them,
-with the choice, to a JSON file.
+ppl``. (With its default, ``loss``, it compares losses rounded to 3 decimals and keeps the later of equal
+ones, whose perplexity, logged to 2 decimals, can be the higher.) This reads every validation of the run
+from its log (``--log-format json --log-file``, appended to when a run resumes), checks that
+checkpoint_best.pt holds the update with the best logged value of the metric it was chosen by, prints the
+validations and writes them, with the choice, to a JSON file.
 """
 
 import argparse
@@ -60,13 +61,15 @@ def validations(log_file):
 
 
 def saved_best(path):
-    """(update, validation loss) that fairseq recorded in checkpoint_best.pt (the loss as logged, to 3 decimals)."""
+    """(update, best value, metric, maximize) that fairseq recorded in checkpoint_best.pt."""
     import torch
 
     # The one non-plain type of a fairseq checkpoint (see biofairseq.models.safe_checkpoints, which imports fairseq).
     with torch.serialization.safe_globals([argparse.Namespace]):
         state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
-    return int(state["optimizer_history"][-1]["num_updates"]), float(state["extra_state"]["best"])
+    settings = state["cfg"]["checkpoint"] if state.get("cfg") else vars(state["args"])
+    return (int(state["optimizer_history"][-1]["num_updates"]), float(state["extra_state"]["best"]),
+            settings["best_checkpoint_metric"], bool(settings["maximize_best_checkpoint_metric"]))
 
 
 def pick(save_dir, log_file):
@@ -79,17 +82,17 @@ def pick(save_dir, log_file):
     checkpoint = save_dir / "checkpoint_best.pt"
     if not checkpoint.is_file():
         raise BestCheckpointError(f"{checkpoint}: missing; fairseq-train writes it unless --no-save; train again or give the right SAVE_DIR")
-    update, loss = saved_best(checkpoint)
+    update, value, metric, maximize = saved_best(checkpoint)
     logged = {v["update"]: v for v in history}
-    lowest = min(history, key=lambda v: v["loss"])
-    # fairseq compares losses rounded to 3 decimals and keeps the later of equal ones; the checkpoint says which.
-    if update not in logged or lowest["loss"] < loss - 0.0005:
+    if metric not in history[0]:
+        raise BestCheckpointError(f"{checkpoint}: chosen by --best-checkpoint-metric {metric}, which {log_file} does not log; use ppl")
+    best = (max if maximize else min)(v[metric] for v in history)
+    if update not in logged or logged[update][metric] != best:
         raise BestCheckpointError(
-            f"{checkpoint}: saved at update {update} with validation loss {loss:.4f}, but {log_file} has a lower one "
-            f"({lowest['loss']:.3f} at update {lowest['update']}) or none at that update; was it trained with another "
-            "--best-checkpoint-metric, or is the log another run's? Retrain with FORCE=1"
+            f"{checkpoint}: saved at update {update} (valid {metric} {value:g}), but the best valid {metric} in {log_file} "
+            f"is {best:g}; is the log another run's? Retrain with FORCE=1"
         )
-    return {"checkpoint": str(checkpoint), **logged[update], "validations": history}
+    return {"checkpoint": str(checkpoint), "metric": metric, **logged[update], "validations": history}
 
 
 def main(argv=None):
