@@ -120,7 +120,11 @@ def collect(run_folders):
 
 def write(run_folders, output_dir):
     """Writes report.md, report.json and dev_f1.png into ``output_dir`` and returns the Markdown table."""
-    groups, summaries = collect(run_folders)
+    return save(*collect(run_folders), output_dir)
+
+
+def save(groups, summaries, output_dir):
+    """``write`` for runs already collected."""
     table = markdown(summaries)
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)

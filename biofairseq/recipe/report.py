@@ -70,7 +70,7 @@ def ner(pairs):
     out = {}
     for name, sweeps in folders.items():
         out[name] = report.collect(sweeps)
-        report.write(sweeps, sweeps[0].parent)
+        report.save(*out[name], sweeps[0].parent)
     return out
 
 
