@@ -4,7 +4,9 @@
 # Encodes CLEAN_DIR/{train,valid}.txt with the vocabulary of VOCAB_DIR (preprocess/train_vocab.py) and runs
 # fairseq-preprocess --only-source --srcdict VOCAB_DIR/dict.txt into DATA_BIN, the folder that
 # `fairseq-train --task document_mlm` reads. The vocabulary files and vocab_info.json are copied into DATA_BIN,
-# so later steps find the BPE from the data-bin alone. DATA_BIN appears only once it is complete.
+# so later steps find the BPE from the data-bin alone; DATA_BIN/dict.txt gets the training counts of each entry
+# (for --freq-weighted-replacement). DATA_BIN appears only once it is complete. Run it with the .venv active
+# (source .venv/bin/activate), or PYTHON=.venv/bin/python and fairseq-preprocess on PATH.
 set -euo pipefail
 
 if [[ $# -lt 3 || $# -gt 4 ]]; then
@@ -15,6 +17,10 @@ CLEAN_DIR=$1 VOCAB_DIR=$2 DATA_BIN=$3 WORKERS=${4:-$(nproc)}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-python}
 
+"$PYTHON" -c "import biofairseq.corpus.vocab, fairseq" 2>/dev/null ||
+    { echo "error: $PYTHON cannot import biofairseq and fairseq; run 'source .venv/bin/activate' after 'make install' (or set PYTHON=.venv/bin/python)" >&2; exit 1; }
+command -v fairseq-preprocess >/dev/null ||
+    { echo "error: fairseq-preprocess: not found; run 'source .venv/bin/activate' after 'make install'" >&2; exit 1; }
 for f in "$CLEAN_DIR/train.txt" "$CLEAN_DIR/valid.txt"; do
     [[ -s $f ]] || { echo "error: $f: missing or empty; run preprocess/clean_corpus.py first" >&2; exit 1; }
 done
@@ -40,7 +46,7 @@ PREPROCESS=(fairseq-preprocess --only-source --srcdict "$VOCAB_DIR/dict.txt"
 echo "+ ${PREPROCESS[*]}" >&2
 "${PREPROCESS[@]}" >"$TMP/preprocess.log" 2>&1 || { cat "$TMP/preprocess.log" >&2; exit 1; }
 rm -rf "$TMP/encoded"
-"$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab; copy_vocab(sys.argv[1], sys.argv[2])" "$VOCAB_DIR" "$TMP"
+"$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab, write_counts; copy_vocab(sys.argv[1], sys.argv[2]); write_counts(sys.argv[2])" "$VOCAB_DIR" "$TMP"
 mv "$TMP" "$DATA_BIN"
 trap - EXIT
 echo "$DATA_BIN: data-bin for fairseq-train --user-dir biofairseq --task document_mlm"

@@ -85,3 +85,92 @@ def test_whole_words_of_bpe_ids_need_the_vocabulary(bytebpe_corpus, tmp_path):
         make_task(bare, mask_whole_words=True, vocab_type="bytebpe")
     task = make_task(bare, mask_whole_words=True, whole_word_vocab=str(bytebpe_corpus.vocab_file))
     assert task._word_starts is not None
+
+
+def full_samples(task, split="train"):
+    """(original, input, target) of every sample, position 0 (<s>) included."""
+    originals = task._load_dataset_split(split, epoch=1, combine=False)
+    dataset = task.dataset(split)
+    return [
+        (originals[i].numpy(), item["net_input.src_tokens"].numpy(), item["target"].numpy())
+        for i, item in enumerate(dataset[i] for i in range(len(dataset)))
+    ]
+
+
+def test_special_symbols_are_never_selected_nor_drawn(bytebpe_corpus):
+    task = make_task(bytebpe_corpus)
+    task.load_dataset("train")
+    d = task.source_dictionary
+    special = np.array([i < d.nspecial or d[i] == "<mask>" for i in range(len(d))])
+    original, inputs, target = map(np.concatenate, zip(*full_samples(task)))
+    assert special[original].sum() > 1000  # every sample starts with <s>, every line ends with </s>
+    selected = target != d.pad()
+    assert not selected[special[original]].any(), "a special symbol was chosen for prediction"
+    assert np.array_equal(inputs[special[original]], original[special[original]])
+    assert selected[~special[original]].mean() == pytest.approx(0.15, abs=0.005)  # the rate is over real tokens
+    drawn = selected & (inputs != original) & (inputs != task.mask_idx)
+    assert drawn.sum() > 500 and not special[inputs[drawn]].any(), "a random replacement drew a special symbol"
+    # --mask-special-tokens gives stock fairseq's masking back, position 0 included
+    stock = make_task(bytebpe_corpus, mask_special_tokens=True)
+    stock.load_dataset("train")
+    samples = full_samples(stock)
+    assert sum(t[0] != d.pad() for _, _, t in samples) > 0
+    original, _, target = map(np.concatenate, zip(*samples))
+    assert (target[special[original]] != d.pad()).mean() == pytest.approx(0.15, abs=0.02)
+
+
+def test_frequency_weighted_replacement_draws_frequent_tokens(bytebpe_corpus, tmp_path):
+    task = make_task(bytebpe_corpus, freq_weighted_replacement=True)
+    d = task.source_dictionary
+    counts = np.array(d.count, dtype=float)
+    counts[: d.nspecial] = 0  # dict.txt holds the training counts; fairseq's own specials have none
+    frequent = np.argsort(-counts)[:50]
+    expected = counts[frequent].sum() / counts.sum()
+    task.load_dataset("train")
+    original, inputs, target = map(np.concatenate, zip(*full_samples(task)))
+    drawn = inputs[(target != d.pad()) & (inputs != original) & (inputs != task.mask_idx)]
+    share = np.isin(drawn, frequent).mean()
+    # drawn as often as they occur (uniform draws would give 50 / len(d), about 2.5%)
+    assert expected > 0.2 and share == pytest.approx(expected, abs=0.05), (share, expected)
+    # a data-bin whose dict.txt has no counts (all 1) refuses the flag instead of drawing uniformly
+    for name in ("train.bin", "train.idx", "vocab_info.json", "vocab.json", "merges.txt"):
+        shutil.copy(bytebpe_corpus.data_bin / name, tmp_path / name)
+    symbols = [line.split()[0] for line in (bytebpe_corpus.data_bin / "dict.txt").read_text().splitlines()]
+    (tmp_path / "dict.txt").write_text("".join(f"{s} 1\n" for s in symbols))
+    bare = dataclasses.replace(bytebpe_corpus, data_bin=tmp_path)
+    with pytest.raises(ValueError, match=r"--freq-weighted-replacement: .*dict.txt holds no token counts"):
+        make_task(bare, freq_weighted_replacement=True)
+
+
+def test_whole_words_with_sentencepiece_digit_pieces(spm_corpus):
+    """dict.txt of a SentencePiece data-bin holds pieces: "500" is a piece, not the id 500."""
+    corpus = spm_corpus
+    task = make_task(corpus, mask_whole_words=True)
+    d = task.source_dictionary
+    assert len([s for s in d.symbols if s.isdigit()]) > 30
+    task.load_dataset("train")
+    samples = masked_samples(task)
+    blocks = unmasked_blocks(task)
+    partly, words = partly_masked_words(task, corpus, samples, blocks)
+    assert words > 10_000 and partly == 0
+    # words with digit pieces were masked, each whole
+    where = locate_blocks(blocks, document_streams(task, corpus))
+    labels = document_words(corpus)
+    masked_numbers = set()
+    for (_, target), block, (doc, offset) in zip(samples, blocks, where):
+        for token, label, selected in zip(block, labels[doc][offset:], target != d.pad()):
+            if selected and d[token].isdigit():
+                masked_numbers.add((doc, label))
+    assert len(masked_numbers) > 20
+
+
+def test_a_digit_piece_beyond_the_vocabulary_is_a_piece(spm_corpus, tmp_path):
+    from fairseq.data import Dictionary
+
+    from biofairseq.data import word_starts
+
+    d = Dictionary()
+    for piece in ["\u2581El", "\u258112", "99999", "500", "\u2581mg"]:
+        d.add_symbol(piece)
+    starts = word_starts(d, "sentencepiece", str(spm_corpus.vocab_file)).starts
+    assert [bool(starts[d.index(p)]) for p in ["\u2581El", "\u258112", "99999", "500", "\u2581mg"]] == [True, True, False, False, True]

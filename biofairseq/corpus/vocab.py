@@ -22,13 +22,31 @@ class VocabError(Exception):
     pass
 
 
-def write_dict(path, symbols):
-    """dict.txt with these symbols in this order (each with count 1), written atomically."""
+def write_dict(path, symbols, counts=None):
+    """dict.txt with these symbols in this order (with their counts, else 1), written atomically."""
     tmp = Path(f"{path}.tmp")
     with open(tmp, "w", encoding="utf-8") as f:
-        for symbol in symbols:
-            f.write(f"{symbol} 1\n")
+        for i, symbol in enumerate(symbols):
+            f.write(f"{symbol} {counts[i] if counts is not None else 1}\n")
     os.replace(tmp, path)
+
+
+def write_counts(data_bin, split="train"):
+    """Rewrites DATA_BIN/dict.txt with how often each entry occurs in the split, the order unchanged.
+
+    fairseq-preprocess --srcdict keeps the counts of the vocabulary's dict.txt (all 1); real counts are what
+    ``--freq-weighted-replacement`` draws from."""
+    import numpy as np
+    from fairseq.data import Dictionary
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    path = Path(data_bin) / "dict.txt"
+    dictionary = Dictionary.load(str(path))
+    data = MMapIndexedDataset(str(Path(data_bin) / split))
+    tokens = np.frombuffer(data._bin_buffer, dtype=data._index.dtype)
+    counts = np.bincount(tokens, minlength=len(dictionary))
+    first = dictionary.nspecial  # dict.txt lists the entries after fairseq's own specials
+    write_dict(path, dictionary.symbols[first:], counts[first:].tolist())
 
 
 def train_bytelevel_bpe(files, out_dir, vocab_size, min_frequency=2, lowercase=False):
@@ -133,11 +151,7 @@ class Encoder:
 def fairseq_bpe_args(vocab_dir):
     """Keyword arguments of fairseq's from_pretrained that rebuild the BPE of a vocabulary or data-bin.
 
-    Registers biofairseq's tasks and models too: from_pretrained's ``user_dir`` does not when biofairseq was
-    imported before fairseq."""
-    import biofairseq
-
-    biofairseq.register()
+    Needed only for checkpoints trained without ``$(python -m biofairseq.bpe_flags DATA_BIN)``."""
     vocab_type, files = vocab_files(vocab_dir)
     if vocab_type == "bytelevel-bpe":
         return {"bpe": "hf_byte_bpe", "bpe_vocab": files["vocab"], "bpe_merges": files["merges"]}

@@ -1,4 +1,4 @@
-"""Masked LM loss that also logs masked-token accuracy."""
+"""Masked LM loss that also logs masked-token accuracy over real tokens."""
 
 import torch
 from fairseq import utils
@@ -6,13 +6,21 @@ from fairseq.criterions import register_criterion
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
 from fairseq.logging import metrics
 
+from biofairseq.data import special_symbols
+
 
 @register_criterion("masked_lm_accuracy", dataclass=MaskedLmConfig)
 class MaskedLmAccuracy(MaskedLmLoss):
-    """fairseq's masked_lm loss (loss and perplexity) plus ``accuracy``, in % of masked tokens.
+    """fairseq's masked_lm loss (loss and perplexity) plus ``accuracy``, in % of the masked real tokens.
 
-    The logits are captured with a forward hook so that fairseq's loss is used unchanged.
+    Targets that are special symbols (``<s>``, ``</s>``, which only ``--mask-special-tokens`` selects) are
+    left out of the accuracy, as BERT and ELECTRA count it; the loss is fairseq's, unchanged. The logits
+    are captured with a forward hook.
     """
+
+    def __init__(self, cfg, task):
+        super().__init__(cfg, task)
+        self.special = torch.from_numpy(special_symbols(task.source_dictionary))
 
     def forward(self, model, sample, reduce=True):
         captured = []
@@ -27,13 +35,15 @@ class MaskedLmAccuracy(MaskedLmLoss):
             predictions = captured[-1].argmax(-1).view(-1)
             # fairseq projects only the masked positions, or every position when none is masked.
             gold = targets[masked] if predictions.numel() == masked.sum() else targets.view(-1)
-            logging_output["n_correct"] = (predictions.eq(gold) & gold.ne(self.padding_idx)).sum().data
+            real = ~self.special.to(gold.device)[gold]
+            logging_output["n_correct"] = (predictions.eq(gold) & real).sum().data
+            logging_output["n_real"] = real.sum().data
         return loss, sample_size, logging_output
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
         MaskedLmLoss.reduce_metrics(logging_outputs)
         correct = utils.item(sum(log.get("n_correct", 0) for log in logging_outputs))
-        total = utils.item(sum(log.get("sample_size", 0) for log in logging_outputs))
+        total = utils.item(sum(log.get("n_real", 0) for log in logging_outputs))
         if total > 0:
             metrics.log_scalar("accuracy", 100.0 * correct / total, total, round=2)

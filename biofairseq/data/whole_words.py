@@ -30,27 +30,32 @@ class WordStarts:
 
 
 def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.txt"):
-    """WordStarts for ``dictionary``, whose symbols are pieces, or BPE ids mapped by ``vocab_file``."""
+    """WordStarts for ``dictionary``, whose symbols are pieces, or BPE ids mapped by ``vocab_file``.
+
+    ``vocab_file`` is read only when the dictionary holds ids; a dictionary of pieces is its own vocabulary."""
     if vocab_type not in VOCAB_TYPES:
         raise ValueError(f"vocabulary type {vocab_type!r}: choose one of {', '.join(VOCAB_TYPES)}")
     marker = WORD_START_MARKERS[vocab_type]
-    special = [_is_special(dictionary, i) for i in range(len(dictionary))]
-    id_to_piece = _id_to_piece(vocab_type, vocab_file) if vocab_file else None
+    special = [is_special(dictionary, i) for i in range(len(dictionary))]
     words = [s for i, s in enumerate(dictionary.symbols) if not special[i]]
-    if id_to_piece is None and words and sum(s.isdigit() for s in words) > len(words) / 2:
+    # fairseq's hf_byte_bpe data holds ids ("464"); SentencePiece data holds pieces, among them digit-only
+    # continuation pieces ("500") that must never be read as ids.
+    holds_ids = bool(words) and sum(s.isdigit() for s in words) > len(words) / 2
+    if holds_ids and not vocab_file:
         raise ValueError(
             f"{dictionary_path} holds BPE ids, not pieces: pass --whole-word-vocab with the "
             "vocab.json (byte-level BPE) or .model (SentencePiece) that numbered them"
         )
+    id_to_piece = _id_to_piece(vocab_type, vocab_file) if holds_ids else None
     starts = []
     for i, symbol in enumerate(dictionary.symbols):
         if special[i]:
             starts.append(True)
             continue
         piece = symbol
-        if id_to_piece is not None and symbol.isdigit():
-            if int(symbol) not in id_to_piece:
-                raise ValueError(f"{dictionary_path}: id {symbol} is not in {vocab_file}; is it the vocabulary of this data?")
+        if id_to_piece is not None:
+            if not symbol.isdigit() or int(symbol) not in id_to_piece:
+                raise ValueError(f"{dictionary_path}: entry {symbol} is not an id of {vocab_file}; is it the vocabulary of this data?")
             piece = id_to_piece[int(symbol)]
         starts.append(piece.startswith(marker))
     return WordStarts(torch.tensor(starts, dtype=torch.uint8), torch.tensor(special, dtype=torch.uint8))
@@ -59,7 +64,7 @@ def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.t
 _BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>$")  # SentencePiece byte fallback: part of a word, not a special
 
 
-def _is_special(dictionary, index):
+def is_special(dictionary, index):
     symbol = dictionary[index]
     return (
         index < dictionary.nspecial

@@ -18,7 +18,14 @@ from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
 
-from biofairseq.data import BREAK_MODES, VOCAB_TYPES, DocumentBlockDataset, word_starts
+from biofairseq.data import (
+    BREAK_MODES,
+    VOCAB_TYPES,
+    DocumentBlockDataset,
+    RealTokenMaskDataset,
+    special_symbols,
+    word_starts,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -53,6 +60,15 @@ class DocumentMLMConfig(MaskedLMConfig):
             "data-bin came from preprocess/binarize.sh, which records its vocabulary (vocab_info.json)"
         },
     )
+    mask_special_tokens: bool = field(
+        default=False,
+        metadata={
+            "help": "mask as stock fairseq masked_lm does: <s> and </s> may be selected for prediction and "
+            "<mask> or madeupword may be drawn as random replacements. Only for reproducing models trained "
+            "with fairseq's masked_lm; by default (BERT's and ELECTRA's convention) only real tokens are "
+            "selected and drawn, and masked-token accuracy counts real tokens"
+        },
+    )
 
 
 def _dictionary_path(cfg):
@@ -85,7 +101,16 @@ class DocumentMLMTask(MaskedLMTask):
             raise ValueError("--shorten-method: document_mlm never truncates (long documents are cut into blocks); drop the flag")
         if cfg.d2v2_multi:
             raise ValueError("--d2v2-multi: not supported by document_mlm; use --task masked_lm for data2vec")
+        if not cfg.mask_special_tokens and (cfg.mask_multiple_length != 1 or cfg.mask_stdev != 0):
+            raise ValueError("--mask-multiple-length/--mask-stdev: span masking is stock fairseq's; add --mask-special-tokens to use fairseq's masking, or drop the flags")
         super().__init__(cfg, dictionary)
+        real = ~special_symbols(self.dictionary)
+        if cfg.freq_weighted_replacement and len({c for c, r in zip(self.dictionary.count, real) if r}) <= 1:
+            raise ValueError(
+                f"--freq-weighted-replacement: {_dictionary_path(cfg)} holds no token counts (all equal), so "
+                "replacements would be drawn uniformly; binarize with preprocess/binarize.sh, which writes the "
+                "training counts, or drop the flag"
+            )
         self._word_starts = None
         if cfg.mask_whole_words:
             vocab_type, vocab_file = cfg.vocab_type, cfg.whole_word_vocab
@@ -121,7 +146,8 @@ class DocumentMLMTask(MaskedLMTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         dataset = self._load_dataset_split(split, epoch, combine)
-        source, target = MaskTokensDataset.apply_mask(
+        masking = MaskTokensDataset if self.cfg.mask_special_tokens else RealTokenMaskDataset
+        source, target = masking.apply_mask(
             dataset,
             self.source_dictionary,
             pad_idx=self.source_dictionary.pad(),
