@@ -10,7 +10,7 @@ def write_text(path, text):
     """Writes ``text`` to ``path`` through a temporary sibling and a rename."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text(text, encoding="utf-8")
+    tmp.write_text(text, encoding="utf-8", newline="")  # exactly these characters ("\r\n" stays)
     os.replace(tmp, path)
 
 

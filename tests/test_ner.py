@@ -210,6 +210,7 @@ def trained(model, tmp_path_factory):
     train = brat_sample(root / "train", "train", 150)
     dev = brat_sample(root / "dev", "valid", 25)
     test = brat_sample(root / "test", "test", 5)  # fewer windows than dev: scored apart from the dev metrics
+    assert add_nested_mentions(test) > 5
     out = root / "run"
     ner("train", "--model", model, "--train", train, "--dev", dev, "--test", test, "--output-dir", out, "--lr", 3e-3,
         "--epochs", 4, "--warmup-ratio", 0.1, "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64, "--window-overlap", 16)
@@ -280,3 +281,143 @@ def test_sweep_on_conll_writes_both_statistics_and_resumes(model, tmp_path):
     assert (tmp_path / "sweep" / "lr=0.001" / "seed=1" / "predictions" / "dev" / "predictions.conll").is_file()
     second = ner(*args)
     assert second.stdout.count("finished earlier, skipped") == 4
+
+
+# ---- scores as the official scorers count them, prediction on new notes, CRLF files, reports
+
+
+def add_nested_mentions(folder):
+    """Gold the BIO files cannot hold: inside each entity of 6 characters or more, a nested mention of its first 3."""
+    added = 0
+    for ann in sorted(folder.glob("*.ann")):
+        lines = ann.read_text(encoding="utf-8").splitlines()
+        for line in list(lines):
+            if line.startswith("T"):
+                kind, start, end = line.split("\t")[1].split(" ")
+                if int(end) - int(start) >= 6:
+                    mention = line.split("\t")[2][:3]
+                    lines.append(f"T{900 + added}\t{'UNCLEAR' if kind != 'UNCLEAR' else 'PROTEINAS'} {start} {int(start) + 3}\t{mention}")
+                    added += 1
+        ann.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return added
+
+
+def test_brat_scores_count_every_gold_mention_nested_ones_included(trained):
+    out, _, test = trained
+    m = json.loads((out / "metrics.json").read_text())
+    official = official_score(test, out / "predictions" / "test")  # the gold folder holds nested mentions
+    assert m["test"]["f1"] == pytest.approx(official["f1"], abs=1e-12)
+    assert m["test"]["recall"] == pytest.approx(official["recall"], abs=1e-12)
+    assert m["test"]["support"] == official["tp"] + official["fn"]
+    assert m["test"]["seqeval"]["support"] < m["test"]["support"]  # the flattened BIO lost the nested ones
+    table = ner("report", out).stdout
+    assert f"{100 * m['test']['f1']:.2f} ± 0.00" in table and "seqeval on BIO" in table
+
+
+def test_predict_tags_plain_notes_and_a_partly_annotated_folder(trained, tmp_path):
+    out, dev, _ = trained
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    docs = sorted(dev.glob("*.txt"))
+    for txt in docs[:3]:
+        shutil.copy(txt, notes)
+    ner("predict", "--model", out, "--input", notes, "--output-dir", tmp_path / "tagged", "--max-length", 64)
+    assert sorted(p.name for p in (tmp_path / "tagged" / "predictions").glob("*.ann")) == sorted(f"{t.stem}.ann" for t in docs[:3])
+    assert "scores" not in json.loads((tmp_path / "tagged" / "metrics.json").read_text())
+    # two of the three with their gold annotations
+    for txt in docs[:2]:
+        shutil.copy(txt.with_suffix(".ann"), notes)
+    proc = ner("predict", "--model", out, "--input", notes, "--output-dir", tmp_path / "partly", "--max-length", 64)
+    m = json.loads((tmp_path / "partly" / "metrics.json").read_text())
+    gold_only = tmp_path / "gold"
+    brat_sample(gold_only, "valid", 0)
+    for txt in docs[:2]:
+        shutil.copy(txt.with_suffix(".ann"), gold_only)
+    assert m["scored_documents"] == 2
+    assert m["scores"]["f1"] == pytest.approx(official_score(gold_only, tmp_path / "partly" / "predictions")["f1"], abs=1e-12)
+    assert "annotated part of the input" in proc.stdout
+    # the report reads training runs only: predict's folders beside them are skipped
+    shutil.copytree(tmp_path / "partly", out.parent / "predicted_beside")
+    try:
+        assert "± 0.00" in ner("report", out.parent, "--output-dir", tmp_path / "report").stdout
+    finally:
+        shutil.rmtree(out.parent / "predicted_beside")
+
+
+def test_a_run_without_a_recorded_best_epoch_is_reported(trained, tmp_path):
+    out, *_ = trained
+    run = tmp_path / "run"
+    shutil.copytree(out, run, ignore=shutil.ignore_patterns("model", "tensorboard"))
+    m = json.loads((run / "metrics.json").read_text())
+    m["best"] = None  # e.g. trained with eval steps that never came
+    (run / "metrics.json").write_text(json.dumps(m))
+    table = ner("report", run).stdout
+    assert "| -" in table.replace("  ", " ") or "|         - |" in table
+
+
+def test_crlf_brat_files_keep_their_offsets(tmp_path):
+    lf, crlf = brat_sample(tmp_path / "lf", "valid", 4), tmp_path / "crlf"
+    crlf.mkdir()
+    for txt in sorted(lf.glob("*.txt")):
+        text = txt.read_text(encoding="utf-8")
+        assert "\n" in text
+        shifted = lambda offset: offset + text[:offset].count("\n")
+        (crlf / txt.name).write_bytes(text.replace("\n", "\r\n").encode("utf-8"))
+        lines = []
+        for line in txt.with_suffix(".ann").read_text(encoding="utf-8").splitlines():
+            if line.startswith("T"):
+                name, span, mention = line.split("\t")
+                kind, start, end = span.split(" ")
+                line = f"{name}\t{kind} {shifted(int(start))} {shifted(int(end))}\t{mention}"
+            lines.append(line)
+        (crlf / txt.with_suffix(".ann").name).write_bytes(("\r\n".join(lines) + "\r\n").encode("utf-8"))
+    a, b = data.read(lf), data.read(crlf)
+    assert not [m for kind, m in b.problems if kind == "misaligned"]
+    assert [(s.tokens, s.tags) for s in a.sentences] == [(s.tokens, s.tags) for s in b.sentences]
+    written = tmp_path / "written"
+    entities = {d.id: [(e.start, e.end, e.type) for e in d.entities] for d in b.documents}
+    brat.write_folder(written, b.documents, entities)
+    assert official_score(crlf, written)["f1"] == 1.0
+    for txt in crlf.glob("*.txt"):
+        assert (written / txt.name).read_bytes() == txt.read_bytes()
+
+
+def test_warmup_ratio_one_warms_up_over_the_whole_run(model, tokenizer, tmp_path):
+    from transformers import AutoModelForTokenClassification
+
+    encoder = AutoModelForTokenClassification.from_pretrained(model, num_labels=3)
+    options = training.TrainOptions(lr=1e-3, warmup_ratio=1.0, precision="fp32")
+    trainer = training.make_trainer(encoder, tokenizer, options, tmp_path, [])
+    trainer.create_optimizer()
+    scheduler = trainer.create_scheduler(100)
+    rates = []
+    for _ in range(100):
+        rates.append(scheduler.get_last_lr()[0])
+        trainer.optimizer.step()
+        scheduler.step()
+    assert rates[10] == pytest.approx(1e-4) and rates[50] == pytest.approx(5e-4) and rates == sorted(rates)
+
+
+def test_a_sweep_redoes_the_runs_of_a_model_that_changed(model, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    copy = tmp_path / "model"
+    shutil.copytree(model, copy)
+    train = conll_sample(tmp_path / "train.tsv", "train", 60)
+    dev = conll_sample(tmp_path / "dev.tsv", "devel", 20)
+    args = ["sweep", "--model", copy, "--train", train, "--dev", dev, "--output-dir", tmp_path / "sweep", "--lrs", "1e-3",
+            "--seeds", "1,2", "--epochs", 1, "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64, "--no-save-model"]
+    ner(*args)
+    first = json.loads((tmp_path / "sweep" / "lr=0.001" / "seed=1" / "metrics.json").read_text())["model_sha256"]
+    weights = load_file(copy / "model.safetensors")
+    save_file({k: v + 0.01 if v.is_floating_point() else v for k, v in weights.items()}, copy / "model.safetensors")
+    # seed 2 was interrupted: its folder holds the old model's checkpoints and no metrics.json
+    unfinished = tmp_path / "sweep" / "lr=0.001" / "seed=2"
+    (unfinished / "metrics.json").unlink()
+    (unfinished / "checkpoints" / "checkpoint-1").mkdir(parents=True)
+    proc = ner(*args)
+    assert proc.stdout.count("finished with another model") == 1 and "started with another model" in proc.stdout
+    for seed in (1, 2):
+        m = json.loads((tmp_path / "sweep" / "lr=0.001" / f"seed={seed}" / "metrics.json").read_text())
+        assert m["model_sha256"] == training.weights_sha256(copy) != first
+    assert (tmp_path / "sweep" / "model.sha256").read_text().strip() == training.weights_sha256(copy)

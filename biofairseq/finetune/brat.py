@@ -42,16 +42,29 @@ def read_folder(folder, problems):
     documents = []
     for txt in texts:
         ann = txt.with_suffix(".ann")
-        doc = Document(str(txt.relative_to(folder).with_suffix("")), txt.read_text(encoding="utf-8"), [], ann.is_file())
+        doc = Document(str(txt.relative_to(folder).with_suffix("")), read_text(txt), [], ann.is_file())
         if doc.annotated:
             doc.entities = _entities(ann, doc.text, problems)
         documents.append(doc)
     return documents
 
 
+def read_text(path):
+    """A file's text exactly as it is: BRAT offsets count its characters, "\\r\\n" as two."""
+    with open(path, encoding="utf-8", newline="") as f:
+        return f.read()
+
+
+def gold_mentions(folder):
+    """Every entity of a BRAT folder as a set of (document, start, end, type): nested, overlapping and
+    discontinuous ones (by their outer span) included, each distinct mention once, as the PharmaCoNER and
+    CANTEMIST scorers count them."""
+    return {(doc.id, e.start, e.end, e.type) for doc in read_folder(folder, []) if doc.annotated for e in doc.entities}
+
+
 def _entities(ann, text, problems):
     entities = []
-    for n, line in enumerate(ann.read_text(encoding="utf-8").splitlines(), 1):
+    for n, line in enumerate(read_text(ann).splitlines(), 1):
         if not line.startswith("T"):
             continue
         where = f"{ann}:{n}"
@@ -83,7 +96,7 @@ def write_folder(folder, documents, entities_by_doc):
         txt.parent.mkdir(parents=True, exist_ok=True)
         write_text(txt, doc.text)
         lines = [
-            f"T{i}\t{kind} {start} {end}\t{doc.text[start:end].replace(chr(10), ' ')}"
+            f"T{i}\t{kind} {start} {end}\t{doc.text[start:end].replace(chr(13), ' ').replace(chr(10), ' ')}"
             for i, (start, end, kind) in enumerate(sorted(entities_by_doc.get(doc.id, [])), 1)
         ]
         write_text(txt.with_suffix(".ann"), "".join(f"{line}\n" for line in lines))

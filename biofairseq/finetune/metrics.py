@@ -19,4 +19,23 @@ def scores(gold, predicted):
 
 
 def line(name, s):
-    return f"{name} F1 {100 * s['f1']:.2f} (P {100 * s['precision']:.2f}, R {100 * s['recall']:.2f}, {s['support']} entities)"
+    text = f"{name} F1 {100 * s['f1']:.2f} (P {100 * s['precision']:.2f}, R {100 * s['recall']:.2f}, {s['support']} entities"
+    if "seqeval" in s:
+        text += f"; BRAT scorer, all gold mentions; seqeval on the flattened BIO: F1 {100 * s['seqeval']['f1']:.2f}"
+    return text + ")"
+
+
+def mention_scores(gold, predicted):
+    """Exact-span, exact-type micro P/R/F1 of two sets of (document, start, end, type) mentions, as the
+    PharmaCoNER and CANTEMIST scorers compute them from the .ann files; same layout as ``scores``."""
+
+    def prf(g, p):
+        tp = len(g & p)
+        precision = tp / len(p) if p else 0.0
+        recall = tp / len(g) if g else 0.0
+        f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+        return {"precision": precision, "recall": recall, "f1": f1, "support": len(g)}
+
+    types = sorted({m[3] for m in gold | predicted})
+    per_type = {t: prf({m for m in gold if m[3] == t}, {m for m in predicted if m[3] == t}) for t in types}
+    return {**prf(gold, predicted), "per_type": per_type}

@@ -4,6 +4,12 @@ Each run's scores are those of its best-on-dev checkpoint. Per model (a sweep fo
 - mean ± sample standard deviation of the test F1, P and R over every run (all LRs and seeds);
 - the run that is best on dev (ties: the earlier LR, then seed), with its test F1, LR and epoch;
 - the median of the test F1 over the seeds of the LR whose median dev F1 is highest (bio-lm's statistic).
+
+For BRAT data the scores are the shared tasks' official ones: the BRAT predictions against every gold
+mention of the .ann files, nested and overlapping ones included (PharmaCoNER, CANTEMIST). Where seqeval's
+score of the flattened BIO files differs, its mean is shown beside them: bsc-bio-es (Carrino et al. 2022)
+fine-tuned with transformers' token-classification defaults, whose F1 is seqeval's on the BIO files, so its
+Table 2 compares with that column; the shared tasks' leaderboards compare with the official one.
 """
 
 import json
@@ -20,14 +26,17 @@ def runs(folder):
     """metrics.json of every finished run under ``folder`` (a sweep folder or one run), with LR and seed."""
     folder = Path(folder)
     found = sorted(folder.rglob("metrics.json")) if folder.is_dir() else []
-    found = [p for p in found if (p.parent / "predictions").is_dir()]  # train runs, not predict outputs
     if not found:
         raise NERFormatError(f"{folder}: no finished run (metrics.json from biofairseq-ner train or sweep) below it; give a sweep or run folder")
     out = []
     for path in found:
         m = json.loads(path.read_text())
+        if "history" not in m or "options" not in m:  # written by biofairseq-ner predict, not by a training run
+            continue
         out.append({"path": str(path.parent), "lr": m["options"]["lr"], "seed": m["options"]["seed"], "best": m["best"],
                     "dev": m["dev"], "test": m.get("test"), "history": m["history"]})
+    if not out:
+        raise NERFormatError(f"{folder}: no finished training run below it (only biofairseq-ner predict outputs); give a sweep or run folder")
     return out
 
 
@@ -40,8 +49,10 @@ def summarize(name, model_runs):
     for r in model_runs:
         by_lr[r["lr"]].append(r)
     median_lr = max(sorted(by_lr), key=lambda lr: statistics.median(r["dev"]["f1"] for r in by_lr[lr]))
+    seqeval = [r[split]["seqeval"]["f1"] for r in model_runs if "seqeval" in r[split]]
     return {
-        "model": name, "split": split, "runs": len(model_runs), "lrs": sorted(by_lr), "seeds": sorted({r["seed"] for r in model_runs}),
+        "model": name, "split": split,
+        "seqeval_f1": stat(seqeval) if len(seqeval) == len(model_runs) else None, "runs": len(model_runs), "lrs": sorted(by_lr), "seeds": sorted({r["seed"] for r in model_runs}),
         **{k: stat(v) for k, v in values.items()},
         "best_on_dev": {"f1": best[split]["f1"], "precision": best[split]["precision"], "recall": best[split]["recall"],
                         "dev_f1": best["dev"]["f1"], "lr": best["lr"], "seed": best["seed"], "epoch": best["best"]["epoch"] if best["best"] else None,
@@ -53,11 +64,18 @@ def summarize(name, model_runs):
 def markdown(summaries):
     pct = lambda s: f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f}"
     split = summaries[0]["split"]
+    epoch = lambda e: "-" if e is None else f"{e:g}"  # a run selected without a recorded epoch
     rows = [[s["model"], str(s["runs"]), pct(s["f1"]), pct(s["precision"]), pct(s["recall"]),
-             f"{100 * s['best_on_dev']['f1']:.2f}", f"{s['best_on_dev']['lr']:g}", f"{s['best_on_dev']['epoch']:g}",
+             f"{100 * s['best_on_dev']['f1']:.2f}", f"{s['best_on_dev']['lr']:g}", epoch(s["best_on_dev"]["epoch"]),
              f"{100 * s['median_over_seeds']['f1']:.2f} (lr {s['median_over_seeds']['lr']:g})"] for s in summaries]
     header = ["model", "runs", f"{split} F1 mean ± std", "P mean ± std", "R mean ± std", f"best-on-dev {split} F1", "its LR",
               "its epoch", f"median {split} F1 over seeds"]
+    differ = [s for s in summaries if s["seqeval_f1"] and abs(s["seqeval_f1"]["mean"] - s["f1"]["mean"]) > 5e-5]
+    if differ:
+        header[2] = f"{split} F1 mean ± std (BRAT scorer)"
+        header.append(f"{split} F1, seqeval on BIO")
+        for row, s in zip(rows, summaries):
+            row.append(pct(s["seqeval_f1"]) if s["seqeval_f1"] else "-")
     return markdown_table(header, rows)
 
 

@@ -1,12 +1,16 @@
 """The learning-rate x seed grid of the bsc-bio-es paper, one run folder per configuration, resumable.
 
-A configuration whose folder holds ``metrics.json`` is finished and is not run again; an interrupted one
-resumes from its last checkpoint.
+A configuration whose folder holds ``metrics.json`` of the same model (``model_sha256``, a hash of its
+weights) is finished and is not run again; one of another model is redone; an interrupted one resumes from
+its last checkpoint. The sweep folder records the model in ``model.sha256``.
 """
+
+import json
 
 from dataclasses import replace
 from pathlib import Path
 
+from biofairseq.atomic import write_text
 from biofairseq.finetune import training
 
 PAPER_LRS = (8e-6, 1e-5, 2e-5, 3e-5, 5e-5)
@@ -20,14 +24,22 @@ def run_folder(root, lr, seed):
 def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_LRS, seeds=PAPER_SEEDS, log=print):
     """Runs every (lr, seed) not yet finished; returns the run folders in grid order."""
     folders = []
+    fingerprint = training.weights_sha256(training.model_folder(model_dir))
     grid = [(lr, seed) for lr in lrs for seed in seeds]
     for n, (lr, seed) in enumerate(grid, 1):
         folder = run_folder(root, lr, seed)
         folders.append(folder)
-        if (folder / "metrics.json").is_file():
-            log(f"[{n}/{len(grid)}] {folder}: finished earlier, skipped")
-            continue
-        log(f"[{n}/{len(grid)}] {folder}")
+        finished = folder / "metrics.json"
+        redo = False
+        if finished.is_file():
+            if json.loads(finished.read_text()).get("model_sha256") == fingerprint:
+                log(f"[{n}/{len(grid)}] {folder}: finished earlier, skipped")
+                continue
+            log(f"[{n}/{len(grid)}] {folder}: finished with another model than {model_dir}; redone")
+            redo = True
+        else:
+            log(f"[{n}/{len(grid)}] {folder}")
         training.train(model_dir, train_path, dev_path, test_path, folder, replace(options, lr=lr, seed=seed),
-                       log=lambda message: log(f"  {message}"))
+                       overwrite=redo, log=lambda message: log(f"  {message}"))
+    write_text(Path(root) / "model.sha256", fingerprint + "\n")
     return folders

@@ -7,6 +7,7 @@ selection, resuming) is ``Trainer``'s.
 """
 
 import json
+import math
 import os
 import re
 import shutil
@@ -44,6 +45,20 @@ class TrainOptions:
     precision: str = "auto"
     save_model: bool = True
     keep_checkpoints: bool = False
+
+
+def weights_sha256(model_dir):
+    """Which model a run fine-tuned: sha256 of its weight files (``*.safetensors``, ``*.bin``) in name order.
+
+    ``recipes/bsc_bio_es.sh`` computes the same with ``sha256sum``."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    for path in sorted(p for p in Path(model_dir).iterdir() if p.suffix in (".safetensors", ".bin")):
+        with open(path, "rb") as f:
+            while chunk := f.read(1 << 24):
+                digest.update(chunk)
+    return digest.hexdigest()
 
 
 def load_tokenizer(model_dir):
@@ -89,6 +104,12 @@ def _trainer_class():
         """``Trainer`` with word-order evaluation batches and optional layer-wise learning-rate decay."""
 
         layerwise_lr_decay = 1.0
+        warmup_ratio = 0.0
+
+        def create_scheduler(self, num_training_steps, optimizer=None):
+            # transformers reads warmup_steps below 1 as a ratio and 1 and above as steps: 1.0 would be one step.
+            self.args.warmup_steps = math.ceil(self.warmup_ratio * num_training_steps)
+            return super().create_scheduler(num_training_steps, optimizer)
 
         def _get_eval_sampler(self, eval_dataset):
             # Predictions are matched to windows by position; length grouping would shuffle them.
@@ -130,7 +151,7 @@ class Predictor:
 
     def __init__(self, dataset, tokenizer, labels, max_length, options):
         self.data, self.labels = dataset, labels
-        self.windows = windows.build(dataset.sentences, tokenizer, {l: i for i, l in enumerate(labels)} if dataset.annotated else {},
+        self.windows = windows.build(dataset.sentences, tokenizer, {l: i for i, l in enumerate(labels)},
                                      max_length, options.label_scheme, options.window_overlap)
         # Longest first, so that each evaluation batch holds windows of similar length (little padding).
         self.windows.sort(key=lambda w: -len(w.input_ids))
@@ -148,8 +169,22 @@ class Predictor:
         finally:
             trainer.compute_metrics = compute
 
-    def scores(self, tags):
-        return metrics.scores([s.tags for s in self.data.sentences], tags)
+    def scores(self, tags, written=None):
+        """Scores of the annotated sentences (None when there are none).
+
+        BRAT data are scored as the shared tasks' official scorers do, from the BRAT predictions ``written``
+        against every gold mention of the .ann files (nested and overlapping ones included); seqeval's score
+        of the flattened BIO tags is kept beside it as ``seqeval``. CoNLL data: seqeval's."""
+        annotated = [(s.tags, t) for s, t in zip(self.data.sentences, tags) if s.tags is not None]
+        if not annotated:
+            return None
+        seqeval = metrics.scores(*map(list, zip(*annotated)))
+        if not self.data.is_brat or written is None:
+            return seqeval
+        documents = {d.id for d in self.data.documents if d.annotated}
+        gold = {m for m in brat.gold_mentions(self.data.path) if m[0] in documents}
+        predicted = {m for m in brat.gold_mentions(written) if m[0] in documents}
+        return {**metrics.mention_scores(gold, predicted), "scorer": "brat", "seqeval": seqeval}
 
     def write(self, tags, out):
         """BRAT ``.ann`` files (character offsets) for BRAT input, a CoNLL file otherwise."""
@@ -192,7 +227,7 @@ def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inpu
         per_device_train_batch_size=options.batch_size, gradient_accumulation_steps=options.gradient_accumulation,
         per_device_eval_batch_size=options.eval_batch_size, weight_decay=options.weight_decay, adam_epsilon=options.adam_epsilon,
         adam_beta1=options.adam_betas[0], adam_beta2=options.adam_betas[1], max_grad_norm=options.max_grad_norm,
-        lr_scheduler_type="linear", warmup_steps=options.warmup_ratio, train_sampling_strategy="group_by_length",
+        lr_scheduler_type="linear", train_sampling_strategy="group_by_length",
         logging_steps=options.logging_steps, report_to="none", disable_tqdm=not os.isatty(2), **selection, **precision_args,
     )
     trainer = _trainer_class()(
@@ -201,6 +236,7 @@ def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inpu
         compute_metrics=compute_metrics, preprocess_logits_for_metrics=_argmax, callbacks=list(callbacks),
     )
     trainer.layerwise_lr_decay = options.layerwise_lr_decay
+    trainer.warmup_ratio = options.warmup_ratio
     return trainer
 
 
@@ -217,6 +253,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     if (output_dir / "metrics.json").exists() and not overwrite:
         raise NERFormatError(f"{output_dir}: holds a finished run (metrics.json); choose another --output-dir or pass --overwrite")
     model_dir = model_folder(model_dir)
+    fingerprint = weights_sha256(model_dir)
     precision, _ = precision_flags(options.precision)
     sets = {"train": _read(train_path, "training"), "dev": _read(dev_path, "dev")}
     if test_path:
@@ -237,8 +274,14 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
         log(f"{name}: {len(p.data.sentences):,} sentences, {len(p.windows):,} windows of at most {max_length} tokens, "
             f"{sum(len(s.tokens) for s in p.data.sentences):,} words, {sum(p.data.statistics()['entities_per_type'].values()):,} entities")
 
+    recorded = output_dir / "model.sha256"
     if overwrite:  # only once the data and the model have loaded
         shutil.rmtree(output_dir, ignore_errors=True)
+    elif recorded.is_file() and recorded.read_text().strip() != fingerprint:
+        log(f"{output_dir}: started with another model than {model_dir}; its checkpoints are removed and the run starts afresh")
+        shutil.rmtree(output_dir, ignore_errors=True)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    write_text(recorded, fingerprint + "\n")
     predictor = predictors["dev"]
 
     def compute_metrics(prediction):
@@ -263,7 +306,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     # The checkpoint Trainer kept and loaded; step 0 (the untrained head, evaluated on start) is never a candidate.
     best = next((h for h in history if h["step"] == trainer.state.best_global_step), None)
     report = {
-        "model": str(model_dir), "train": str(train_path), "dev": str(dev_path), "test": str(test_path) if test_path else None,
+        "model": str(model_dir), "model_sha256": fingerprint, "train": str(train_path), "dev": str(dev_path), "test": str(test_path) if test_path else None,
         "options": asdict(options), "precision": precision, "labels": labels, "max_length": max_length,
         "best": best, "history": history, "train_seconds": round(seconds, 1), "train_loss": result.training_loss,
         "train_tokens_per_epoch": train_tokens, "train_tokens_per_second": round(train_tokens * options.epochs / result.metrics["train_runtime"], 1),
@@ -272,9 +315,9 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     for name in ("dev", "test"):
         if name in predictors:
             tags = predictors[name].predict(trainer)
-            report[name] = predictors[name].scores(tags)
             with staged_folder(predictions_dir / name, True, NERFormatError) as staging:
                 predictors[name].write(tags, staging)
+            report[name] = predictors[name].scores(tags, predictions_dir / name)
             log(metrics.line(name, report[name]))
     if options.save_model:
         trainer.save_model(str(output_dir / "model"))
@@ -320,8 +363,10 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
         predictor.write(tags, staging / "predictions")
         report = {"model": str(model_dir), "input": str(input_path), "seconds": round(seconds, 2),
                   "words": sum(len(s.tokens) for s in dataset.sentences), "windows": len(predictor.windows)}
-        if dataset.annotated:
-            report["scores"] = predictor.scores(tags)
-            log(metrics.line("input", report["scores"]))
+        scores = predictor.scores(tags, staging / "predictions")
+        if scores is not None:
+            report["scores"] = scores
+            report["scored_documents"] = sum(d.annotated for d in dataset.documents) if dataset.is_brat else None
+            log(metrics.line("input" if dataset.annotated else "the annotated part of the input", scores))
         write_text(staging / "metrics.json", json.dumps(report, indent=1) + "\n")
     return report
