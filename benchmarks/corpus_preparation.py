@@ -43,13 +43,14 @@ def main():
                     f.write(json.dumps(record, ensure_ascii=False) + "\n")
         mb = raw.stat().st_size / 1e6
         rows = []
-        clean = {}
+        clean, phases = {}, {}
         for workers in (1, 2):
             clean[workers] = tmp / f"clean{workers}"
             seconds, rss, _ = run([sys.executable, REPO / "preprocess/clean_corpus.py", "--source", f"cases={raw}",
                                    "--output-dir", clean[workers], "--lang", "es", "--workers", workers, "--quiet",
                                    "--shard-size", 8 << 20])
             rows.append((f"clean_corpus.py --workers {workers}", f"{mb:.1f} MB raw", seconds, f"{mb / seconds:.2f} MB/s", rss))
+            phases[workers] = {"process": seconds, **json.loads((clean[workers] / "timing.json").read_text())}
         assert (clean[1] / "train.txt").read_bytes() == (clean[2] / "train.txt").read_bytes()
         scaling = rows[0][2] / rows[1][2]
         # encoding and binarization at the same size: the cleaned text repeated as often as the raw text was
@@ -76,6 +77,12 @@ def main():
         f"Command: `.venv/bin/python benchmarks/corpus_preparation.py --mb {args.mb:g}` "
         f"({os.cpu_count()} cores, {copies} copies of clinical_cases.jsonl)", "", *table, "",
         f"Cleaning scaling, 2 workers vs 1: **{scaling:.2f}x** (wall-time ratio; 2.0 would be perfect).", "",
+        "Where the time goes (`clean/timing.json`; start-up = the process's time outside the four phases):", "",
+        "| workers | process | start-up | plan | clean shards (parallel) | deduplicate (serial) | split (serial) |",
+        "|---:|---:|---:|---:|---:|---:|---:|",
+        *[f"| {w} | {p['process']:.1f} | {p['process'] - sum(v for k, v in p.items() if k != 'process'):.1f} | {p['plan']:.1f} | "
+          f"{p['clean_shards']:.1f} | {p['deduplicate']:.1f} | {p['split']:.1f} |" for w, p in phases.items()],
+        "", f"The shard phase alone scales {phases[1]['clean_shards'] / phases[2]['clean_shards']:.2f}x.", "",
     ])
     Path(args.output).write_text(report)
     print(report)

@@ -66,6 +66,8 @@ def main(argv=None):
         stats = clean_corpus(args, config_from_args(args))
     except InputError as e:
         sys.exit(f"error: {e}")
+    for warning in stats.get("warnings", []):
+        print(f"warning: {warning}", file=sys.stderr)
     if not args.quiet:
         print(format_table(stats))
         for name, errors in stats.get("errors", {}).items():

@@ -292,3 +292,23 @@ def test_submitit_job_array_gives_the_same_outputs(tmp_path):
     assert len(list((tmp_path / "array" / "work" / "submitit").glob("*_0_log.out"))) >= 1
     for name in ("train.txt", "valid.txt"):
         assert (tmp_path / "array" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+
+
+def test_one_file_per_document_skips_bad_files_and_blank_line_splitting_warns(tmp_path):
+    """The common raw layout: a folder of .txt files, each one clinical case in several paragraphs."""
+    cases = tmp_path / "cases"
+    cases.mkdir()
+    for i, line in enumerate(clinical_lines(0, 30)):
+        (cases / f"case{i:02d}.txt").write_text(json.loads(line)["text"].replace("\n", "\n\n"), encoding="utf-8")
+    (cases / "broken.txt").write_bytes(b"Paciente de 40 a\xf1os con fiebre.\n\nSin antecedentes.\n")  # Latin-1, not UTF-8
+    args = ["--source", f"cases={cases}", "--lang", "es", "--valid-docs", 3]
+    per_file = run_script("preprocess/clean_corpus.py", *args, "--text-docs", "file", "--output-dir", tmp_path / "file")
+    stats = json.loads((tmp_path / "file" / "stats.json").read_text())["sources"]["cases"]
+    assert (stats["files_in"], stats["docs_in"], stats["unreadable_docs"]) == (31, 30, 1)
+    assert "broken.txt:1: invalid UTF-8 byte 0xf1" in per_file.stderr and "warning" not in per_file.stderr
+    by_blank_lines = run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "blank")
+    stats = json.loads((tmp_path / "blank" / "stats.json").read_text())["sources"]["cases"]
+    assert stats["files_in"] == 31 and stats["docs_in"] > 60 and stats["unreadable_docs"] == 1
+    warning = next(line for line in by_blank_lines.stderr.splitlines() if line.startswith("warning: "))
+    assert "31 text files became" in warning and "--text-docs file" in warning
+    assert "files in" in by_blank_lines.stdout or "files_in" in by_blank_lines.stdout

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import sys
+import time
 from collections import Counter
 from dataclasses import asdict
 from pathlib import Path
@@ -207,7 +208,7 @@ def _split(work, output_dir, n_docs, valid_docs, seed):
         os.replace(output_dir / f"{split}.txt.tmp", output_dir / f"{split}.txt")
 
 
-COLUMNS = ("docs_in", "docs_out", "sentences_in", "sentences_out", "tokens_in", "tokens_out")
+COLUMNS = ("files_in", "docs_in", "docs_out", "sentences_in", "sentences_out", "tokens_in", "tokens_out")
 REMOVED = (
     "unreadable_docs", "other_language_docs", "empty_docs", "duplicate_docs_source", "duplicate_docs_global",
     *SENTENCE_FILTERS, "duplicate_sentences_source", "duplicate_sentences_global",
@@ -241,6 +242,8 @@ def clean_corpus(args, config):
             return stats
         raise InputError(f"{output_dir}: holds a cleaned corpus made with other arguments or inputs; use another --output-dir or --overwrite")
     work.mkdir(parents=True, exist_ok=True)
+    clock = time.perf_counter()
+    seconds = {}
     plan_path = work / "plan.json"
     if plan_path.is_file():
         plan = json.loads(plan_path.read_text())
@@ -263,23 +266,39 @@ def clean_corpus(args, config):
     pending = [s for s in shards if not _shard_done(shard_dir, s)]
     if len(pending) < len(shards) and not args.quiet:
         print(f"resuming: {len(shards) - len(pending)} of {len(shards)} shards already cleaned", file=sys.stderr)
+    seconds["plan"], clock = time.perf_counter() - clock, time.perf_counter()
     _run_shards(pending, args, config, shard_dir)
+    seconds["clean_shards"], clock = time.perf_counter() - clock, time.perf_counter()
 
     per_source, errors, n_docs = _merge(shards, sources, config, shard_dir, work)
+    seconds["deduplicate"], clock = time.perf_counter() - clock, time.perf_counter()
+    warnings = []
+    for name, _ in sources:
+        pieces = [p for s in shards if s.source == name for p in s.pieces]
+        per_source[name]["files_in"] = len({p.path for p in pieces})
+        text_files = len({p.path for p in pieces if p.fmt == "text"})
+        if text_files > 1 and per_source[name]["docs_in"] >= 2 * text_files:
+            warnings.append(
+                f"{name}: {text_files:,} text files became {per_source[name]['docs_in']:,} documents, split at blank lines; "
+                "if each file is one document (a clinical case, a note), clean again with --text-docs file"
+            )
     for name, messages in discovery_errors.items():
         per_source[name]["unreadable_docs"] += len(messages)
         errors[name] = messages + errors[name]
     if n_docs <= args.valid_docs:
         raise InputError(f"{output_dir}: only {n_docs} documents left after cleaning, not more than --valid-docs {args.valid_docs}; lower --valid-docs")
     _split(work, output_dir, n_docs, args.valid_docs, args.seed)
+    seconds["split"] = time.perf_counter() - clock
     total = Counter()
     for counts in per_source.values():
         total.update(counts)
     stats = {
         "sources": {name: dict(c) for name, c in per_source.items()}, "total": dict(total),
         "train_docs": n_docs - args.valid_docs, "valid_docs": args.valid_docs,
-        "errors": {name: e[:100] for name, e in errors.items() if e}, "fingerprint": fingerprint,
+        "errors": {name: e[:100] for name, e in errors.items() if e}, "warnings": warnings, "fingerprint": fingerprint,
     }
+    # where this run's time went (only the unfinished shards, when it resumed), apart from the reproducible stats
+    write_text(output_dir / "timing.json", json.dumps({k: round(v, 2) for k, v in seconds.items()}) + "\n")
     write_text(stats_path, json.dumps(stats, indent=1, ensure_ascii=False))
     if not args.keep_work:
         shutil.rmtree(work)

@@ -178,8 +178,11 @@ def read_documents(piece, text_field="text"):
                 data = f.read()
             if not data.strip():
                 yield "error", f"{piece.path}: empty file; remove it or fill it"
-            else:
+                return
+            try:
                 yield "doc", piece.path, _decode(data, piece.path, 1)
+            except InputError as e:
+                yield "error", str(e)
             return
         seen = False
         if piece.fmt == "jsonl":
