@@ -40,6 +40,9 @@
 #   NER_WARMUP_RATIO, NER_EXTRA (more biofairseq-ner flags), NER_GPU (the GPU the runs use, default 0)
 #   BASELINE       random-init: also fine-tune a randomly initialised copy of the model (same shape, same
 #                  tokenizer), so the report shows what pretraining adds; none: don't (default tiny: random-init)
+#   WEAK_PRETRAINING  stop: stop before fine-tuning when the kept checkpoint is not clearly better than word
+#                  frequencies or its last layer has collapsed (stage 5b); continue: say so and go on
+#                  (default paper: stop; tiny: continue)
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -73,6 +76,8 @@ tiny)
     NER_ACCUMULATION=${NER_ACCUMULATION:-1}
     NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
     BASELINE=${BASELINE:-random-init}
+    # Two minutes of a 2-layer model do not beat word frequencies clearly: say so in the report, and go on.
+    WEAK_PRETRAINING=${WEAK_PRETRAINING:-continue}
     ;;
 paper)
     [[ -n ${SOURCES:-} ]] || die "PRESET=paper needs SOURCES=\"NAME=PATH ...\" (the raw pretraining corpora); see the top of $0"
@@ -104,6 +109,34 @@ FORCE=${FORCE:-0}
 NUM_NODES=${NUM_NODES:-1}
 WORKERS=${WORKERS:-$(nproc)}
 NER_EXTRA=${NER_EXTRA:-}
+WEAK_PRETRAINING=${WEAK_PRETRAINING:-stop}  # the paper preset's
+
+# ---- every setting, checked before any work
+
+one_of() {  # one_of NAME VALUE CHOICES...
+    local name=$1 value=$2 choice
+    shift 2
+    for choice in "$@"; do [[ $value == "$choice" ]] && return; done
+    die "$name=$value: unknown; use one of: $*"
+}
+one_of FORCE "$FORCE" 0 1
+one_of BASELINE "$BASELINE" random-init none
+one_of WEAK_PRETRAINING "$WEAK_PRETRAINING" stop continue
+[[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16 bf16
+for v in VALID_DOCS VOCAB_SIZE TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE BATCH_PER_DEVICE WARMUP_UPDATES MAX_UPDATE \
+    SAVE_INTERVAL_UPDATES LOG_INTERVAL NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS ${NUM_GPUS:+NUM_GPUS}; do
+    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: not a whole number"
+done
+for v in SEQUENCES_PER_UPDATE BATCH_PER_DEVICE MAX_UPDATE SAVE_INTERVAL_UPDATES NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS; do
+    (( ${!v} > 0 )) || die "$v=${!v}: must be at least 1"
+done
+number='[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?'
+for v in PEAK_LR NER_EPOCHS NER_WARMUP_RATIO; do
+    [[ ${!v} =~ ^$number$ ]] || die "$v=${!v}: not a number"
+done
+for v in NER_LRS NER_SEEDS; do
+    [[ ${!v} =~ ^$number(,$number)*$ ]] || die "$v=${!v}: give comma-separated numbers, as 5e-5,1e-4"
+done
 
 for tool in "$PYTHON" fairseq-train fairseq-preprocess biofairseq-convert biofairseq-ner; do
     command -v "$tool" >/dev/null || die "$tool: not found; run 'make install' and 'source .venv/bin/activate' (or 'make demo'), then run this again"
@@ -148,6 +181,9 @@ run() {  # prints a command so that it can be pasted into a shell, then runs it
     echo "+ $(printf '%q ' "$@")" >&2
     "$@" >&2  # stdout is for the report alone
 }
+weights_sha256() {  # the fingerprint biofairseq-ner records for a model folder: sha256 of its weight files, in name order
+    cat $(find "$1" -maxdepth 1 \( -name '*.safetensors' -o -name '*.bin' \) | LC_ALL=C sort) | sha256sum | cut -d' ' -f1
+}
 elapsed() { printf '%d:%02d elapsed' $((SECONDS / 60)) $((SECONDS % 60)); }
 RAN=0
 stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (default OUTPUT) exists
@@ -166,7 +202,7 @@ stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (def
 mkdir -p "$RUN_DIR"
 SETTINGS=$(for v in PRESET SOURCES NER_DATA VALID_DOCS VOCAB_SIZE ARCH TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR \
     WARMUP_UPDATES MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO \
-    NER_EXTRA BASELINE; do echo "$v=${!v}"; done)
+    NER_EXTRA BASELINE WEAK_PRETRAINING; do echo "$v=${!v}"; done)
 if [[ $FORCE != 1 && -f $RUN_DIR/recipe.env ]] && ! differing=$(diff <(echo "$SETTINGS") "$RUN_DIR/recipe.env"); then
     echo "note: settings differ from $RUN_DIR/recipe.env; stages already done keep their outputs (FORCE=1 redoes them):" >&2
     echo "$differing" | sed -n 's/^[<>]/  &/p' >&2
@@ -201,6 +237,10 @@ fi
 if stage 4 "pretrain $ARCH" "$PRETRAIN" "$PRETRAIN/finished"; then
     TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
         --sample-break-mode complete_doc --tokens-per-sample "$TOKENS_PER_SAMPLE" --mask-prob 0.15)
+    # the checkpoint records its BPE, so that fairseq's from_pretrained encodes text with no further arguments
+    mapfile -t BPE_ARGS < <("$PYTHON" -m biofairseq.bpe_flags "$DATA_BIN")
+    (( ${#BPE_ARGS[@]} )) || die "$DATA_BIN: no vocabulary recorded (vocab_info.json); FORCE=1 rebuilds the data-bin"
+    TASK_ARGS+=("${BPE_ARGS[@]}")
     MODEL_ARGS=(--arch "$ARCH" --dropout 0.1 --attention-dropout 0.1)
     OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
         --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES"
@@ -233,6 +273,17 @@ if stage 5 "pick the checkpoint with the lowest validation perplexity" "$PRETRAI
     run "$PYTHON" -m biofairseq.recipe.best_checkpoint "$PRETRAIN/checkpoints" "$PRETRAIN/train.log" --output "$PRETRAIN/best.json"
 fi
 
+# ---- 5b. is it clearly better than word frequencies? (a collapsed pretraining is worse than none)
+
+if stage 5b "compare with word frequencies, look for a collapsed last layer" "$PRETRAIN/check.json"; then
+    CHECK_ARGS=("$PRETRAIN/best.json" "$DATA_BIN" --output "$PRETRAIN/check.json")
+    [[ $WEAK_PRETRAINING == continue ]] && CHECK_ARGS+=(--go-on)
+    if ! run "$PYTHON" -m biofairseq.recipe.pretraining_check "${CHECK_ARGS[@]}"; then
+        rm -f "$PRETRAIN/check.json"  # so that a rerun checks again (or goes on with WEAK_PRETRAINING=continue)
+        die "stopped before fine-tuning (see the line above and $PRETRAIN/best.json); WEAK_PRETRAINING=continue goes on anyway"
+    fi
+fi
+
 # ---- 6. convert to transformers (parity-checked)
 
 if stage 6 "convert to transformers" "$HF_MODEL"; then
@@ -244,8 +295,6 @@ if [[ $BASELINE == random-init ]]; then
         run "$PYTHON" -m biofairseq.recipe.random_init "$HF_MODEL" "$RUN_DIR/hf/random_init"
     fi
     MODELS+=("$RUN_DIR/hf/random_init")
-elif [[ $BASELINE != none ]]; then
-    die "BASELINE=$BASELINE: unknown; use random-init or none"
 fi
 
 # ---- 7. fine-tune and evaluate NER: the learning-rate x seed sweep, per data set and model
@@ -258,7 +307,12 @@ for i in "${!NER_NAMES[@]}"; do
     for model in "${MODELS[@]}"; do
         sweep_dir=$NER_DIR/$name/model=$(basename "$model")
         REPORT_ARGS+=(--ner "$name=$sweep_dir")
-        stage 7 "fine-tune $(basename "$model") on $name" "$sweep_dir/report.json" || continue
+        # a sweep of another model (pretrained again since) is out of date: the sweep redoes its runs
+        if [[ -f $sweep_dir/report.json && $(cat "$sweep_dir/model.sha256" 2>/dev/null) != "$(weights_sha256 "$model")" ]]; then
+            echo "note: $model changed since $sweep_dir was run; its runs are redone" >&2
+            rm -f "$sweep_dir/report.json"
+        fi
+        stage 7 "fine-tune $(basename "$model") on $name" "$sweep_dir" "$sweep_dir/report.json" || continue
         NER_ARGS=(--model "$model" --train "$train" --dev "$dev" ${test:+--test "$test"} --output-dir "$sweep_dir"
             --lrs "$NER_LRS" --seeds "$NER_SEEDS" --epochs "$NER_EPOCHS" --max-length "$NER_MAX_LENGTH"
             --batch-size "$NER_BATCH" --gradient-accumulation "$NER_ACCUMULATION" --warmup-ratio "$NER_WARMUP_RATIO")

@@ -2,7 +2,6 @@
 
 import json
 import subprocess
-import sys
 
 import pytest
 import torch
@@ -21,7 +20,7 @@ DOCUMENT_MLM = ["--user-dir", "biofairseq", "--task", "document_mlm", "--criteri
 SMALL = ["--encoder-layers", "2", "--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "128",
          "--encoder-attention-heads", "2"]
 MODELS = {
-    "bytebpe": ("bytebpe_corpus", ["--arch", "bio_roberta_tiny"]),
+    "bytebpe": ("bytebpe_corpus", None),  # the session's trained model (conftest.trained_bytebpe)
     "sentencepiece": ("spm_corpus", ["--arch", "bio_roberta_tiny"]),
     "pre-LN": ("bytebpe_corpus", ["--arch", "bio_roberta_tiny", "--encoder-normalize-before"]),
     "pre-LN-no-embedding-LN": ("bytebpe_corpus", ["--arch", "roberta_prenorm", *SMALL]),
@@ -56,10 +55,14 @@ def held_out_sentences():
 
 @pytest.fixture(scope="module")
 def checkpoints(request, tmp_path_factory):
-    """name -> (checkpoint, data-bin, log): tiny models trained for 60 updates on the real clinical cases."""
+    """name -> (checkpoint, data-bin, log): tiny models trained on the real clinical cases (60 updates, or 3 epochs)."""
     out = {}
     for name, (corpus_fixture, arch) in MODELS.items():
         corpus = request.getfixturevalue(corpus_fixture)
+        if arch is None:
+            save_dir, log = request.getfixturevalue("trained_bytebpe")
+            out[name] = (save_dir / "checkpoint_last.pt", corpus.data_bin, log)
+            continue
         save_dir = tmp_path_factory.mktemp(name)
         proc = run_fairseq("fairseq-train", corpus.data_bin, *DOCUMENT_MLM, *arch, *TRAIN, "--save-dir", save_dir)
         out[name] = (save_dir / "checkpoint_last.pt", corpus.data_bin, proc.stdout + proc.stderr)
@@ -95,7 +98,8 @@ def test_round_trip_gives_identical_state_dicts_and_passes_parity(name, checkpoi
     assert original.keys() == back.keys()
     assert all(torch.equal(original[k], back[k]) for k in original)
     data_bin = checkpoints[name][1]
-    assert (fairseq_dir / "dict.txt").read_text() == (data_bin / "dict.txt").read_text()
+    symbols = lambda path: [line.split()[0] for line in path.read_text(encoding="utf-8").splitlines()]
+    assert symbols(fairseq_dir / "dict.txt") == symbols(data_bin / "dict.txt")  # the data-bin's also has counts
 
 
 def test_layouts_pick_the_transformers_class_with_the_same_layer_order(converted):
@@ -151,22 +155,28 @@ def test_exported_tokenizer_gives_fairseq_ids_for_each_vocabulary_option(options
     assert tokenizer(sentences)["input_ids"] == [fairseq_encode(s) for s in sentences]
 
 
-def test_logits_match_on_a_padded_batch_of_held_out_sentences(checkpoints, converted):
+@pytest.mark.parametrize("name", MODELS)
+def test_logits_match_on_a_padded_batch_of_held_out_sentences(name, checkpoints, converted):
+    """Computed here, not read from conversion.json: the post-LN and both pre-LN layouts."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from biofairseq.convert import fairseq_side
 
-    fairseq = fairseq_side.load(checkpoints["bytebpe"][0])
-    hf = AutoModelForMaskedLM.from_pretrained(converted["bytebpe"][0]).eval()
-    tokenizer = AutoTokenizer.from_pretrained(converted["bytebpe"][0])
+    fairseq = fairseq_side.load(checkpoints[name][0])
+    hf = AutoModelForMaskedLM.from_pretrained(converted[name][0]).eval()
+    tokenizer = AutoTokenizer.from_pretrained(converted[name][0])
     sentences = held_out_sentences()[::25]
     batch = tokenizer(sentences, padding=True, return_tensors="pt")
     assert batch["attention_mask"].float().mean() < 0.9  # really padded
     with torch.no_grad():
         expected = fairseq.model(batch["input_ids"])[0]
         got = hf(**batch).logits
+        expected_hidden = fairseq.model(batch["input_ids"], features_only=True)[0]  # after pre-LN's final LayerNorm
+        got_hidden = hf.base_model(**batch).last_hidden_state
     real = batch["attention_mask"].bool()
+    assert expected.abs()[real].max() > 1.0 and expected.std() > 0.1  # not trivially equal
     assert (expected - got).abs()[real].max() <= 1e-4
+    assert (expected_hidden - got_hidden).abs()[real].max() <= 1e-4
 
 
 def test_transformers_loads_the_directory_offline(converted):
@@ -284,6 +294,7 @@ def test_missing_files_and_a_wrong_dictionary_fail_clearly(checkpoints, tmp_path
     # the data-bin was moved away: the dictionary, then the vocabulary, are asked for by their flags
     state = torch.load(checkpoint)
     state["cfg"]["task"]["data"] = str(tmp_path / "moved-away")
+    state["cfg"]["bpe"] = None  # trained without --bpe flags: the vocabulary is looked for beside the data
     state["model"].update({  # as a fine-tuned (sentence_prediction) checkpoint holds them
         "classification_heads.triage.dense.weight": torch.zeros(128, 128),
         "classification_heads.triage.dense.bias": torch.zeros(128),

@@ -8,41 +8,31 @@ import sys
 from conftest import REPO
 
 MEASURE_IMPORT = """
-import json, sys, time
+import json, sys
 import fairseq.tasks, fairseq.models, fairseq.criterions
 before = set(sys.modules)
-start = time.perf_counter()
 import biofairseq
-print(json.dumps({"seconds": time.perf_counter() - start, "added": sorted(set(sys.modules) - before)}))
+print(json.dumps(sorted(set(sys.modules) - before)))
 """
 
 
-def test_import_is_cheap_and_pulls_in_no_heavy_library(tmp_path):
-    runs = []
-    for _ in range(3):
-        out = subprocess.run([sys.executable, "-c", MEASURE_IMPORT], cwd=tmp_path, capture_output=True, text=True, check=True)
-        runs.append(json.loads(out.stdout.strip().splitlines()[-1]))
-    assert min(r["seconds"] for r in runs) < 0.3
-    heavy = {"transformers", "tokenizers", "sklearn", "sentencepiece", "scipy"}
-    assert not {m.split(".")[0] for m in runs[0]["added"]} & heavy
+def test_import_pulls_in_no_heavy_library(tmp_path):
+    out = subprocess.run([sys.executable, "-c", MEASURE_IMPORT], cwd=tmp_path, capture_output=True, text=True, check=True)
+    added = {m.split(".")[0] for m in json.loads(out.stdout.strip().splitlines()[-1])}
+    assert "biofairseq" in added
+    assert not added & {"transformers", "tokenizers", "sklearn", "sentencepiece", "scipy"}
 
 
 def test_corpus_tools_start_without_fairseq_and_registration_follows_it(tmp_path):
+    """The corpus scripts never import fairseq (4 s); whoever imports it later finds biofairseq registered."""
     script = (
-        "import sys, time; start = time.perf_counter(); import biofairseq.corpus.encode, biofairseq.corpus.vocab; "
-        "print(time.perf_counter() - start, 'fairseq' in sys.modules); "
-        "from fairseq.tasks import TASK_REGISTRY; print('document_mlm' in TASK_REGISTRY); "
-        "biofairseq.corpus.vocab.fairseq_bpe_args(sys.argv[1]); print('document_mlm' in TASK_REGISTRY)"
+        "import sys; import biofairseq.corpus.encode, biofairseq.corpus.vocab, biofairseq.corpus.pipeline; "
+        "print('fairseq' in sys.modules, 'torch' in sys.modules); "
+        "from fairseq.tasks import TASK_REGISTRY; from fairseq import checkpoint_utils; "
+        "print('document_mlm' in TASK_REGISTRY, getattr(checkpoint_utils.load_checkpoint_to_cpu, 'biofairseq_guarded', False))"
     )
-    vocab = tmp_path / "vocab"
-    vocab.mkdir()
-    (vocab / "vocab_info.json").write_text(json.dumps({"type": "bytelevel-bpe", "files": {"vocab": "vocab.json", "merges": "merges.txt"}}))
-    (vocab / "vocab.json").write_text("{}")
-    (vocab / "merges.txt").write_text("")
-    out = subprocess.run([sys.executable, "-c", script, str(vocab)], cwd=tmp_path, capture_output=True, text=True, check=True)
-    seconds, loaded, before, after = out.stdout.split()
-    assert loaded == "False" and float(seconds) < 2  # importing fairseq alone takes about 4 s
-    assert (before, after) == ("False", "True")  # the from_pretrained helper registers document_mlm
+    out = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["False", "False", "True", "True"]
 
 
 def test_user_dir_prints_the_installed_package(tmp_path):

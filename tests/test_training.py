@@ -1,6 +1,8 @@
 """Real fairseq-train / fairseq-validate / from_pretrained runs of document_mlm on CPU."""
 
+import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -10,26 +12,11 @@ import pytest
 import torch
 
 from biofairseq.user_dir import USER_DIR
-from conftest import BIN, REPO, free_port, json_logs, run_fairseq
-
-TINY = [
-    "--user-dir", "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
-    "--arch", "bio_roberta_tiny", "--tokens-per-sample", "128", "--batch-size", "16",
-    "--optimizer", "adam", "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
-    "--lr", "1e-3", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "10",
-    "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--log-interval", "1",
-    "--no-epoch-checkpoints",
-]
-
+from conftest import BIN, REPO, TINY, free_port, json_logs, run_fairseq
 
 @pytest.fixture(scope="module")
-def trained(bytebpe_corpus, tmp_path_factory):
-    save_dir = tmp_path_factory.mktemp("trained")
-    proc = run_fairseq(
-        "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--max-epoch", "3", "--total-num-update", "204",
-        "--save-dir", save_dir,
-    )
-    return save_dir, proc.stdout + proc.stderr
+def trained(trained_bytebpe):
+    return trained_bytebpe
 
 
 def test_training_lowers_validation_loss_and_logs_ppl_and_accuracy(trained):
@@ -84,23 +71,58 @@ def test_restore_file_continues_from_the_trained_weights(trained, bytebpe_corpus
     assert restored < from_scratch - 1.0
 
 
-def test_from_pretrained_fills_a_mask_in_spanish(trained, bytebpe_corpus):
-    from fairseq.models.roberta import RobertaModel
+FILL_MASK = """
+import json, sys
+import biofairseq  # before fairseq, as a Python user writes it
+from fairseq.models.roberta import RobertaModel
+roberta = RobertaModel.from_pretrained(sys.argv[1], checkpoint_file="checkpoint_best.pt", data_name_or_path=sys.argv[2],
+                                       user_dir=sys.argv[3]).eval()
+print(json.dumps(roberta.fill_mask("El paciente presenta <mask> abdominal.", topk=3)))
+"""
 
-    from biofairseq.corpus.vocab import fairseq_bpe_args
 
+def test_from_pretrained_fills_a_mask_in_spanish_offline_whatever_the_import_order(trained, bytebpe_corpus, tmp_path):
     save_dir, _ = trained
-    data_bin = str(bytebpe_corpus.data_bin)  # the BPE comes from the data-bin's vocab_info.json
-    roberta = RobertaModel.from_pretrained(
-        str(save_dir), checkpoint_file="checkpoint_best.pt", data_name_or_path=data_bin,
-        **fairseq_bpe_args(data_bin), user_dir=USER_DIR,
-    ).eval()
-    filled = roberta.fill_mask("El paciente presenta <mask> abdominal.", topk=3)
+    proc = subprocess.run([sys.executable, "-c", FILL_MASK, str(save_dir), str(bytebpe_corpus.data_bin), USER_DIR],
+                          cwd=tmp_path, capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    filled = json.loads(proc.stdout.strip().splitlines()[-1])
     assert len(filled) == 3
     probabilities = [p for _, p, _ in filled]
     assert probabilities == sorted(probabilities, reverse=True) and 0 < sum(probabilities) <= 1
     for sentence, _, token in filled:
         assert sentence.startswith("El paciente presenta") and sentence.endswith("abdominal.") and token.strip()
+
+
+def test_masked_token_accuracy_counts_real_tokens_of_a_hand_built_batch(trained, bytebpe_corpus):
+    from fairseq import checkpoint_utils
+    from fairseq.criterions.masked_lm import MaskedLmConfig
+
+    from biofairseq.criterions.masked_lm_accuracy import MaskedLmAccuracy
+
+    save_dir, _ = trained
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task(
+        [str(save_dir / "checkpoint_best.pt")], arg_overrides={"data": str(bytebpe_corpus.data_bin)})
+    model, d = models[0].eval(), task.source_dictionary
+    lines = [d.encode_line(" ".join(line.symbols), add_if_not_exist=False) for doc in bytebpe_corpus.documents["valid"][:2] for line in doc][:6]
+    lines = [torch.cat([torch.tensor([d.bos()]), line[:60]]) for line in lines]
+    tokens = torch.full((len(lines), max(map(len, lines))), d.pad())
+    for i, line in enumerate(lines):
+        tokens[i, : len(line)] = line
+    generator = torch.Generator().manual_seed(0)
+    chosen = (torch.rand(tokens.shape, generator=generator) < 0.3) & tokens.ne(d.pad())
+    chosen[:, 0] = True  # <s>, as stock fairseq may choose it
+    chosen |= tokens.eq(d.eos())  # and every </s>
+    target = torch.where(chosen, tokens, torch.full_like(tokens, d.pad()))
+    source = torch.where(chosen, torch.full_like(tokens, task.mask_idx), tokens)
+    sample = {"net_input": {"src_tokens": source, "src_lengths": tokens.ne(d.pad()).sum(1)}, "target": target,
+              "ntokens": int(tokens.ne(d.pad()).sum()), "nsentences": len(lines)}
+    with torch.no_grad():
+        _, _, logged = MaskedLmAccuracy(MaskedLmConfig(tpu=False), task)(model, sample)
+        predicted = model(source)[0].argmax(-1)  # every position, computed apart from the criterion
+    real = chosen & (tokens > d.eos()) & tokens.ne(task.mask_idx)
+    assert int(logged["n_real"]) == int(real.sum()) < int(chosen.sum())
+    assert int(logged["n_correct"]) == int((predicted.eq(tokens) & real).sum())
 
 
 def test_two_process_gloo_training(bytebpe_corpus, tmp_path):
@@ -152,3 +174,67 @@ def test_checkpoint_with_unsafe_objects_fails_in_one_line(trained, bytebpe_corpu
     )
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1].endswith(message)
+
+
+def frequency_baselines_by_hand(corpus):
+    """Unigram perplexity (add-one over the real entries) and most-frequent-token accuracy, from the text itself."""
+    from collections import Counter
+
+    from fairseq.data import Dictionary
+
+    d = Dictionary.load(str(corpus.data_bin / "dict.txt"))
+    real = [i for i in range(len(d)) if i >= d.nspecial and d[i] != "<mask>"]
+    ids = lambda split: [d.index(s) for doc in corpus.documents[split] for line in doc for s in line.symbols]
+    counts = Counter(ids("train"))
+    total = sum(counts.values()) + len(real)
+    valid = ids("valid")
+    bits = -sum(math.log2((counts[i] + 1) / total) for i in valid) / len(valid)
+    top = counts.most_common(1)[0][0]
+    return 2 ** bits, 100 * sum(i == top for i in valid) / len(valid)
+
+
+def pretraining_check(capsys, best, data_bin, out, *flags):
+    """python -m biofairseq.recipe.pretraining_check, in this process (fairseq is loaded already): (exit status, stderr)."""
+    from biofairseq.recipe.pretraining_check import main
+
+    capsys.readouterr()
+    status = main([str(best), str(data_bin), "--output", str(out), *flags])
+    return status, capsys.readouterr().err
+
+
+def test_pretraining_check_compares_with_word_frequencies_and_finds_a_collapsed_layer(trained, bytebpe_corpus, tmp_path, capsys):
+    from biofairseq.recipe.best_checkpoint import pick
+
+    save_dir, log = trained
+    (tmp_path / "train.log").write_text(log)
+    best = pick(save_dir, tmp_path / "train.log")
+    unigram_ppl, frequent_acc = frequency_baselines_by_hand(bytebpe_corpus)
+    # as bad as word frequencies: stopped, in one line, unless told to go on
+    weak = tmp_path / "weak.json"
+    weak.write_text(json.dumps({**best, "ppl": unigram_ppl, "accuracy": frequent_acc}))
+    status, stderr = pretraining_check(capsys, weak, bytebpe_corpus.data_bin, tmp_path / "weak_check.json")
+    result = json.loads((tmp_path / "weak_check.json").read_text())
+    assert result["unigram_ppl"] == pytest.approx(unigram_ppl, rel=1e-9)
+    assert result["most_frequent_token_accuracy"] == pytest.approx(frequent_acc, rel=1e-9)
+    assert status == 3 and not result["clearly_better"] and len(result["problems"]) == 2
+    assert "NOT clearly better" in stderr and "--go-on" in stderr.strip().splitlines()[-1]
+    assert pretraining_check(capsys, weak, bytebpe_corpus.data_bin, tmp_path / "again.json", "--go-on")[0] == 0
+    # a last layer that maps every token to the same vector is found whatever the perplexity says
+    state = torch.load(save_dir / "checkpoint_best.pt")
+    norm = next(k for k in state["model"] if k.endswith("layers.1.final_layer_norm.weight"))
+    state["model"][norm].zero_()
+    torch.save(state, tmp_path / "collapsed.pt")
+    collapsed = tmp_path / "collapsed.json"
+    collapsed.write_text(json.dumps({**best, "checkpoint": str(tmp_path / "collapsed.pt"), "ppl": 1.0, "accuracy": 100.0}))
+    status, _ = pretraining_check(capsys, collapsed, bytebpe_corpus.data_bin, tmp_path / "collapsed_check.json")
+    result = json.loads((tmp_path / "collapsed_check.json").read_text())
+    assert status == 3 and result["mean_token_cosine"] > 0.99 and "collapsed" in result["problems"][0]
+    # the trained model itself: its own cosine is far from collapsed
+    status, _ = pretraining_check(capsys, _write(tmp_path / "best.json", best), bytebpe_corpus.data_bin,
+                                  tmp_path / "check.json", "--go-on")
+    assert status == 0 and json.loads((tmp_path / "check.json").read_text())["mean_token_cosine"] < 0.9
+
+
+def _write(path, value):
+    path.write_text(json.dumps(value))
+    return path

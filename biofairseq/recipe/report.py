@@ -54,7 +54,9 @@ def data_bin(run_dir):
 def pretraining(run_dir):
     best = json.loads(_read(run_dir / "pretrain" / "best.json", "the checkpoint-picking stage did not finish"))
     steps = records(run_dir / "pretrain" / "train.log", "train_inner")
-    return {"updates": int(steps[-1]["num_updates"]) if steps else None,
+    check = run_dir / "pretrain" / "check.json"
+    return {"check": json.loads(check.read_text()) if check.is_file() else None,
+            "updates": int(steps[-1]["num_updates"]) if steps else None,
             "wall_seconds": steps[-1].get("wall") if steps else None,
             "best": {k: best[k] for k in ("checkpoint", "update", "epoch", "loss", "ppl", "accuracy")},
             "validations": best["validations"], "train": [{"update": int(s["num_updates"]), "ppl": s["ppl"]} for s in steps]}
@@ -95,10 +97,17 @@ def markdown(run_dir, found):
               f"(masked-token accuracy {b['accuracy']:.2f}%), is at update {b['update']:,}: `{b['checkpoint']}`, converted to transformers in `hf/`.", ""]
     rows = [[f"{v['update']:,}", f"{v['ppl']:.2f}", f"{v['accuracy']:.2f}"] for v in p["validations"]]
     lines += [markdown_table(["update", "valid ppl", "masked acc. %"], rows), ""]
+    if p["check"]:
+        from biofairseq.recipe.pretraining_check import sentence
+
+        verdict = sentence(p["check"])
+        lines += [f"Check against word frequencies (`pretrain/check.json`): {verdict[0].upper()}{verdict[1:]}.", ""]
     for name, (_, summaries) in found["ner"].items():
         lines += [f"## NER: {name} (`ner/{name}/`)", "", report.markdown(summaries), ""]
     if found["ner"]:
-        lines += ["Scores are exact-span, exact-type micro averages, in %. Each run is scored with its best-on-dev checkpoint; "
+        lines += ["Scores are exact-span, exact-type micro averages, in %; for BRAT data, the official scorers' (every gold mention of "
+                  "the .ann files, nested ones included), with seqeval's score of the flattened BIO beside them where it differs "
+                  "(the bsc-bio-es paper's Table 2 is seqeval's). Each run is scored with its best-on-dev checkpoint; "
                   "mean ± sample std over all LRs and seeds, then the run best on dev with its LR and epoch (the paper's Table 2), "
                   "and the median over seeds of the LR with the best median dev F1 (bio-lm's statistic).", ""]
     lines += ["![pretraining perplexity and NER dev F1](report.png)", ""]

@@ -1,0 +1,145 @@
+"""Is the pretrained model clearly better than word frequencies? Checked before any fine-tuning.
+
+    python -m biofairseq.recipe.pretraining_check BEST_JSON DATA_BIN --output check.json [--go-on]
+
+A collapsed pretraining (one token predicted everywhere) is worse than none: NER fine-tuned from it can stay
+at F1 0 where random initialisation learns. Three comparisons, all on the validation split of the data-bin:
+
+- validation perplexity of the kept checkpoint against the unigram perplexity (token frequencies of the
+  training split, add-one smoothed): the model must be at most ``PPL_RATIO`` times it;
+- masked-token accuracy against always guessing the most frequent training token: at least ``ACC_MARGIN``
+  points above it;
+- the last layer must still tell tokens apart: the mean cosine between the final hidden states of the
+  tokens of validation samples must stay below ``MAX_COSINE`` (a collapsed encoder maps every token to
+  nearly the same vector, cosine near 1).
+
+Writes the figures and the verdict to a JSON file and says it in one line. Exit status 3 when the model is
+not clearly better, unless ``--go-on``.
+"""
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+
+from biofairseq.atomic import write_text
+
+PPL_RATIO = 0.9
+ACC_MARGIN = 1.0
+MAX_COSINE = 0.95
+SAMPLES = 64
+
+
+def split_tokens(data_bin, split):
+    """The token ids of a binarized split, copied out of fairseq's memory map (which closes with its dataset)."""
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    data = MMapIndexedDataset(str(Path(data_bin) / split))
+    return np.frombuffer(data._bin_buffer, dtype=data._index.dtype).copy()
+
+
+def frequency_baselines(data_bin, special):
+    """(unigram perplexity, most-frequent-token accuracy in %) of the validation split's real tokens."""
+    counts = np.bincount(split_tokens(data_bin, "train"), minlength=len(special)).astype(np.float64)
+    valid = split_tokens(data_bin, "valid")
+    counts[special] = 0
+    smoothed = np.where(special, 0, counts + 1)
+    probability = smoothed / smoothed.sum()
+    real = valid[~special[valid]]
+    bits = -np.log2(probability[real]).mean()
+    return float(2 ** bits), float(100 * (real == counts.argmax()).mean())
+
+
+def mean_token_cosine(checkpoint, data_bin, special, samples=SAMPLES):
+    """Mean pairwise cosine of the last layer's vectors of the real tokens in the first validation lines."""
+    import torch
+    from fairseq import checkpoint_utils
+
+    import biofairseq
+
+    biofairseq.register()
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(data_bin)})
+    model = models[0].eval()
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    data = MMapIndexedDataset(str(Path(data_bin) / "valid"))
+    limit = min(task.cfg.tokens_per_sample, model.max_positions()) - 1
+    lines = [data[i][:limit] for i in range(len(data)) if data.sizes[i] > 8][:samples]
+    bos, pad = task.source_dictionary.bos(), task.source_dictionary.pad()
+    batch = torch.full((len(lines), max(map(len, lines)) + 1), pad, dtype=torch.long)
+    for i, line in enumerate(lines):
+        batch[i, 0] = bos
+        batch[i, 1 : len(line) + 1] = line.long()
+    with torch.no_grad():
+        features = model(batch, features_only=True)[0].float()
+    keep = ~torch.from_numpy(special)[batch]
+    vectors = torch.nn.functional.normalize(features[keep], dim=-1).double()
+    n = len(vectors)
+    total = vectors.sum(0)
+    return float((total @ total - n) / (n * (n - 1)))
+
+
+def check(best, data_bin):
+    from fairseq.data import Dictionary
+
+    from biofairseq.data import special_symbols
+
+    special = special_symbols(_with_mask(Dictionary.load(str(Path(data_bin) / "dict.txt"))))
+    unigram_ppl, frequent_acc = frequency_baselines(data_bin, special)
+    cosine = mean_token_cosine(best["checkpoint"], data_bin, special)
+    ppl, accuracy = best["ppl"], best.get("accuracy")
+    problems = []
+    if ppl > PPL_RATIO * unigram_ppl:
+        problems.append(f"validation perplexity {ppl:.2f} is not below {PPL_RATIO} x the unigram perplexity {unigram_ppl:.2f}")
+    if accuracy is not None and accuracy < frequent_acc + ACC_MARGIN:
+        problems.append(f"masked-token accuracy {accuracy:.2f}% is not {ACC_MARGIN:g} point above always guessing the most frequent token ({frequent_acc:.2f}%)")
+    if cosine >= MAX_COSINE:
+        problems.append(f"the last layer has collapsed: mean cosine {cosine:.3f} between token vectors (>= {MAX_COSINE})")
+    return {
+        "checkpoint": best["checkpoint"], "update": best.get("update"), "valid_ppl": ppl, "valid_accuracy": accuracy,
+        "unigram_ppl": unigram_ppl, "most_frequent_token_accuracy": frequent_acc, "mean_token_cosine": cosine,
+        "thresholds": {"ppl_ratio": PPL_RATIO, "accuracy_margin": ACC_MARGIN, "max_cosine": MAX_COSINE},
+        "clearly_better": not problems, "problems": problems,
+    }
+
+
+def _with_mask(dictionary):
+    dictionary.add_symbol("<mask>")  # as the task adds it; already in our dict.txt
+    return dictionary
+
+
+def sentence(result):
+    """The one-line verdict, as printed and as the report says it."""
+    figures = (f"validation perplexity {result['valid_ppl']:.2f} vs unigram {result['unigram_ppl']:.2f}; masked-token accuracy "
+               f"{result['valid_accuracy']:.2f}% vs most frequent token {result['most_frequent_token_accuracy']:.2f}%; "
+               f"mean token cosine {result['mean_token_cosine']:.3f}")
+    if result["clearly_better"]:
+        return f"the pretrained model is clearly better than word frequencies ({figures})"
+    return f"the pretrained model is NOT clearly better than word frequencies: {'; '.join(result['problems'])}"
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.pretraining_check", description=__doc__.split("\n")[0])
+    parser.add_argument("best", type=Path, help="best.json written by biofairseq.recipe.best_checkpoint")
+    parser.add_argument("data_bin", type=Path, help="the data-bin the model was trained on")
+    parser.add_argument("--output", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--go-on", action="store_true", help="exit 0 even when the model is not clearly better")
+    args = parser.parse_args(argv)
+    for path in (args.best, args.data_bin / "dict.txt", args.data_bin / "valid.bin"):
+        if not path.is_file():
+            print(f"pretraining_check: error: {path}: missing; run the recipe's stages 3 and 5 first", file=sys.stderr)
+            return 1
+    result = check(json.loads(args.best.read_text()), args.data_bin)
+    write_text(args.output, json.dumps(result, indent=1) + "\n")
+    print(f"pretraining_check: {sentence(result)}", file=sys.stderr)
+    if not result["clearly_better"] and not args.go_on:
+        print("pretraining_check: stopping before fine-tuning; train longer or at a lower learning rate with a longer "
+              "warm-up, or go on anyway (recipe: WEAK_PRETRAINING=continue; here: --go-on)", file=sys.stderr)
+        return 3
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
