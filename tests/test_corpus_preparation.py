@@ -316,10 +316,10 @@ def test_one_file_per_document_skips_bad_files_and_blank_line_splitting_warns(tm
 
 def test_binarize_without_the_venv_says_how_in_one_line(tmp_path):
     """A newcomer's first mistake: the scripts run by a Python that has no biofairseq (.venv not active)."""
-    bare = subprocess.run(["python3", "-c", "import biofairseq"], capture_output=True, env={"PATH": "/usr/bin:/bin"})
+    bare = subprocess.run(["python3", "-c", "import biofairseq"], capture_output=True, env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)
     assert bare.returncode != 0  # the system Python, outside .venv
     proc = subprocess.run(["bash", str(REPO / "preprocess" / "binarize.sh"), tmp_path, tmp_path, tmp_path / "bin"],
-                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHON": "python3"})
+                          capture_output=True, text=True, env={"PATH": "/usr/bin:/bin", "PYTHON": "python3"}, cwd=REPO)
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and "source .venv/bin/activate" in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "bin").exists()
