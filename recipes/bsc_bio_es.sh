@@ -76,7 +76,7 @@ tiny)
     NER_ACCUMULATION=${NER_ACCUMULATION:-1}
     NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
     BASELINE=${BASELINE:-random-init}
-    # Two minutes of a 2-layer model do not beat word frequencies clearly: say so in the report, and go on.
+    # Two minutes of a 2-layer model on a CPU may not beat word frequencies clearly: say so in the report, and go on.
     WEAK_PRETRAINING=${WEAK_PRETRAINING:-continue}
     ;;
 paper)

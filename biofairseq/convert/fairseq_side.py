@@ -17,12 +17,11 @@ from fairseq.tasks import FairseqTask
 from omegaconf import OmegaConf
 from transformers.initialization import no_init_weights
 
-import biofairseq
 from biofairseq.convert import ConvertError
 from biofairseq.models.safe_checkpoints import UnsafeCheckpointError
 from biofairseq.user_dir import USER_DIR
 
-biofairseq.register()  # checkpoints name our tasks and architectures; biofairseq may have been imported before fairseq
+# biofairseq/__init__ has registered our tasks and architectures, which checkpoints name, whatever the import order.
 
 EMBED_TOKENS = "sentence_encoder.embed_tokens.weight"
 # Presets a from-hf checkpoint is described with, when its shape is one of them (fewest extra flags wins).

@@ -31,20 +31,27 @@ def write_dict(path, symbols, counts=None):
     os.replace(tmp, path)
 
 
+def token_counts(data_bin, split, size):
+    """How often each index occurs in a binarized split of a data-bin (an array of ``size`` or more counts).
+
+    Counted on fairseq's memory map, which must stay open meanwhile: no copy of the split is made."""
+    import numpy as np
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    data = MMapIndexedDataset(str(Path(data_bin) / split))
+    return np.bincount(np.frombuffer(data._bin_buffer, dtype=data._index.dtype), minlength=size)
+
+
 def write_counts(data_bin, split="train"):
     """Rewrites DATA_BIN/dict.txt with how often each entry occurs in the split, the order unchanged.
 
     fairseq-preprocess --srcdict keeps the counts of the vocabulary's dict.txt (all 1); real counts are what
     ``--freq-weighted-replacement`` draws from."""
-    import numpy as np
     from fairseq.data import Dictionary
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
 
     path = Path(data_bin) / "dict.txt"
     dictionary = Dictionary.load(str(path))
-    data = MMapIndexedDataset(str(Path(data_bin) / split))
-    tokens = np.frombuffer(data._bin_buffer, dtype=data._index.dtype)
-    counts = np.bincount(tokens, minlength=len(dictionary))
+    counts = token_counts(data_bin, split, len(dictionary))
     first = dictionary.nspecial  # dict.txt lists the entries after fairseq's own specials
     write_dict(path, dictionary.symbols[first:], counts[first:].tolist())
 

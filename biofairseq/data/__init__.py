@@ -1,7 +1,7 @@
 """fairseq datasets that the biofairseq tasks compose."""
 
 from .document_blocks import BREAK_MODES, DocumentBlockDataset
-from .masking import RealTokenMaskDataset, special_symbols
-from .whole_words import VOCAB_TYPES, WordStarts, word_starts
+from .masking import RealTokenMaskDataset
+from .whole_words import VOCAB_TYPES, WordStarts, special_symbols, word_starts
 
 __all__ = ["BREAK_MODES", "DocumentBlockDataset", "RealTokenMaskDataset", "special_symbols", "VOCAB_TYPES", "WordStarts", "word_starts"]

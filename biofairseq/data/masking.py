@@ -11,12 +11,7 @@ import numpy as np
 import torch
 from fairseq.data import MaskTokensDataset
 
-
-def special_symbols(dictionary):
-    """A boolean array over the dictionary: True for symbols that are not text (specials, <mask>, padding words)."""
-    from biofairseq.data.whole_words import is_special
-
-    return np.array([is_special(dictionary, i) for i in range(len(dictionary))], dtype=bool)
+from biofairseq.data.whole_words import special_symbols
 
 
 class RealTokenMaskDataset(MaskTokensDataset):

@@ -4,6 +4,7 @@ import json
 import os
 import re
 
+import numpy as np
 import torch
 
 VOCAB_TYPES = ("bytebpe", "sentencepiece")
@@ -36,7 +37,7 @@ def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.t
     if vocab_type not in VOCAB_TYPES:
         raise ValueError(f"vocabulary type {vocab_type!r}: choose one of {', '.join(VOCAB_TYPES)}")
     marker = WORD_START_MARKERS[vocab_type]
-    special = [is_special(dictionary, i) for i in range(len(dictionary))]
+    special = special_symbols(dictionary)
     words = [s for i, s in enumerate(dictionary.symbols) if not special[i]]
     # fairseq's hf_byte_bpe data holds ids ("464"); SentencePiece data holds pieces, among them digit-only
     # continuation pieces ("500") that must never be read as ids.
@@ -58,10 +59,15 @@ def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.t
                 raise ValueError(f"{dictionary_path}: entry {symbol} is not an id of {vocab_file}; is it the vocabulary of this data?")
             piece = id_to_piece[int(symbol)]
         starts.append(piece.startswith(marker))
-    return WordStarts(torch.tensor(starts, dtype=torch.uint8), torch.tensor(special, dtype=torch.uint8))
+    return WordStarts(torch.tensor(starts, dtype=torch.uint8), torch.from_numpy(special.astype(np.uint8)))
 
 
 _BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>$")  # SentencePiece byte fallback: part of a word, not a special
+
+
+def special_symbols(dictionary):
+    """A boolean array over the dictionary: True for symbols that are not text (specials, <mask>, padding words)."""
+    return np.array([is_special(dictionary, i) for i in range(len(dictionary))], dtype=bool)
 
 
 def is_special(dictionary, index):

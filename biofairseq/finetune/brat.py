@@ -55,11 +55,11 @@ def read_text(path):
         return f.read()
 
 
-def gold_mentions(folder):
-    """Every entity of a BRAT folder as a set of (document, start, end, type): nested, overlapping and
-    discontinuous ones (by their outer span) included, each distinct mention once, as the PharmaCoNER and
+def mentions(documents):
+    """Every entity of annotated BRAT documents as a set of (document, start, end, type): nested, overlapping
+    and discontinuous ones (by their outer span) included, each distinct mention once, as the PharmaCoNER and
     CANTEMIST scorers count them."""
-    return {(doc.id, e.start, e.end, e.type) for doc in read_folder(folder, []) if doc.annotated for e in doc.entities}
+    return {(doc.id, e.start, e.end, e.type) for doc in documents if doc.annotated for e in doc.entities}
 
 
 def _entities(ann, text, problems):

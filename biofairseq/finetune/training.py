@@ -181,9 +181,9 @@ class Predictor:
         seqeval = metrics.scores(*map(list, zip(*annotated)))
         if not self.data.is_brat or written is None:
             return seqeval
+        gold = brat.mentions(self.data.documents)  # as read, before flattening
         documents = {d.id for d in self.data.documents if d.annotated}
-        gold = {m for m in brat.gold_mentions(self.data.path) if m[0] in documents}
-        predicted = {m for m in brat.gold_mentions(written) if m[0] in documents}
+        predicted = {m for m in brat.mentions(brat.read_folder(written, [])) if m[0] in documents}
         return {**metrics.mention_scores(gold, predicted), "scorer": "brat", "seqeval": seqeval}
 
     def write(self, tags, out):

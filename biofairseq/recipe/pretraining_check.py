@@ -32,38 +32,29 @@ MAX_COSINE = 0.95
 SAMPLES = 64
 
 
-def split_tokens(data_bin, split):
-    """The token ids of a binarized split, copied out of fairseq's memory map (which closes with its dataset)."""
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
-
-    data = MMapIndexedDataset(str(Path(data_bin) / split))
-    return np.frombuffer(data._bin_buffer, dtype=data._index.dtype).copy()
-
-
 def frequency_baselines(data_bin, special):
     """(unigram perplexity, most-frequent-token accuracy in %) of the validation split's real tokens."""
-    counts = np.bincount(split_tokens(data_bin, "train"), minlength=len(special)).astype(np.float64)
-    valid = split_tokens(data_bin, "valid")
-    counts[special] = 0
-    smoothed = np.where(special, 0, counts + 1)
-    probability = smoothed / smoothed.sum()
-    real = valid[~special[valid]]
-    bits = -np.log2(probability[real]).mean()
-    return float(2 ** bits), float(100 * (real == counts.argmax()).mean())
+    from biofairseq.corpus.vocab import token_counts
+
+    train = token_counts(data_bin, "train", len(special))[: len(special)].astype(np.float64)
+    valid = token_counts(data_bin, "valid", len(special))[: len(special)].astype(np.float64)
+    train[special] = valid[special] = 0
+    probability = np.where(special, 0, train + 1)
+    probability /= probability.sum()
+    real = valid > 0
+    bits = -(valid[real] * np.log2(probability[real])).sum() / valid.sum()
+    return float(2 ** bits), float(100 * valid[train.argmax()] / valid.sum())
 
 
 def mean_token_cosine(checkpoint, data_bin, special, samples=SAMPLES):
     """Mean pairwise cosine of the last layer's vectors of the real tokens in the first validation lines."""
     import torch
     from fairseq import checkpoint_utils
-
-    import biofairseq
-
-    biofairseq.register()
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(data_bin)})
-    model = models[0].eval()
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
+    # biofairseq's tasks and models are registered as fairseq loads (biofairseq/__init__)
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(data_bin)})
+    model = models[0].eval()
     data = MMapIndexedDataset(str(Path(data_bin) / "valid"))
     limit = min(task.cfg.tokens_per_sample, model.max_positions()) - 1
     lines = [data[i][:limit] for i in range(len(data)) if data.sizes[i] > 8][:samples]

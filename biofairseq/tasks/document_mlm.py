@@ -104,8 +104,7 @@ class DocumentMLMTask(MaskedLMTask):
         if not cfg.mask_special_tokens and (cfg.mask_multiple_length != 1 or cfg.mask_stdev != 0):
             raise ValueError("--mask-multiple-length/--mask-stdev: span masking is stock fairseq's; add --mask-special-tokens to use fairseq's masking, or drop the flags")
         super().__init__(cfg, dictionary)
-        real = ~special_symbols(self.dictionary)
-        if cfg.freq_weighted_replacement and len({c for c, r in zip(self.dictionary.count, real) if r}) <= 1:
+        if cfg.freq_weighted_replacement and len(set(np.array(self.dictionary.count)[~special_symbols(self.dictionary)])) <= 1:
             raise ValueError(
                 f"--freq-weighted-replacement: {_dictionary_path(cfg)} holds no token counts (all equal), so "
                 "replacements would be drawn uniformly; binarize with preprocess/binarize.sh, which writes the "
@@ -146,8 +145,9 @@ class DocumentMLMTask(MaskedLMTask):
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         dataset = self._load_dataset_split(split, epoch, combine)
-        masking = MaskTokensDataset if self.cfg.mask_special_tokens else RealTokenMaskDataset
-        source, target = masking.apply_mask(
+        # stock fairseq's masking, or ours, given the special-symbol table once for its source and target copies
+        masking = {} if self.cfg.mask_special_tokens else {"special": special_symbols(self.source_dictionary)}
+        source, target = (RealTokenMaskDataset if masking else MaskTokensDataset).apply_mask(
             dataset,
             self.source_dictionary,
             pad_idx=self.source_dictionary.pad(),
@@ -161,6 +161,7 @@ class DocumentMLMTask(MaskedLMTask):
             mask_multiple_length=self.cfg.mask_multiple_length,
             mask_stdev=self.cfg.mask_stdev,
             skip_masking=self.cfg.skip_masking,
+            **masking,
         )
         with data_utils.numpy_seed(self.cfg.seed):
             shuffle = np.random.permutation(len(source))
