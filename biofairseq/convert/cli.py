@@ -1,6 +1,6 @@
-"""biofairseq-convert: fairseq RoBERTa checkpoints to transformers directories and back, parity-checked.
+"""biofairseq-convert: fairseq RoBERTa and ELECTRA checkpoints to transformers directories and back, parity-checked.
 
-  biofairseq-convert to-hf CHECKPOINT OUTPUT_DIR [--dict dict.txt] [--vocab VOCAB_DIR]
+  biofairseq-convert to-hf CHECKPOINT OUTPUT_DIR [--dict dict.txt] [--vocab VOCAB_DIR] [--generator]
   biofairseq-convert from-hf HF_DIR OUTPUT_DIR
 
 OUTPUT_DIR appears only when the conversion and its parity check have passed.
@@ -17,14 +17,19 @@ def _parser():
     parser = argparse.ArgumentParser(prog="biofairseq-convert", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     to_hf = commands.add_parser(
-        "to-hf", help="fairseq RoBERTa checkpoint -> transformers directory (config, safetensors, tokenizer)",
+        "to-hf", help="fairseq RoBERTa or ELECTRA checkpoint -> transformers directory (config, safetensors, tokenizer)",
         description="Converts a fairseq RoBERTa checkpoint (bio_roberta_*, roberta_base/large, pre-LN) into a "
-        "transformers directory that AutoModelForMaskedLM, AutoTokenizer and pipeline('fill-mask') load offline.",
+        "transformers directory that AutoModelForMaskedLM, AutoTokenizer and pipeline('fill-mask') load offline; "
+        "an ELECTRA checkpoint (electra_*, bio_electra_base) into its discriminator (ElectraForPreTraining, which "
+        "AutoModelForTokenClassification fine-tunes) and, with --generator, its generator (ElectraForMaskedLM).",
     )
     to_hf.add_argument("checkpoint", type=Path, help="fairseq checkpoint (.pt)")
     to_hf.add_argument("output", type=Path, help="transformers directory to create")
     to_hf.add_argument("--dict", type=Path, dest="dict_path", default=None,
                        help="dict.txt the model was trained with (default: the data-bin named in the checkpoint)")
+    to_hf.add_argument("--generator", action="store_true",
+                       help="ELECTRA: also write the generator, as ElectraForMaskedLM, in OUTPUT_DIR/generator "
+                       "(OUTPUT_DIR holds the discriminator, as ElectraForPreTraining)")
     to_hf.add_argument("--vocab", type=Path, default=None,
                        help="vocabulary folder (preprocess/train_vocab.py's, or encoder.json + vocab.bpe) or "
                        "SentencePiece .model (default: the checkpoint's --bpe files, then the data-bin's)")
@@ -68,7 +73,8 @@ def main(argv=None):
     try:
         with staged_folder(args.output, args.overwrite, ConvertError) as staging:
             if args.command == "to-hf":
-                report = to_hf.convert(args.checkpoint, staging, args.dict_path, args.vocab, not args.no_verify, log)
+                report = to_hf.convert(args.checkpoint, staging, args.dict_path, args.vocab, not args.no_verify, log,
+                                        args.generator)
             else:
                 report = from_hf.convert(args.hf_dir, staging, args.output.resolve(), not args.no_verify, log)
             report["seconds"] = round(time.time() - start, 1)

@@ -1,4 +1,4 @@
-"""Reading a fairseq RoBERTa checkpoint into a model, and writing one that ``fairseq-train --restore-file`` takes."""
+"""Reading a fairseq RoBERTa (or ELECTRA) checkpoint into a model, and writing one that ``fairseq-train --restore-file`` takes."""
 
 import contextlib
 import os
@@ -18,12 +18,13 @@ from omegaconf import OmegaConf
 from transformers.initialization import no_init_weights
 
 from biofairseq.convert import ConvertError
+from biofairseq.models.electra import ElectraModel
 from biofairseq.models.safe_checkpoints import UnsafeCheckpointError
 from biofairseq.user_dir import USER_DIR
 
 # biofairseq/__init__ has registered our tasks and architectures, which checkpoints name, whatever the import order.
 
-EMBED_TOKENS = "sentence_encoder.embed_tokens.weight"
+EMBED_TOKENS = "embed_tokens.weight"  # RoBERTa: encoder.sentence_encoder.…; ELECTRA: embeddings.…
 # Presets a from-hf checkpoint is described with, when its shape is one of them (fewest extra flags wins).
 PRESETS = ("bio_roberta_tiny", "bio_roberta_base", "bio_roberta_large", "roberta_prenorm", "roberta")
 
@@ -63,6 +64,7 @@ class FairseqRoberta:
     data_dir: str  # the data-bin the checkpoint names, or None
     bpe: object  # the checkpoint's --bpe settings, or None
     heads: list  # classification heads the checkpoint holds (fine-tuning), left out of the model
+    electra: bool = False  # an ElectraModel (generator and discriminator), not a RobertaModel
 
 
 def _data_dir(cfg):
@@ -92,11 +94,11 @@ def load(path, dict_path=None):
     args = cfg.model
     arch = getattr(args, "_name", None) or getattr(args, "arch", None)
     model_class = ARCH_MODEL_REGISTRY.get(arch)
-    if model_class is None or not issubclass(model_class, RobertaModel):
+    if model_class is None or not issubclass(model_class, (RobertaModel, ElectraModel)):
         kind = model_class.__name__ if model_class else "unknown"
         raise ConvertError(
             f"{path}: a '{arch}' checkpoint ({kind}); to-hf converts RoBERTa encoders "
-            "(bio_roberta_*, roberta_base, roberta_large, roberta_prenorm)"
+            "(bio_roberta_*, roberta_base, roberta_large, roberta_prenorm) and ELECTRA (electra_*, bio_electra_base)"
         )
     data_dir = _data_dir(cfg)
     if dict_path is None:
@@ -120,7 +122,9 @@ def load(path, dict_path=None):
         model.load_state_dict(state["model"], strict=True, model_cfg=args)
     except RuntimeError as error:
         raise ConvertError(f"{path}: weights do not fit a '{arch}' model ({str(error).splitlines()[0]})") from None
-    return FairseqRoberta(model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads)
+    return FairseqRoberta(
+        model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads, issubclass(model_class, ElectraModel)
+    )
 
 
 # ---- writing

@@ -1,10 +1,12 @@
-"""Which transformers class holds which fairseq RoBERTa encoder, and how their parameters are named.
+"""Which transformers class holds which fairseq encoder, and how their parameters are named or computed.
 
 A layout is data: the fairseq flags it stands for, the transformers classes, and the name pairs. Adding an
-encoder family (BioMegatron's, ELECTRA's) means adding a layout here, not another converter.
+encoder family (BioMegatron's, ELECTRA's) means adding a layout here, not another converter: a layout renames
+tensors and, where the two sides store them differently, computes them (``Transform``).
 """
 
 from dataclasses import dataclass
+from typing import Callable
 
 FAIRSEQ_ENCODER = "encoder.sentence_encoder."
 FAIRSEQ_LAYER = FAIRSEQ_ENCODER + "layers.{i}."
@@ -13,39 +15,57 @@ FAIRSEQ_LAYER = FAIRSEQ_ENCODER + "layers.{i}."
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_accurate": "gelu_new", "tanh": "tanh", "linear": "linear"}
 
 
+PER_LAYER = (  # fairseq post- and pre-LN layers, BERT-family transformers layers
+    ("self_attn.q_proj", "attention.self.query"),
+    ("self_attn.k_proj", "attention.self.key"),
+    ("self_attn.v_proj", "attention.self.value"),
+    ("self_attn.out_proj", "attention.output.dense"),
+    ("fc1", "intermediate.dense"),
+    ("fc2", "output.dense"),
+)
+
+ROBERTA_FIXED = (
+    (FAIRSEQ_ENCODER + "embed_tokens.weight", "{b}.embeddings.word_embeddings.weight"),
+    (FAIRSEQ_ENCODER + "embed_positions.weight", "{b}.embeddings.position_embeddings.weight"),
+    ("encoder.lm_head.weight", "lm_head.decoder.weight"),
+    ("encoder.lm_head.bias", "lm_head.bias"),
+    ("encoder.lm_head.dense.weight", "lm_head.dense.weight"),
+    ("encoder.lm_head.dense.bias", "lm_head.dense.bias"),
+    ("encoder.lm_head.layer_norm.weight", "lm_head.layer_norm.weight"),
+    ("encoder.lm_head.layer_norm.bias", "lm_head.layer_norm.bias"),
+)
+
+
+@dataclass(frozen=True)
+class Transform:
+    """A transformers tensor computed from fairseq ones: ``function(*sources, pad=padding index)``."""
+
+    hf: str
+    sources: tuple
+    function: Callable
+
+
 @dataclass(frozen=True)
 class Layout:
     name: str
-    model_class: str  # transformers *ForMaskedLM class
+    model_class: str  # transformers class written (to-hf) or read (from-hf)
     config_class: str
-    base: str  # attribute of the transformers encoder inside the MaskedLM model
+    base: str  # attribute of the transformers encoder inside that class
     normalize_before: bool  # fairseq --encoder-normalize-before
     layernorm_embedding: bool  # fairseq layernorm_embedding
     norms: tuple  # (fairseq name, transformers name) of the layer norms, "{i}" for the layer
     also_reads: tuple = ()  # further transformers MaskedLM classes with this layout (from-hf)
+    layer: str = FAIRSEQ_LAYER  # fairseq prefix of layer {i}
+    fixed: tuple = ROBERTA_FIXED  # (fairseq, transformers) names outside the layers, "{b}" for base
+    transforms: tuple = ()  # Transforms: tensors computed, not renamed
+    drops: tuple = ()  # prefixes of fairseq tensors this layout leaves out on purpose (another tower)
+    tower: str = ""  # ELECTRA: "discriminator" or "generator"
 
     def names(self, layers):
         """(fairseq, transformers) parameter name pairs, tied copies included."""
         b = self.base
-        pairs = [
-            (FAIRSEQ_ENCODER + "embed_tokens.weight", f"{b}.embeddings.word_embeddings.weight"),
-            (FAIRSEQ_ENCODER + "embed_positions.weight", f"{b}.embeddings.position_embeddings.weight"),
-            ("encoder.lm_head.weight", "lm_head.decoder.weight"),
-            ("encoder.lm_head.bias", "lm_head.bias"),
-            ("encoder.lm_head.dense.weight", "lm_head.dense.weight"),
-            ("encoder.lm_head.dense.bias", "lm_head.dense.bias"),
-            ("encoder.lm_head.layer_norm.weight", "lm_head.layer_norm.weight"),
-            ("encoder.lm_head.layer_norm.bias", "lm_head.layer_norm.bias"),
-        ]
-        per_layer = [
-            ("self_attn.q_proj", "attention.self.query"),
-            ("self_attn.k_proj", "attention.self.key"),
-            ("self_attn.v_proj", "attention.self.value"),
-            ("self_attn.out_proj", "attention.output.dense"),
-            ("fc1", "intermediate.dense"),
-            ("fc2", "output.dense"),
-        ]
-        modules = [(FAIRSEQ_LAYER + f, f"{b}.encoder.layer.{{i}}." + h) for f, h in per_layer]
+        pairs = [(f, h.replace("{b}", b)) for f, h in self.fixed]
+        modules = [(self.layer + f, f"{b}.encoder.layer.{{i}}." + h) for f, h in PER_LAYER]
         modules += [(f, h.replace("{b}", b)) for f, h in self.norms]
         for f, h in modules:
             for suffix in (".weight", ".bias"):
@@ -54,6 +74,18 @@ class Layout:
                 else:
                     pairs.append((f + suffix, h + suffix))
         return pairs
+
+    def tensors(self, weights, layers, pad):
+        """The transformers state dict from fairseq ``weights``: renamed, then computed. Pairs whose fairseq
+        tensor is absent (an optional projection) are skipped; the caller's strict load catches a real gap."""
+        out = {h: weights[f] for f, h in self.names(layers) if f in weights}
+        for t in self.transforms:
+            out[t.hf] = t.function(*(weights[s] for s in t.sources), pad=pad)
+        return out
+
+    def reads(self, layers):
+        """Every fairseq name this layout uses or leaves out on purpose (the rest is unexpected)."""
+        return {f for f, _ in self.names(layers)} | {s for t in self.transforms for s in t.sources}
 
 
 LAYOUTS = (
@@ -86,6 +118,72 @@ LAYOUTS = (
         ),
     ),
 )
+
+
+def _positions_from_zero(table, pad):
+    """fairseq's learned positions start at padding_idx + 1; transformers' ELECTRA counts from 0."""
+    return table[pad + 1:]
+
+
+def _gdes(shared, delta, pad):
+    """DeBERTa-v3's gradient-disentangled embedding, materialised: the generator's table + the delta."""
+    return shared + delta
+
+
+def _gdes_positions(shared, delta, pad):
+    return _positions_from_zero(shared + delta, pad)
+
+
+def electra_layouts(sharing):
+    """(discriminator, generator) layouts of an ELECTRA checkpoint with this --embedding-sharing."""
+    own = "discriminator_embeddings." if sharing == "none" else "embeddings."
+    embedding_norm = "discriminator_embeddings." if sharing in ("none", "gdes") else "embeddings."
+    if sharing == "gdes":
+        embeddings = (
+            Transform("electra.embeddings.word_embeddings.weight",
+                      ("embeddings.embed_tokens.weight", "discriminator_embeddings.token_delta"), _gdes),
+            Transform("electra.embeddings.position_embeddings.weight",
+                      ("embeddings.embed_positions.weight", "discriminator_embeddings.position_delta"), _gdes_positions),
+        )
+        fixed = ()
+    else:
+        embeddings = (Transform("electra.embeddings.position_embeddings.weight", (own + "embed_positions.weight",),
+                                _positions_from_zero),)
+        fixed = ((own + "embed_tokens.weight", "electra.embeddings.word_embeddings.weight"),)
+    tower_norms = lambda tower, embedding_prefix: (
+        (embedding_prefix + "layernorm_embedding", "electra.embeddings.LayerNorm"),
+        (tower + ".embed_proj", "electra.embeddings_project"),
+        (tower + ".layers.{i}.self_attn_layer_norm", "electra.encoder.layer.{i}.attention.output.LayerNorm"),
+        (tower + ".layers.{i}.final_layer_norm", "electra.encoder.layer.{i}.output.LayerNorm"),
+    )
+    discriminator = Layout(
+        f"ELECTRA discriminator ({sharing} embeddings)", "ElectraForPreTraining", "ElectraConfig", "electra",
+        False, True, norms=tower_norms("discriminator", embedding_norm) + (
+            ("discriminator_head.dense", "discriminator_predictions.dense"),
+            ("discriminator_head.dense_prediction", "discriminator_predictions.dense_prediction"),
+        ),
+        layer="discriminator.layers.{i}.", fixed=fixed, transforms=embeddings,
+        drops=("generator.", "generator_head.") + {"tied": (), "gdes": ("embeddings.layernorm_embedding.",),
+                                                    "none": ("embeddings.",)}[sharing],
+        tower="discriminator",
+    )
+    generator = Layout(
+        "ELECTRA generator", "ElectraForMaskedLM", "ElectraConfig", "electra", False, True,
+        norms=tower_norms("generator", "embeddings.") + (
+            ("generator_head.dense", "generator_predictions.dense"),
+            ("generator_head.layer_norm", "generator_predictions.LayerNorm"),
+        ),
+        layer="generator.layers.{i}.",
+        fixed=(
+            ("embeddings.embed_tokens.weight", "electra.embeddings.word_embeddings.weight"),
+            ("generator_head.weight", "generator_lm_head.weight"),
+            ("generator_head.bias", "generator_lm_head.bias"),
+        ),
+        transforms=(Transform("electra.embeddings.position_embeddings.weight", ("embeddings.embed_positions.weight",),
+                              _positions_from_zero),),
+        drops=("discriminator", "discriminator_head."), tower="generator",
+    )
+    return discriminator, generator
 
 
 def layout_for_fairseq(args):

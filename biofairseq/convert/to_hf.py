@@ -1,4 +1,4 @@
-"""fairseq RoBERTa checkpoint -> transformers directory (config.json, model.safetensors, tokenizer)."""
+"""fairseq RoBERTa or ELECTRA checkpoint -> transformers directory (config.json, model.safetensors, tokenizer)."""
 
 import shutil
 from pathlib import Path
@@ -19,77 +19,133 @@ def _check_supported(args, checkpoint):
         problems.append("non-learned positions")
     if getattr(args, "adaptive_input", False):
         problems.append("adaptive input")
-    if layouts.layout_for_fairseq(args) is None:
+    if not hasattr(args, "embedding_sharing") and layouts.layout_for_fairseq(args) is None:
         problems.append("post-LN without an embedding LayerNorm")
     if problems:
         raise ConvertError(f"{checkpoint}: {', '.join(problems)}: no transformers class computes this encoder")
 
 
-def hf_state_dict(fairseq_weights, layout, layers, hf_keys, checkpoint):
-    """fairseq weights renamed to the transformers class's; RoBERTa's unused token type embedding is zero."""
-    pairs = layout.names(layers)
-    known = {f for f, _ in pairs}
-    unknown = [k for k in fairseq_weights if k not in known and not k.endswith(".version")]
+def hf_state_dict(fairseq_weights, layout, layers, hf_keys, checkpoint, pad):
+    """fairseq weights renamed (and computed) into the transformers class's; the unused token type embedding is zero."""
+    known = layout.reads(layers)
+    unknown = [k for k in fairseq_weights if k not in known and not k.endswith(".version") and not k.startswith(layout.drops or ("\0",))]
     if unknown:
         raise ConvertError(
             f"{checkpoint}: parameters that {layout.model_class} has no place for ({', '.join(unknown[:3])}); "
-            "to-hf converts RoBERTa encoders"
+            "to-hf converts RoBERTa and ELECTRA encoders"
         )
-    weights = {h: fairseq_weights[f] for f, h in pairs}
+    weights = layout.tensors(fairseq_weights, layers, pad)
     for key in hf_keys:
         if key.endswith("embeddings.token_type_embeddings.weight"):
-            weights[key] = torch.zeros(1, fairseq_weights[pairs[0][0]].shape[1])
+            width = weights[next(k for k in weights if k.endswith("embeddings.word_embeddings.weight"))].shape[1]
+            weights[key] = torch.zeros(1, width)
         elif key == "lm_head.decoder.bias":
             weights[key] = weights["lm_head.bias"]
     return weights
 
 
-def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=print):
+def _shared_config(args, dictionary, layout, positions):
+    return dict(
+        vocab_size=len(dictionary), num_hidden_layers=args.encoder_layers, hidden_act=layouts.ACTIVATIONS[args.activation_fn],
+        hidden_dropout_prob=args.dropout, attention_probs_dropout_prob=args.attention_dropout, type_vocab_size=1,
+        layer_norm_eps=1e-5, pad_token_id=dictionary.pad(), bos_token_id=dictionary.bos(), eos_token_id=dictionary.eos(),
+        architectures=[layout.model_class], max_position_embeddings=positions,
+    )
+
+
+def _roberta_config(args, dictionary, layout, positions):
+    return dict(
+        **_shared_config(args, dictionary, layout, positions), hidden_size=args.encoder_embed_dim,
+        num_attention_heads=args.encoder_attention_heads, intermediate_size=args.encoder_ffn_embed_dim,
+        tie_word_embeddings=not args.untie_weights_roberta,
+    )
+
+
+def _electra_config(args, dictionary, layout, positions):
+    from biofairseq.models.electra import generator_shape
+
+    if layout.tower == "generator":
+        width, ffn, heads = generator_shape(args)
+    else:
+        width, ffn, heads = args.encoder_embed_dim, args.encoder_ffn_embed_dim, args.encoder_attention_heads
+    # transformers' ELECTRA counts positions from 0: the table loses fairseq's padding_idx + 1 leading rows
+    return dict(
+        **_shared_config(args, dictionary, layout, positions - dictionary.pad() - 1), hidden_size=width,
+        num_attention_heads=heads, intermediate_size=ffn, embedding_size=args.embedding_dim, tie_word_embeddings=True,
+    )
+
+
+class TowerView(torch.nn.Module):
+    """One ELECTRA tower called as a fairseq RoBERTa is: ``(logits, None)``, or hidden states with features_only."""
+
+    def __init__(self, electra, tower):
+        super().__init__()
+        self.electra, self.tower = electra, tower
+
+    def forward(self, tokens, features_only=False):
+        hidden = getattr(self.electra, f"{self.tower}_features")(tokens)
+        return (hidden if features_only else getattr(self.electra, f"{self.tower}_head")(hidden)), None
+
+
+def _write(fairseq, layout, output, found, checkpoint, verify, log):
+    """One transformers model folder (weights, config, tokenizer) for one layout, parity-checked."""
     import transformers
     from transformers.initialization import no_init_weights
 
-    fairseq = fairseq_side.load(checkpoint, dict_path)
     args, dictionary = fairseq.args, fairseq.dictionary
-    _check_supported(args, checkpoint)
-    layout = layouts.layout_for_fairseq(args)
-    found = vocabulary.find(checkpoint, vocab, fairseq.bpe, fairseq.data_dir)
     weights = fairseq.model.state_dict()
-    positions = weights[layouts.FAIRSEQ_ENCODER + "embed_positions.weight"].shape[0]
-    config = getattr(transformers, layout.config_class)(
-        vocab_size=len(dictionary), hidden_size=args.encoder_embed_dim, num_hidden_layers=args.encoder_layers,
-        num_attention_heads=args.encoder_attention_heads, intermediate_size=args.encoder_ffn_embed_dim,
-        hidden_act=layouts.ACTIVATIONS[args.activation_fn], hidden_dropout_prob=args.dropout,
-        attention_probs_dropout_prob=args.attention_dropout, max_position_embeddings=positions, type_vocab_size=1,
-        layer_norm_eps=1e-5, pad_token_id=dictionary.pad(), bos_token_id=dictionary.bos(),
-        eos_token_id=dictionary.eos(), tie_word_embeddings=not args.untie_weights_roberta,
-        architectures=[layout.model_class],
-    )
+    table = next(k for k in layout.reads(args.encoder_layers) if k.endswith("embed_positions.weight"))
+    positions = weights[table].shape[0]
+    make_config = _electra_config if layout.tower else _roberta_config
+    config = getattr(transformers, layout.config_class)(**make_config(args, dictionary, layout, positions))
     with no_init_weights():  # every weight is overwritten next
         model = getattr(transformers, layout.model_class)(config)
     model.load_state_dict(
-        hf_state_dict(weights, layout, args.encoder_layers, model.state_dict().keys(), checkpoint), strict=True
+        hf_state_dict(weights, layout, args.encoder_layers, model.state_dict().keys(), checkpoint, dictionary.pad()),
+        strict=True,
     )
     model.eval().save_pretrained(output)
     del model, weights  # the check reloads what was written
     max_length = positions - dictionary.pad() - 1
-    tokenizer = vocabulary.build_tokenizer(found, dictionary, max_length)
-    tokenizer.save_pretrained(output)
+    vocabulary.build_tokenizer(found, dictionary, max_length).save_pretrained(output)
     if found.kind == "sentencepiece":  # what from-hf and fairseq need to encode text for this model again
         shutil.copyfile(found.files["model"], output / "sentencepiece.model")
-    notes = []
-    if fairseq.heads:
-        notes.append(f"classification heads not converted: {', '.join(fairseq.heads)}")
-    report = {
-        "direction": "to-hf", "source": str(Path(checkpoint).resolve()), "layout": layout.name,
-        "transformers_class": layout.model_class, "vocabulary": {"type": found.kind, **found.files},
-        "dictionary_size": len(dictionary), "notes": notes, "parity": None,
-    }
-    log(f"{layout.name} -> {layout.model_class}; vocabulary: {found.kind} ({', '.join(found.files.values())})")
+    log(f"{layout.name} -> {layout.model_class} in {output}")
+    parity_result = None
+    if verify:
+        hf_model = getattr(transformers, layout.model_class).from_pretrained(output).float().eval()
+        hf_tokenizer = transformers.AutoTokenizer.from_pretrained(output)
+        fairseq_model = TowerView(fairseq.model, layout.tower) if layout.tower else fairseq.model
+        parity_result = {}
+        parity.verify(fairseq_model, vocabulary.FairseqEncoding(found, dictionary), hf_model, hf_tokenizer,
+                      dictionary, parity_result, log, f"{checkpoint}: the converted {layout.tower or 'model'}")
+        parity_result = parity_result["parity"]
+    return parity_result
+
+
+def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=print, generator=False):
+    fairseq = fairseq_side.load(checkpoint, dict_path)
+    args, dictionary = fairseq.args, fairseq.dictionary
+    _check_supported(args, checkpoint)
+    if fairseq.electra:
+        discriminator, generator_layout = layouts.electra_layouts(args.embedding_sharing)
+        written = [(discriminator, output)] + ([(generator_layout, output / "generator")] if generator else [])
+    else:
+        if generator:
+            raise ConvertError(f"{checkpoint}: --generator: not an ELECTRA checkpoint (it has no generator); drop the flag")
+        written = [(layouts.layout_for_fairseq(args), output)]
+    found = vocabulary.find(checkpoint, vocab, fairseq.bpe, fairseq.data_dir)
+    log(f"vocabulary: {found.kind} ({', '.join(found.files.values())})")
+    notes = [f"classification heads not converted: {', '.join(fairseq.heads)}"] if fairseq.heads else []
     for note in notes:
         log(f"note: {note}")
-    if verify:
-        hf_model = transformers.AutoModelForMaskedLM.from_pretrained(output).float().eval()
-        hf_tokenizer = transformers.AutoTokenizer.from_pretrained(output)
-        parity.verify(fairseq.model, vocabulary.FairseqEncoding(found, dictionary), hf_model, hf_tokenizer,
-                      dictionary, report, log, f"{checkpoint}: the converted model")
+    parities = [_write(fairseq, layout, folder, found, checkpoint, verify, log) for layout, folder in written]
+    report = {
+        "direction": "to-hf", "source": str(Path(checkpoint).resolve()), "layout": written[0][0].name,
+        "transformers_class": written[0][0].model_class, "vocabulary": {"type": found.kind, **found.files},
+        "dictionary_size": len(dictionary), "notes": notes, "parity": parities[0],
+    }
+    if generator:
+        report["generator"] = {"folder": "generator", "layout": written[1][0].name,
+                               "transformers_class": written[1][0].model_class, "parity": parities[1]}
     return report

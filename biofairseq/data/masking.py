@@ -22,9 +22,10 @@ class RealTokenMaskDataset(MaskTokensDataset):
     Span masking (``mask_multiple_length``, ``mask_stdev``) is not supported; the task refuses it.
     """
 
-    def __init__(self, dataset, vocab, pad_idx, mask_idx, special=None, **kwargs):
+    def __init__(self, dataset, vocab, pad_idx, mask_idx, special=None, at_least_one=False, **kwargs):
         super().__init__(dataset, vocab, pad_idx, mask_idx, **kwargs)
         self.special = special_symbols(vocab) if special is None else special
+        self.at_least_one = at_least_one  # ELECTRA's: every sequence gives the generator something to predict
         if self.random_token_prob > 0.0:
             weights = np.array(vocab.count, dtype=np.float64) if kwargs.get("freq_weighted_replacement") else np.ones(len(vocab))
             weights[self.special] = 0
@@ -50,6 +51,8 @@ class RealTokenMaskDataset(MaskTokensDataset):
             maskable_units = ~self.special[tokens]
         candidates = np.flatnonzero(maskable_units)
         count = min(len(candidates), int(self.mask_prob * len(candidates) + rng.random()))
+        if self.at_least_one:
+            count = max(count, min(1, len(candidates)))
         chosen = np.zeros(len(maskable_units), dtype=bool)
         chosen[rng.choice(candidates, count, replace=False)] = True
 

@@ -1,3 +1,3 @@
 """fairseq tasks registered by ``--user-dir biofairseq``."""
 
-from . import document_mlm  # noqa: F401
+from . import document_mlm, electra  # noqa: F401

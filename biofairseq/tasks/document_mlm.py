@@ -143,11 +143,15 @@ class DocumentMLMTask(MaskedLMTask):
         logger.info(f"loaded {len(blocks)} {self.cfg.sample_break_mode} blocks from {len(lines)} lines of {split_path}")
         return PrependTokenDataset(blocks, self.source_dictionary.bos())
 
+    def masking_options(self):
+        """Options of our masking dataset beyond fairseq's; None: stock fairseq masking (--mask-special-tokens)."""
+        # the special-symbol table, computed once for the source and target copies
+        return None if self.cfg.mask_special_tokens else {"special": special_symbols(self.source_dictionary)}
+
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
         dataset = self._load_dataset_split(split, epoch, combine)
-        # stock fairseq's masking, or ours, given the special-symbol table once for its source and target copies
-        masking = {} if self.cfg.mask_special_tokens else {"special": special_symbols(self.source_dictionary)}
-        source, target = (RealTokenMaskDataset if masking else MaskTokensDataset).apply_mask(
+        masking = self.masking_options()
+        source, target = (MaskTokensDataset if masking is None else RealTokenMaskDataset).apply_mask(
             dataset,
             self.source_dictionary,
             pad_idx=self.source_dictionary.pad(),
@@ -161,7 +165,7 @@ class DocumentMLMTask(MaskedLMTask):
             mask_multiple_length=self.cfg.mask_multiple_length,
             mask_stdev=self.cfg.mask_stdev,
             skip_masking=self.cfg.skip_masking,
-            **masking,
+            **(masking or {}),
         )
         with data_utils.numpy_seed(self.cfg.seed):
             shuffle = np.random.permutation(len(source))

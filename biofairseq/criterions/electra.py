@@ -1,0 +1,136 @@
+"""ELECTRA's loss, with the diagnostics that show a generator or discriminator that stopped learning."""
+
+import logging
+import math
+import time
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.criterions import FairseqCriterion, register_criterion
+from fairseq.dataclass import FairseqDataclass
+from fairseq.logging import metrics
+
+logger = logging.getLogger(__name__)
+
+# Below this accuracy on replaced tokens (%), the discriminator is taken to be at the trivial solution.
+TRIVIAL_ACCURACY = 1.0
+_warned = [float("-inf")]  # when the warning was last given (fairseq reduces after every validation batch)
+
+
+@dataclass
+class ElectraLossConfig(FairseqDataclass):
+    generator_weight: float = field(
+        default=1.0, metadata={"help": "weight of the generator's MLM loss (ELECTRA: 1). 0 leaves the generator "
+                               "untrained, so its samples stay near-uniform random tokens: a diagnostic that shows "
+                               "whether the discriminator learns at all when replacements are easy to find"}
+    )
+    discriminator_weight: float = field(
+        default=50.0, metadata={"help": "λ: loss = generator MLM + λ x discriminator BCE (ELECTRA: 50)"}
+    )
+
+
+def _auc(scores, labels):
+    """Area under the ROC curve from ranks (Mann-Whitney), on the device; 0 with its weight 0 when undefined."""
+    positives = labels.sum()
+    negatives = labels.numel() - positives
+    ranks = scores.argsort().argsort().float() + 1
+    auc = (ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives).clamp_min(1)
+    defined = (positives > 0) & (negatives > 0)
+    return torch.where(defined, auc, torch.zeros_like(auc)), defined.float()
+
+
+def _mean_cosine(hidden):
+    """Mean cosine between distinct token vectors: 1.0 means every token got the same vector (collapse)."""
+    n = hidden.shape[0]
+    total = F.normalize(hidden.float(), dim=-1).sum(0)
+    return (total @ total - n) / max(n * (n - 1), 1)
+
+
+@register_criterion("electra", dataclass=ElectraLossConfig)
+class ElectraLoss(FairseqCriterion):
+    """generator cross-entropy (mean over the selected tokens) + λ x discriminator binary cross-entropy (mean
+    over every non-pad token, <s> and </s> included, as the reference does), both computed in fp32.
+
+    ``sample_size`` is 1 per batch: each loss is already a mean, so fairseq's trainer, which divides the
+    gradients summed over GPUs and accumulated batches by the summed sample_size, ends with the mean of the
+    per-batch losses, as the reference's one-batch-per-step TPU training does (token counts then weigh each
+    batch equally, not each token).
+
+    Logged (losses in bits, fairseq's convention; the rest in %): gen_loss, gen_ppl, gen_acc; disc_loss and
+    disc_trivial, the loss of always answering the replace rate; disc_acc_replaced (the discriminator's recall),
+    disc_acc_original, disc_precision, replace_rate (share of tokens whose sample differs from the original),
+    disc_auc (per batch, averaged) and disc_cosine, the mean cosine between the discriminator's last-layer token
+    vectors. While disc_acc_replaced stays below 1% the discriminator is at the trivial solution: a warning says so.
+    """
+
+    def __init__(self, cfg: ElectraLossConfig, task):
+        super().__init__(task)
+        self.generator_weight, self.weight = cfg.generator_weight, cfg.discriminator_weight
+
+    def forward(self, model, sample, reduce=True):
+        targets = sample["target"]
+        out = model(**sample["net_input"], targets=targets)
+        selected = targets.ne(self.padding_idx)
+        gold = targets[selected]
+        generator_logits = out["generator_logits"].float()
+        generator_loss = F.cross_entropy(generator_logits, gold)
+        real = sample["net_input"]["src_tokens"].ne(self.padding_idx)
+        logits = out["discriminator_logits"].float()[real]
+        replaced = out["replaced"][real]
+        discriminator_loss = F.binary_cross_entropy_with_logits(logits, replaced.float())
+        loss = self.generator_weight * generator_loss + self.weight * discriminator_loss
+
+        with torch.no_grad():
+            predicted = logits > 0
+            auc, auc_defined = _auc(logits, replaced)
+            log = {
+                "loss": loss.detach(), "gen_loss": generator_loss.detach(), "disc_loss": discriminator_loss.detach(),
+                "gen_correct": generator_logits.argmax(-1).eq(gold).sum(), "n_selected": selected.sum(),
+                "n_real": real.sum(), "n_replaced": replaced.sum(), "disc_true_replaced": (predicted & replaced).sum(),
+                "disc_true_original": (~predicted & ~replaced).sum(), "disc_said_replaced": predicted.sum(),
+                "auc": auc, "auc_batches": auc_defined,
+                "cosine": _mean_cosine(out["discriminator_hidden"][real]), "batches": torch.ones(()),
+                "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": 1,
+            }
+        return loss, 1, log
+
+    @staticmethod
+    def reduce_metrics(logging_outputs) -> None:
+        total = lambda key: utils.item(sum(log.get(key, 0) for log in logging_outputs))
+        batches = total("batches") or 1
+        for key in ("loss", "gen_loss", "disc_loss"):
+            metrics.log_scalar(key, total(key) / batches / math.log(2), batches, round=3)
+        metrics.log_derived("gen_ppl", lambda meters: utils.get_perplexity(meters["gen_loss"].avg))
+        real, selected, replaced = total("n_real"), total("n_selected"), total("n_replaced")
+        if selected:
+            metrics.log_scalar("gen_acc", 100 * total("gen_correct") / selected, selected, round=2)
+        if real:
+            rate = replaced / real
+            metrics.log_scalar("replace_rate", 100 * rate, real, round=2)
+            trivial = 0.0 if rate in (0, 1) else -(rate * math.log2(rate) + (1 - rate) * math.log2(1 - rate))
+            metrics.log_scalar("disc_trivial", trivial, real, round=3)
+            if real > replaced:
+                metrics.log_scalar("disc_acc_original", 100 * total("disc_true_original") / (real - replaced), real, round=2)
+        if replaced:
+            accuracy = 100 * total("disc_true_replaced") / replaced
+            metrics.log_scalar("disc_acc_replaced", accuracy, replaced, round=2)
+            if accuracy < TRIVIAL_ACCURACY and time.monotonic() - _warned[0] > 30:
+                _warned[0] = time.monotonic()
+                logger.warning(
+                    f"the discriminator is at the trivial solution: {accuracy:.2f}% of replaced tokens found "
+                    f"(disc_loss near disc_trivial); expect it to need more updates, or check the generator's gen_acc"
+                )
+        said = total("disc_said_replaced")
+        if said:
+            metrics.log_scalar("disc_precision", 100 * total("disc_true_replaced") / said, said, round=2)
+        if total("auc_batches"):
+            metrics.log_scalar("disc_auc", total("auc") / total("auc_batches"), total("auc_batches"), round=4)
+        metrics.log_scalar("disc_cosine", total("cosine") / batches, batches, round=4)
+        metrics.log_scalar("ntokens", total("ntokens"))
+        metrics.log_scalar("nsentences", total("nsentences"))
+
+    @staticmethod
+    def logging_outputs_can_be_summed() -> bool:
+        return True

@@ -1,0 +1,275 @@
+"""ELECTRA (Clark et al. 2020) as one fairseq model: a small masked-LM generator and a discriminator that
+finds the tokens the generator replaced, trained together by fairseq's trainer (fp16, DDP, resume).
+
+Everything a step needs happens in ``forward``, so that the whole step goes through fairseq's DDP wrapper
+once: the generator's logits at the selected positions only, Gumbel-max sampling from them (fp32, no
+gradient), and the discriminator on the corrupted sequence. The layers are fairseq's own post-LN
+``TransformerEncoderLayerBase`` (the same parameter names as RoBERTa's), so conversion reuses RoBERTa's map.
+"""
+
+import logging
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from fairseq import utils
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import BaseFairseqModel, register_model, register_model_architecture
+from fairseq.models.transformer import TransformerConfig
+from fairseq.modules import LayerNorm, PositionalEmbedding
+from fairseq.modules.fairseq_dropout import FairseqDropout
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+from fairseq.modules.transformer_sentence_encoder import init_bert_params
+from fairseq.utils import safe_getattr
+from torch import nn
+
+from biofairseq.data import special_symbols
+
+logger = logging.getLogger(__name__)
+
+SHARING = ("tied", "gdes", "none")
+
+
+@dataclass
+class ElectraModelConfig(FairseqDataclass):
+    encoder_layers: int = field(default=12, metadata={"help": "layers of each tower (generator and discriminator)"})
+    encoder_embed_dim: int = field(default=768, metadata={"help": "discriminator width"})
+    encoder_ffn_embed_dim: int = field(default=3072, metadata={"help": "discriminator FFN width"})
+    encoder_attention_heads: int = field(default=12, metadata={"help": "discriminator attention heads"})
+    embedding_dim: int = field(
+        default=768, metadata={"help": "width of the shared token and position embeddings; a tower of another "
+                               "width projects them (ELECTRA-small: 128)"}
+    )
+    generator_width_fraction: float = field(
+        default=1 / 3, metadata={"help": "generator width / discriminator width (1/3 base, 1/4 small and large); "
+                                 "the generator's heads are its width / 64, its FFN 4 x its width"}
+    )
+    embedding_sharing: ChoiceEnum(SHARING) = field(
+        default="tied", metadata={"help": "tied: one embedding module for both towers (ELECTRA); gdes: the "
+                                  "discriminator's = stop-gradient(generator's) + its own zero-initialised delta "
+                                  "(DeBERTa-v3); none: each tower its own"}
+    )
+    activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(default="gelu")
+    dropout: float = 0.1
+    attention_dropout: float = 0.1
+    activation_dropout: float = 0.0
+    max_positions: int = field(
+        default=512, metadata={"help": "position table size, independent of --tokens-per-sample so that a second "
+                               "length phase at 512 continues from a first at 128"}
+    )
+
+
+def generator_shape(cfg):
+    """(width, FFN width, heads) of the generator: width x fraction, heads = width / 64 (at least 1)."""
+    width = int(round(cfg.encoder_embed_dim * cfg.generator_width_fraction))
+    heads = max(1, width // 64)
+    if width % heads:
+        raise ValueError(f"--generator-width-fraction {cfg.generator_width_fraction}: generator width {width} is not "
+                         f"a multiple of its {heads} heads; choose a fraction that gives a multiple of 64")
+    return width, 4 * width, heads
+
+
+def _embed(tokens, token_weight, position_weight, padding_idx, layer_norm, dropout):
+    """fairseq's learned token + position embeddings (positions from padding_idx + 1), LayerNorm, dropout."""
+    positions = utils.make_positions(tokens, padding_idx)
+    x = F.embedding(tokens, token_weight, padding_idx) + F.embedding(positions, position_weight, padding_idx)
+    return dropout(layer_norm(x))
+
+
+class Embeddings(nn.Module):
+    """Token and position embeddings and their LayerNorm: the module both towers share."""
+
+    def __init__(self, vocab_size, dim, max_positions, padding_idx, dropout):
+        super().__init__()
+        self.padding_idx = padding_idx
+        self.embed_tokens = nn.Embedding(vocab_size, dim, padding_idx)
+        self.embed_positions = PositionalEmbedding(max_positions, dim, padding_idx, learned=True)
+        self.layernorm_embedding = LayerNorm(dim)
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+
+    def weights(self):
+        return self.embed_tokens.weight, self.embed_positions.weight
+
+    def forward(self, tokens):
+        return _embed(tokens, *self.weights(), self.padding_idx, self.layernorm_embedding, self.dropout_module)
+
+
+class DisentangledEmbeddings(nn.Module):
+    """DeBERTa-v3's gradient-disentangled sharing: the generator's token and position tables without their
+    gradient, plus zero-initialised deltas of the discriminator's own; its own LayerNorm."""
+
+    def __init__(self, shared: Embeddings, dropout):
+        super().__init__()
+        tokens, positions = shared.weights()
+        self.padding_idx = shared.padding_idx
+        self.token_delta = nn.Parameter(torch.zeros_like(tokens))
+        self.position_delta = nn.Parameter(torch.zeros_like(positions))
+        self.layernorm_embedding = LayerNorm(tokens.shape[1])
+        self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
+
+    def weights(self, shared: Embeddings):
+        tokens, positions = shared.weights()
+        return tokens.detach() + self.token_delta, positions.detach() + self.position_delta
+
+    def forward(self, tokens, shared: Embeddings):
+        return _embed(tokens, *self.weights(shared), self.padding_idx, self.layernorm_embedding, self.dropout_module)
+
+
+class Tower(nn.Module):
+    """A post-LN encoder of fairseq layers, with a projection from the embedding width where it differs."""
+
+    def __init__(self, cfg, embedding_dim, width, ffn, heads):
+        super().__init__()
+        layer_cfg = TransformerConfig(
+            dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
+            activation_dropout=cfg.activation_dropout, activation_fn=cfg.activation_fn,
+        )
+        layer_cfg.encoder.embed_dim, layer_cfg.encoder.ffn_embed_dim = width, ffn
+        layer_cfg.encoder.attention_heads, layer_cfg.encoder.normalize_before = heads, False
+        self.embed_proj = nn.Linear(embedding_dim, width) if embedding_dim != width else None
+        self.layers = nn.ModuleList(
+            [TransformerEncoderLayerBase(layer_cfg) for _ in range(cfg.encoder_layers)]
+        )
+
+    def forward(self, x, padding_mask):
+        if self.embed_proj is not None:
+            x = self.embed_proj(x)
+        has_pads = padding_mask.any()
+        x = (x * (1 - padding_mask.unsqueeze(-1).type_as(x))).transpose(0, 1)
+        for layer in self.layers:
+            x = layer(x, encoder_padding_mask=padding_mask if has_pads else None)
+        return x.transpose(0, 1)
+
+
+class GeneratorHead(nn.Module):
+    """dense(width -> embedding width) + activation + LayerNorm, then the token embeddings with its own bias."""
+
+    def __init__(self, width, embedding_dim, weight, activation_fn):
+        super().__init__()
+        self.dense = nn.Linear(width, embedding_dim)
+        self.activation_fn = utils.get_activation_fn(activation_fn)
+        self.layer_norm = LayerNorm(embedding_dim)
+        self.weight = weight
+        self.bias = nn.Parameter(torch.zeros(weight.shape[0]))
+
+    def forward(self, x):
+        return F.linear(self.layer_norm(self.activation_fn(self.dense(x))), self.weight) + self.bias
+
+
+class DiscriminatorHead(nn.Module):
+    """dense + activation + dense to one logit per token (> 0: replaced)."""
+
+    def __init__(self, width, activation_fn):
+        super().__init__()
+        self.dense = nn.Linear(width, width)
+        self.activation_fn = utils.get_activation_fn(activation_fn)
+        self.dense_prediction = nn.Linear(width, 1)
+
+    def forward(self, x):
+        return self.dense_prediction(self.activation_fn(self.dense(x))).squeeze(-1)
+
+
+def gumbel_max(logits, disallowed):
+    """One sample per row of fp32 logits: argmax(logits + Gumbel noise), never a disallowed symbol."""
+    logits = logits.float().masked_fill(disallowed, float("-inf"))
+    uniform = torch.rand_like(logits)
+    return (logits - torch.log(-torch.log(uniform + 1e-9) + 1e-9)).argmax(-1)
+
+
+@register_model("electra", dataclass=ElectraModelConfig)
+class ElectraModel(BaseFairseqModel):
+    def __init__(self, cfg, dictionary):
+        super().__init__()
+        self.cfg = cfg
+        self.padding_idx = dictionary.pad()
+        width, ffn, heads = generator_shape(cfg)
+        e = cfg.embedding_dim
+        self.embeddings = Embeddings(len(dictionary), e, cfg.max_positions, self.padding_idx, cfg.dropout)
+        self.generator = Tower(cfg, e, width, ffn, heads)
+        self.generator_head = GeneratorHead(width, e, self.embeddings.embed_tokens.weight, cfg.activation_fn)
+        self.discriminator_embeddings = {
+            "tied": lambda: None,
+            "gdes": lambda: DisentangledEmbeddings(self.embeddings, cfg.dropout),
+            "none": lambda: Embeddings(len(dictionary), e, cfg.max_positions, self.padding_idx, cfg.dropout),
+        }[cfg.embedding_sharing]()
+        self.discriminator = Tower(
+            cfg, e, cfg.encoder_embed_dim, cfg.encoder_ffn_embed_dim, cfg.encoder_attention_heads
+        )
+        self.discriminator_head = DiscriminatorHead(cfg.encoder_embed_dim, cfg.activation_fn)
+        # symbols never sampled: a sampled <pad> would read as padding, <mask> or <s> as structure
+        self.register_buffer("special", torch.from_numpy(special_symbols(dictionary)), persistent=False)
+        self.apply(init_bert_params)
+
+    @classmethod
+    def build_model(cls, cfg, task):
+        return cls(cfg, task.source_dictionary)
+
+    def max_positions(self):
+        return self.cfg.max_positions
+
+    # ---- the towers one at a time (conversion, parity, diagnostics)
+
+    def generator_features(self, tokens):
+        return self.generator(self.embeddings(tokens), tokens.eq(self.padding_idx))
+
+    def discriminator_features(self, tokens):
+        if self.discriminator_embeddings is None:
+            x = self.embeddings(tokens)
+        elif isinstance(self.discriminator_embeddings, DisentangledEmbeddings):
+            x = self.discriminator_embeddings(tokens, self.embeddings)
+        else:
+            x = self.discriminator_embeddings(tokens)
+        return self.discriminator(x, tokens.eq(self.padding_idx))
+
+    def discriminator_embedding_weights(self):
+        """(token, position) tables the discriminator computes with; GDES's sum materialised."""
+        if isinstance(self.discriminator_embeddings, DisentangledEmbeddings):
+            return self.discriminator_embeddings.weights(self.embeddings)
+        return (self.discriminator_embeddings or self.embeddings).weights()
+
+    # ---- one training step's forward
+
+    def forward(self, src_tokens, targets, **kwargs):
+        """src_tokens: the masked input; targets: the originals at the selected positions, padding elsewhere.
+
+        Returns the generator's logits at the selected positions (in row-major order), its samples there, the
+        discriminator's logit per token, which tokens were replaced (sample != original) and the
+        discriminator's last hidden states.
+        """
+        selected = targets.ne(self.padding_idx)
+        generator_logits = self.generator_head(self.generator_features(src_tokens)[selected])
+        with torch.no_grad():
+            samples = gumbel_max(generator_logits.detach(), self.special)
+            corrupted = src_tokens.masked_scatter(selected, samples)
+            replaced = corrupted.ne(torch.where(selected, targets, src_tokens))
+        hidden = self.discriminator_features(corrupted)
+        return {
+            "generator_logits": generator_logits,
+            "samples": samples,
+            "discriminator_logits": self.discriminator_head(hidden),
+            "replaced": replaced,
+            "discriminator_hidden": hidden,
+        }
+
+
+def _preset(name, layers, width, heads, embedding_dim, fraction):
+    def architecture(args):
+        args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
+        args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", width)
+        args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 4 * width)
+        args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", heads)
+        args.embedding_dim = safe_getattr(args, "embedding_dim", embedding_dim)
+        args.generator_width_fraction = safe_getattr(args, "generator_width_fraction", fraction)
+
+    architecture.__name__ = f"{name}_architecture"
+    architecture.__doc__ = (f"{name}: discriminator {layers} x {width} ({heads} heads), embeddings {embedding_dim}, "
+                            f"generator {fraction:.3g} of the width.")
+    return register_model_architecture("electra", name)(architecture)
+
+
+# google-research/electra's configure_pretraining.py model sizes; BioELECTRA's is base (768/256).
+electra_tiny = _preset("electra_tiny", layers=2, width=128, heads=2, embedding_dim=128, fraction=1 / 2)
+electra_small = _preset("electra_small", layers=12, width=256, heads=4, embedding_dim=128, fraction=1 / 4)
+electra_base = _preset("electra_base", layers=12, width=768, heads=12, embedding_dim=768, fraction=1 / 3)
+electra_large = _preset("electra_large", layers=24, width=1024, heads=16, embedding_dim=1024, fraction=1 / 4)
+bio_electra_base = _preset("bio_electra_base", layers=12, width=768, heads=12, embedding_dim=768, fraction=1 / 3)
