@@ -13,14 +13,14 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from corpus import BIN, build_corpus  # noqa: E402  (the tests' real-data corpus builder)
+from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
+from measure import fairseq_train_speed  # noqa: E402
 
 COMMON = [
     "--user-dir", str(REPO / "biofairseq"), "--arch", "bio_roberta_tiny", "--tokens-per-sample", "128",
@@ -43,19 +43,7 @@ SYSTEMS = {
 
 
 def run(data_bin, extra, updates, save_dir):
-    cmd = [str(BIN / "fairseq-train"), str(data_bin), *COMMON, *extra, "--max-update", str(updates),
-           "--total-num-update", str(updates), "--save-dir", str(save_dir)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=REPO)
-    output = proc.stdout.read()
-    _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{output[-3000:]}")
-    intervals = [json.loads(l[l.index("{"):]) for l in output.splitlines() if "| train_inner |" in l][1:]
-    return {
-        "ups": statistics.mean(float(r["ups"]) for r in intervals),
-        "wps": statistics.mean(float(r["wps"]) for r in intervals),
-        "peak_rss_mb": usage.ru_maxrss / 1024,
-    }
+    return fairseq_train_speed(data_bin, COMMON + extra, updates, save_dir, cwd=REPO)
 
 
 def main():

@@ -20,3 +20,24 @@ def run(cmd):
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"{cmd[1]} failed:\n{err[-3000:]}")
     return seconds, usage.ru_maxrss / 1024, out
+
+
+def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None):
+    """fairseq-train with these flags for a number of updates: its own updates/s and tokens/s, averaged over
+    the logged intervals after the first (start-up), and the process's peak RSS (MiB)."""
+    import json
+    import statistics
+
+    cmd = [str(BIN / "fairseq-train"), str(data_bin), *map(str, flags), "--max-update", str(updates),
+           "--total-num-update", str(updates), "--save-dir", str(save_dir)]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
+    output = proc.stdout.read()
+    _, status, usage = os.wait4(proc.pid, 0)
+    if status != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{output[-3000:]}")
+    intervals = [json.loads(l[l.index("{"):]) for l in output.splitlines() if "| train_inner |" in l][1:]
+    return {
+        "ups": statistics.mean(float(r["ups"]) for r in intervals),
+        "wps": statistics.mean(float(r["wps"]) for r in intervals),
+        "peak_rss_mb": usage.ru_maxrss / 1024,
+    }

@@ -43,13 +43,18 @@
 #   WEAK_PRETRAINING  stop: stop before fine-tuning when the kept checkpoint is not clearly better than word
 #                  frequencies or its last layer has collapsed (stage 5b); continue: say so and go on
 #                  (default paper: stop; tiny: continue)
+#   PHASE2_SHARE, PHASE2_TOKENS_PER_SAMPLE, PHASE2_SEQUENCES_PER_UPDATE, PHASE2_BATCH_PER_DEVICE: a second length
+#                  phase (default none; see recipes/lib/stages.sh). NER_LAYERWISE_DECAY (default 1: none).
+#
+# The stage machinery is recipes/lib/stages.sh, shared with the other recipes.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RECIPE=bsc_bio_es
 PRESET=${PRESET:-tiny}
 PYTHON=${PYTHON:-python}
-
-die() { echo "bsc_bio_es.sh: error: $*" >&2; exit 1; }
+# shellcheck source=lib/stages.sh
+source "$REPO/recipes/lib/stages.sh"
 
 case $PRESET in
 tiny)
@@ -104,228 +109,33 @@ paper)
     ;;
 *) die "PRESET=$PRESET: unknown; use PRESET=tiny or PRESET=paper" ;;
 esac
-RUN_DIR=${RUN_DIR:-runs/bsc_bio_es/$PRESET}
-FORCE=${FORCE:-0}
-NUM_NODES=${NUM_NODES:-1}
-WORKERS=${WORKERS:-$(nproc)}
-NER_EXTRA=${NER_EXTRA:-}
-WEAK_PRETRAINING=${WEAK_PRETRAINING:-stop}  # the paper preset's
 
-# ---- every setting, checked before any work
+KEEP=best BEST_METRIC=ppl BEST_MAXIMIZE=0  # the paper's: the lowest validation perplexity
 
-one_of() {  # one_of NAME VALUE CHOICES...
-    local name=$1 value=$2 choice
-    shift 2
-    for choice in "$@"; do [[ $value == "$choice" ]] && return; done
-    die "$name=$value: unknown; use one of: $*"
-}
-one_of FORCE "$FORCE" 0 1
-one_of BASELINE "$BASELINE" random-init none
-one_of WEAK_PRETRAINING "$WEAK_PRETRAINING" stop continue
-[[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16 bf16
-for v in VALID_DOCS VOCAB_SIZE TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE BATCH_PER_DEVICE WARMUP_UPDATES MAX_UPDATE \
-    SAVE_INTERVAL_UPDATES LOG_INTERVAL NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS ${NUM_GPUS:+NUM_GPUS}; do
-    [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: not a whole number"
-done
-for v in SEQUENCES_PER_UPDATE BATCH_PER_DEVICE MAX_UPDATE SAVE_INTERVAL_UPDATES NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS; do
-    (( ${!v} > 0 )) || die "$v=${!v}: must be at least 1"
-done
-number='[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?'
-for v in PEAK_LR NER_EPOCHS NER_WARMUP_RATIO; do
-    [[ ${!v} =~ ^$number$ ]] || die "$v=${!v}: not a number"
-done
-for v in NER_LRS NER_SEEDS; do
-    [[ ${!v} =~ ^$number(,$number)*$ ]] || die "$v=${!v}: give comma-separated numbers, as 5e-5,1e-4"
-done
-
-for tool in "$PYTHON" fairseq-train fairseq-preprocess biofairseq-convert biofairseq-ner; do
-    command -v "$tool" >/dev/null || die "$tool: not found; run 'make install' and 'source .venv/bin/activate' (or 'make demo'), then run this again"
-done
-if [[ -z ${NUM_GPUS:-} ]]; then
-    NUM_GPUS=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")
-fi
-DEVICES=$(( NUM_GPUS > 0 ? NUM_GPUS * NUM_NODES : 1 ))
-(( SEQUENCES_PER_UPDATE % (DEVICES * BATCH_PER_DEVICE) == 0 )) ||
-    die "SEQUENCES_PER_UPDATE=$SEQUENCES_PER_UPDATE is not a multiple of $DEVICES device(s) x BATCH_PER_DEVICE=$BATCH_PER_DEVICE; change BATCH_PER_DEVICE"
-UPDATE_FREQ=$(( SEQUENCES_PER_UPDATE / (DEVICES * BATCH_PER_DEVICE) ))
-
-# ---- the inputs, checked before any work
-
-for source in $SOURCES; do
-    [[ $source == *=* && -e ${source#*=} ]] || die "SOURCES: '$source': give NAME=PATH, PATH an existing file or folder"
-done
-split_path() {  # split_path DIR NAME...: the first DIR/NAME[.conll|.tsv|.bio] that exists
-    local dir=$1 name ext
-    shift
-    for name in "$@"; do
-        for ext in "" .conll .tsv .bio; do
-            [[ -e $dir/$name$ext ]] && { echo "$dir/$name$ext"; return; }
-        done
-    done
-}
-NER_NAMES=() NER_TRAIN=() NER_DEV=() NER_TEST=()
-for dataset in $NER_DATA; do
-    name=${dataset%%=*} dir=${dataset#*=}
-    [[ $name != "$dataset" && -d $dir ]] || die "NER_DATA: '$dataset': give NAME=DIR, DIR a folder with train, valid and test"
-    train=$(split_path "$dir" train) dev=$(split_path "$dir" valid dev devel) test=$(split_path "$dir" test)
-    [[ -n $train && -n $dev ]] || die "$dir: needs train and valid (or dev, devel): BRAT folders or CoNLL files (.conll, .tsv, .bio)"
-    NER_NAMES+=("$name") NER_TRAIN+=("$train") NER_DEV+=("$dev") NER_TEST+=("$test")
-done
-
-CLEAN=$RUN_DIR/clean VOCAB=$RUN_DIR/vocab DATA_BIN=$RUN_DIR/data-bin PRETRAIN=$RUN_DIR/pretrain
-HF_MODEL=$RUN_DIR/hf/bsc_bio_es NER_DIR=$RUN_DIR/ner
-
-# ---- printing, skipping, resuming
-
-run() {  # prints a command so that it can be pasted into a shell, then runs it
-    echo "+ $(printf '%q ' "$@")" >&2
-    "$@" >&2  # stdout is for the report alone
-}
-weights_sha256() {  # the fingerprint biofairseq-ner records for a model folder: sha256 of its weight files, in name order
-    cat $(find "$1" -maxdepth 1 \( -name '*.safetensors' -o -name '*.bin' \) | LC_ALL=C sort) | sha256sum | cut -d' ' -f1
-}
-elapsed() { printf '%d:%02d elapsed' $((SECONDS / 60)) $((SECONDS % 60)); }
-RAN=0
-stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (default OUTPUT) exists
-    local output=$3 done=${4:-$3}
-    echo >&2
-    echo "==== $1 $2 -> $output  [$(elapsed)]" >&2
-    if [[ $FORCE == 1 && -e $output ]]; then
-        run rm -rf "$output"  # FORCE=1: start the stage afresh
-    fi
-    if [[ -e $done ]]; then
-        echo "skipped: $done exists (FORCE=1 redoes it)" >&2
-        return 1
-    fi
-    RAN=1
-}
-mkdir -p "$RUN_DIR"
-SETTINGS=$(for v in PRESET SOURCES NER_DATA VALID_DOCS VOCAB_SIZE ARCH TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR \
+recipe_check_settings
+recipe_check_tools
+recipe_check_inputs
+recipe_keep_settings PRESET SOURCES NER_DATA VALID_DOCS VOCAB_SIZE ARCH TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR \
     WARMUP_UPDATES MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO \
-    NER_EXTRA BASELINE WEAK_PRETRAINING; do echo "$v=${!v}"; done)
-if [[ $FORCE != 1 && -f $RUN_DIR/recipe.env ]] && ! differing=$(diff <(echo "$SETTINGS") "$RUN_DIR/recipe.env"); then
-    echo "note: settings differ from $RUN_DIR/recipe.env; stages already done keep their outputs (FORCE=1 redoes them):" >&2
-    echo "$differing" | sed -n 's/^[<>]/  &/p' >&2
-else
-    echo "$SETTINGS" >"$RUN_DIR/recipe.env"
-fi
-echo "bsc_bio_es.sh: PRESET=$PRESET RUN_DIR=$RUN_DIR; $(( NUM_GPUS > 0 ? NUM_GPUS : 0 )) GPU(s) x $NUM_NODES machine(s), update frequency $UPDATE_FREQ" >&2
+    NER_EXTRA BASELINE WEAK_PRETRAINING PHASE2_SHARE
 
-# ---- 1. clean the sources (sentence split, language id, noisy sentences, dedup; VALID_DOCS held out)
+# ---- 1-3. clean the sources (sentence split, language id, noisy sentences, dedup; VALID_DOCS held out), learn the
+# byte-level BPE (50,262 entries in the paper), encode and binarize
 
-if stage 1 "clean the sources" "$CLEAN" "$CLEAN/stats.json"; then
-    CLEAN_ARGS=(--output-dir "$CLEAN" --lang es --valid-docs "$VALID_DOCS" --workers "$WORKERS")
-    for source in $SOURCES; do CLEAN_ARGS+=(--source "$source"); done
-    run "$PYTHON" "$REPO/preprocess/clean_corpus.py" "${CLEAN_ARGS[@]}"
-fi
+recipe_corpus es bytelevel-bpe
 
-# ---- 2. learn the byte-level BPE (50,262 entries in the paper)
+# ---- 4. pretrain with fairseq-train --task document_mlm
 
-if stage 2 "learn the byte-level BPE" "$VOCAB"; then
-    VOCAB_ARGS=(--input "$CLEAN/train.txt" --type bytelevel-bpe --vocab-size "$VOCAB_SIZE" --output-dir "$VOCAB" --workers "$WORKERS")
-    run "$PYTHON" "$REPO/preprocess/train_vocab.py" "${VOCAB_ARGS[@]}"
-fi
+TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
+    --sample-break-mode complete_doc --mask-prob 0.15)
+MODEL_ARGS=(--arch "$ARCH" --dropout 0.1 --attention-dropout 0.1)
+OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
+    --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
+recipe_pretrain
 
-# ---- 3. encode and binarize (fairseq-preprocess)
+# ---- 5-8. the checkpoint with the lowest validation perplexity, checked; transformers; NER sweep; report
 
-if stage 3 "encode and binarize" "$DATA_BIN"; then
-    PYTHON=$PYTHON run bash "$REPO/preprocess/binarize.sh" "$CLEAN" "$VOCAB" "$DATA_BIN" "$WORKERS"
-fi
-
-# ---- 4. pretrain with fairseq-train --task document_mlm (resumes from checkpoint_last.pt)
-
-if stage 4 "pretrain $ARCH" "$PRETRAIN" "$PRETRAIN/finished"; then
-    TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
-        --sample-break-mode complete_doc --tokens-per-sample "$TOKENS_PER_SAMPLE" --mask-prob 0.15)
-    # the checkpoint records its BPE, so that fairseq's from_pretrained encodes text with no further arguments
-    mapfile -t BPE_ARGS < <("$PYTHON" -m biofairseq.bpe_flags "$DATA_BIN")
-    (( ${#BPE_ARGS[@]} )) || die "$DATA_BIN: no vocabulary recorded (vocab_info.json); FORCE=1 rebuilds the data-bin"
-    TASK_ARGS+=("${BPE_ARGS[@]}")
-    MODEL_ARGS=(--arch "$ARCH" --dropout 0.1 --attention-dropout 0.1)
-    OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
-        --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES"
-        --total-num-update "$MAX_UPDATE" --max-update "$MAX_UPDATE")
-    BATCH_ARGS=(--batch-size "$BATCH_PER_DEVICE" --update-freq "$UPDATE_FREQ" --num-workers 2)
-    CHECKPOINT_ARGS=(--save-dir "$PRETRAIN/checkpoints" --save-interval-updates "$SAVE_INTERVAL_UPDATES"
-        --keep-interval-updates 2 --no-epoch-checkpoints --best-checkpoint-metric ppl)
-    LOG_ARGS=(--log-format json --log-interval "$LOG_INTERVAL" --log-file "$PRETRAIN/train.log"
-        --tensorboard-logdir "$PRETRAIN/tensorboard" --seed 1)
-    LAUNCH=()
-    if (( NUM_GPUS == 0 )); then
-        HARDWARE_ARGS=(--cpu)
-    else
-        HARDWARE_ARGS=("--${PRECISION:-fp16}" --distributed-world-size "$DEVICES")
-        if (( NUM_NODES > 1 )); then
-            # fairseq's launcher reads Slurm's variables: one task per machine, one process per GPU.
-            LAUNCH=(srun --nodes "$NUM_NODES" --ntasks-per-node 1 --gpus-per-node "$NUM_GPUS")
-            HARDWARE_ARGS+=(--distributed-port "${DISTRIBUTED_PORT:-12345}")
-        fi
-    fi
-    mkdir -p "$PRETRAIN"
-    run "${LAUNCH[@]}" fairseq-train "$DATA_BIN" "${TASK_ARGS[@]}" "${MODEL_ARGS[@]}" "${OPTIM_ARGS[@]}" \
-        "${BATCH_ARGS[@]}" "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" "${HARDWARE_ARGS[@]}"
-    date -Is >"$PRETRAIN/finished"
-fi
-
-# ---- 5. pick the checkpoint with the lowest validation perplexity
-
-if stage 5 "pick the checkpoint with the lowest validation perplexity" "$PRETRAIN/best.json"; then
-    run "$PYTHON" -m biofairseq.recipe.best_checkpoint "$PRETRAIN/checkpoints" "$PRETRAIN/train.log" --output "$PRETRAIN/best.json"
-fi
-
-# ---- 5b. is it clearly better than word frequencies? (a collapsed pretraining is worse than none)
-
-if stage 5b "compare with word frequencies, look for a collapsed last layer" "$PRETRAIN/check.json"; then
-    CHECK_ARGS=("$PRETRAIN/best.json" "$DATA_BIN" --output "$PRETRAIN/check.json")
-    [[ $WEAK_PRETRAINING == continue ]] && CHECK_ARGS+=(--go-on)
-    if ! run "$PYTHON" -m biofairseq.recipe.pretraining_check "${CHECK_ARGS[@]}"; then
-        rm -f "$PRETRAIN/check.json"  # so that a rerun checks again (or goes on with WEAK_PRETRAINING=continue)
-        die "stopped before fine-tuning (see the line above and $PRETRAIN/best.json); WEAK_PRETRAINING=continue goes on anyway"
-    fi
-fi
-
-# ---- 6. convert to transformers (parity-checked)
-
-if stage 6 "convert to transformers" "$HF_MODEL"; then
-    run biofairseq-convert to-hf "$PRETRAIN/checkpoints/checkpoint_best.pt" "$HF_MODEL"
-fi
-MODELS=("$HF_MODEL")
-if [[ $BASELINE == random-init ]]; then
-    if stage 6b "a randomly initialised copy, as a baseline" "$RUN_DIR/hf/random_init"; then
-        run "$PYTHON" -m biofairseq.recipe.random_init "$HF_MODEL" "$RUN_DIR/hf/random_init"
-    fi
-    MODELS+=("$RUN_DIR/hf/random_init")
-fi
-
-# ---- 7. fine-tune and evaluate NER: the learning-rate x seed sweep, per data set and model
-
-NER_LAUNCH=()
-(( NUM_GPUS == 0 )) || NER_LAUNCH=(env "CUDA_VISIBLE_DEVICES=${NER_GPU:-0}")  # one GPU per run, as in the paper
-REPORT_ARGS=()
-for i in "${!NER_NAMES[@]}"; do
-    name=${NER_NAMES[$i]} train=${NER_TRAIN[$i]} dev=${NER_DEV[$i]} test=${NER_TEST[$i]}
-    for model in "${MODELS[@]}"; do
-        sweep_dir=$NER_DIR/$name/model=$(basename "$model")
-        REPORT_ARGS+=(--ner "$name=$sweep_dir")
-        # a sweep of another model (pretrained again since) is out of date: the sweep redoes its runs
-        if [[ -f $sweep_dir/report.json && $(cat "$sweep_dir/model.sha256" 2>/dev/null) != "$(weights_sha256 "$model")" ]]; then
-            echo "note: $model changed since $sweep_dir was run; its runs are redone" >&2
-            rm -f "$sweep_dir/report.json"
-        fi
-        stage 7 "fine-tune $(basename "$model") on $name" "$sweep_dir" "$sweep_dir/report.json" || continue
-        NER_ARGS=(--model "$model" --train "$train" --dev "$dev" ${test:+--test "$test"} --output-dir "$sweep_dir"
-            --lrs "$NER_LRS" --seeds "$NER_SEEDS" --epochs "$NER_EPOCHS" --max-length "$NER_MAX_LENGTH"
-            --batch-size "$NER_BATCH" --gradient-accumulation "$NER_ACCUMULATION" --warmup-ratio "$NER_WARMUP_RATIO")
-        # shellcheck disable=SC2086  # NER_EXTRA holds several flags
-        run "${NER_LAUNCH[@]}" biofairseq-ner sweep "${NER_ARGS[@]}" $NER_EXTRA
-    done
-done
-
-# ---- 8. the report: corpus, vocabulary, pretraining and the NER table (Markdown, JSON, plot)
-
-(( RAN == 0 )) || rm -f "$RUN_DIR/report.md"  # a stage ran: the report is out of date
-if stage 8 "write the report" "$RUN_DIR/report.md"; then
-    run "$PYTHON" -m biofairseq.recipe.report "$RUN_DIR" "${REPORT_ARGS[@]}"
-fi
-cat "$RUN_DIR/report.md"
-echo "bsc_bio_es.sh: done [$(elapsed)]; the report is $RUN_DIR/report.md (and .json, .png)" >&2
+recipe_pick
+recipe_convert
+recipe_ner
+recipe_report

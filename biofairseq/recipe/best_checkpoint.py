@@ -1,6 +1,6 @@
-"""The pretraining checkpoint to keep: the one with the lowest validation perplexity.
+"""The pretraining checkpoint to keep: the one with the lowest validation perplexity, or the last one.
 
-    python -m biofairseq.recipe.best_checkpoint SAVE_DIR TRAIN_LOG --output best.json
+    python -m biofairseq.recipe.best_checkpoint SAVE_DIR TRAIN_LOG --output best.json [--keep best|last]
 
 fairseq-train already keeps it as SAVE_DIR/checkpoint_best.pt when it runs with ``--best-checkpoint-metric
 ppl``. (With its default, ``loss``, it compares losses rounded to 3 decimals and keeps the later of equal
@@ -49,14 +49,17 @@ def _number(value):
         return value
 
 
+SKIPPED = ("wps", "wpb", "bsz", "ntokens", "nsentences", "num_updates")
+
+
 def validations(log_file):
-    """One record per validated update (a resumed run may validate an update twice: the last one counts)."""
+    """One record per validated update (a resumed run may validate an update twice: the last one counts), with
+    every metric the criterion logged, named without ``valid_``: loss, ppl and accuracy for masked LM; gen_ppl,
+    disc_acc_replaced, disc_auc, ... for ELECTRA."""
     by_update = {}
     for r in records(log_file, "valid"):
-        by_update[int(r["valid_num_updates"])] = {
-            "update": int(r["valid_num_updates"]), "epoch": int(r["epoch"]), "loss": r["valid_loss"],
-            "ppl": r["valid_ppl"], "accuracy": r.get("valid_accuracy"),
-        }
+        metrics = {k[len("valid_"):]: v for k, v in r.items() if k.startswith("valid_") and k[len("valid_"):] not in SKIPPED}
+        by_update[int(r["valid_num_updates"])] = {"update": int(r["valid_num_updates"]), "epoch": int(r["epoch"]), **metrics}
     return [by_update[u] for u in sorted(by_update)]
 
 
@@ -74,13 +77,27 @@ def saved_best(path):
             settings["best_checkpoint_metric"], bool(settings["maximize_best_checkpoint_metric"]))
 
 
-def pick(save_dir, log_file):
+def _last(save_dir, log_file, history):
+    """checkpoint_last.pt, the end of training, with its validation (ELECTRA keeps the final model)."""
+    checkpoint = save_dir / "checkpoint_last.pt"
+    if not checkpoint.is_file():
+        raise BestCheckpointError(f"{checkpoint}: missing; fairseq-train writes it unless --no-save; train again or give the right SAVE_DIR")
+    update = saved_best(checkpoint)[0]
+    logged = {v["update"]: v for v in history}
+    if update not in logged:
+        raise BestCheckpointError(f"{checkpoint}: saved at update {update}, which {log_file} never validated; is the log another run's? Retrain with FORCE=1")
+    return {"checkpoint": str(checkpoint), "metric": "last", **logged[update], "validations": history}
+
+
+def pick(save_dir, log_file, keep="best"):
     save_dir, log_file = Path(save_dir), Path(log_file)
     if not log_file.is_file():
         raise BestCheckpointError(f"{log_file}: no training log; run fairseq-train with --log-format json --log-file {log_file}")
     history = validations(log_file)
     if not history:
         raise BestCheckpointError(f"{log_file}: no validation in the log; run fairseq-train without --disable-validation")
+    if keep == "last":
+        return _last(save_dir, log_file, history)
     checkpoint = save_dir / "checkpoint_best.pt"
     if not checkpoint.is_file():
         raise BestCheckpointError(f"{checkpoint}: missing; fairseq-train writes it unless --no-save; train again or give the right SAVE_DIR")
@@ -102,19 +119,25 @@ def main(argv=None):
     parser.add_argument("save_dir", type=Path, help="fairseq-train --save-dir")
     parser.add_argument("log_file", type=Path, help="fairseq-train --log-file (with --log-format json)")
     parser.add_argument("--output", type=Path, required=True, help="JSON file to write")
+    parser.add_argument("--keep", choices=("best", "last"), default="best",
+                        help="best: checkpoint_best.pt, checked against the log (default); last: checkpoint_last.pt")
     args = parser.parse_args(argv)
     try:
-        chosen = pick(args.save_dir, args.log_file)
+        chosen = pick(args.save_dir, args.log_file, args.keep)
     except BestCheckpointError as error:
         print(f"best_checkpoint: error: {error}", file=sys.stderr)
         return 1
     from biofairseq.corpus.tables import markdown_table
 
-    rows = [[f"{v['update']:,}", f"{v['epoch']}", f"{v['loss']:.3f}", f"{v['ppl']:.2f}", f"{v['accuracy']:.2f}",
-             "<- best" if v["update"] == chosen["update"] else ""] for v in chosen["validations"]]
-    print(markdown_table(["update", "epoch", "valid loss", "valid ppl", "masked acc. %", ""], rows))
+    from biofairseq.recipe.objectives import objective_of
+
+    objective = objective_of(chosen)
+    headers, rows = objective.table(chosen["validations"])
+    rows = [row + ["<- kept" if v["update"] == chosen["update"] else ""] for row, v in zip(rows, chosen["validations"])]
+    print(markdown_table(headers + [""], rows))
     write_text(args.output, json.dumps(chosen, indent=1) + "\n")
-    print(f"{chosen['checkpoint']}: update {chosen['update']:,}, the lowest validation perplexity ({chosen['ppl']:.2f}); wrote {args.output}")
+    why = "the final checkpoint" if args.keep == "last" else f"the best validation {chosen['metric']}"
+    print(f"{chosen['checkpoint']}: update {chosen['update']:,}, {why} ({objective.summary(chosen)}); wrote {args.output}")
     return 0
 
 

@@ -9,7 +9,9 @@ at F1 0 where random initialisation learns. Three comparisons, all on the valida
   training split, add-one smoothed): the model must be at most ``PPL_RATIO`` times it;
 - masked-token accuracy against always guessing the most frequent training token: at least ``ACC_MARGIN``
   points above it;
-- the last layer must still tell tokens apart: the mean cosine between the final hidden states of the
+- ELECTRA: the discriminator must have left the trivial solution (its validation loss clearly below that of
+  always answering the replace rate); the perplexity and accuracy above are then the generator's;
+- the last layer (ELECTRA: the discriminator's) must still tell tokens apart: the mean cosine between the final hidden states of the
   tokens of validation samples must stay below ``MAX_COSINE`` (a collapsed encoder maps every token to
   nearly the same vector, cosine near 1).
 
@@ -63,8 +65,9 @@ def mean_token_cosine(checkpoint, data_bin, special, samples=SAMPLES):
     for i, line in enumerate(lines):
         batch[i, 0] = bos
         batch[i, 1 : len(line) + 1] = line.long()
-    with torch.no_grad():
-        features = model(batch, features_only=True)[0].float()
+    with torch.no_grad():  # ELECTRA: the discriminator, the tower that is fine-tuned
+        features = (model.discriminator_features(batch) if hasattr(model, "discriminator_features")
+                    else model(batch, features_only=True)[0]).float()
     keep = ~torch.from_numpy(special)[batch]
     vectors = torch.nn.functional.normalize(features[keep], dim=-1).double()
     n = len(vectors)
@@ -76,20 +79,27 @@ def check(best, data_bin):
     from fairseq.data import Dictionary
 
     from biofairseq.data import special_symbols
+    from biofairseq.recipe.objectives import LEFT_TRIVIAL, Electra, objective_of
 
     special = special_symbols(_with_mask(Dictionary.load(str(Path(data_bin) / "dict.txt"))))
     unigram_ppl, frequent_acc = frequency_baselines(data_bin, special)
     cosine = mean_token_cosine(best["checkpoint"], data_bin, special)
-    ppl, accuracy = best["ppl"], best.get("accuracy")
+    objective = objective_of(best)
+    ppl, accuracy = best[objective.ppl], best.get(objective.accuracy)
     problems = []
     if ppl > PPL_RATIO * unigram_ppl:
-        problems.append(f"validation perplexity {ppl:.2f} is not below {PPL_RATIO} x the unigram perplexity {unigram_ppl:.2f}")
+        problems.append(f"{'generator ' if objective is Electra else ''}validation perplexity {ppl:.2f} is not below {PPL_RATIO} x the unigram perplexity {unigram_ppl:.2f}")
     if accuracy is not None and accuracy < frequent_acc + ACC_MARGIN:
         problems.append(f"masked-token accuracy {accuracy:.2f}% is not {ACC_MARGIN:g} point above always guessing the most frequent token ({frequent_acc:.2f}%)")
+    if objective is Electra and not best["disc_loss"] < LEFT_TRIVIAL * best["disc_trivial"]:
+        problems.append(f"the discriminator is at the trivial solution: validation loss {best['disc_loss']:.3f} vs "
+                        f"{best['disc_trivial']:.3f} for always answering the replace rate, "
+                        f"{best.get('disc_acc_replaced', 0):.2f}% of replaced tokens found")
     if cosine >= MAX_COSINE:
         problems.append(f"the last layer has collapsed: mean cosine {cosine:.3f} between token vectors (>= {MAX_COSINE})")
     return {
-        "checkpoint": best["checkpoint"], "update": best.get("update"), "valid_ppl": ppl, "valid_accuracy": accuracy,
+        "checkpoint": best["checkpoint"], "update": best.get("update"), "objective": objective.name,
+        "valid_ppl": ppl, "valid_accuracy": accuracy,
         "unigram_ppl": unigram_ppl, "most_frequent_token_accuracy": frequent_acc, "mean_token_cosine": cosine,
         "thresholds": {"ppl_ratio": PPL_RATIO, "accuracy_margin": ACC_MARGIN, "max_cosine": MAX_COSINE},
         "clearly_better": not problems, "problems": problems,
@@ -103,7 +113,8 @@ def _with_mask(dictionary):
 
 def sentence(result):
     """The one-line verdict, as printed and as the report says it."""
-    figures = (f"validation perplexity {result['valid_ppl']:.2f} vs unigram {result['unigram_ppl']:.2f}; masked-token accuracy "
+    of = "generator " if result.get("objective") == "ELECTRA" else ""
+    figures = (f"{of}validation perplexity {result['valid_ppl']:.2f} vs unigram {result['unigram_ppl']:.2f}; {of}masked-token accuracy "
                f"{result['valid_accuracy']:.2f}% vs most frequent token {result['most_frequent_token_accuracy']:.2f}%; "
                f"mean token cosine {result['mean_token_cosine']:.3f}")
     if result["clearly_better"]:

@@ -26,7 +26,10 @@ def main(argv=None):
 
     transformers.logging.set_verbosity_error()
     transformers.set_seed(args.seed)
-    model = AutoModelForMaskedLM.from_config(AutoConfig.from_pretrained(args.model_dir))
+    config = AutoConfig.from_pretrained(args.model_dir)
+    # the class the folder holds (ElectraForPreTraining for an ELECTRA discriminator), else a masked LM
+    model_class = getattr(transformers, (config.architectures or [""])[0], None)
+    model = model_class(config) if model_class is not None else AutoModelForMaskedLM.from_config(config)
     with staged_folder(args.output_dir, False, FileExistsError) as staging:
         model.save_pretrained(staging)
         AutoTokenizer.from_pretrained(args.model_dir).save_pretrained(staging)

@@ -18,6 +18,7 @@ from pathlib import Path
 from biofairseq.atomic import write_text
 from biofairseq.corpus.tables import markdown_table
 from biofairseq.recipe.best_checkpoint import records
+from biofairseq.recipe.objectives import objective_of
 
 
 class ReportError(Exception):
@@ -46,20 +47,33 @@ def data_bin(run_dir):
     """Dictionary size, lines and tokens per split, from fairseq-preprocess's own log."""
     log = _read(run_dir / "data-bin" / "preprocess.log", "the binarizing stage (preprocess/binarize.sh) did not finish")
     out = {"dictionary": int(re.search(r"Dictionary: (\d+) types", log).group(1))}
+    info = run_dir / "data-bin" / "vocab_info.json"
+    if info.is_file():
+        kind = json.loads(info.read_text()).get("type")
+        out["vocabulary"] = {"bytelevel-bpe": "Byte-level BPE", "sentencepiece": "SentencePiece"}.get(kind, kind)
     for split, lines, tokens in re.findall(r"/(\w+)\.bpe: (\d+) sents, (\d+) tokens", log):
         out[split] = {"lines": int(lines), "tokens": int(tokens)}
     return out
 
 
+def wall_seconds(steps):
+    """Seconds spent in training steps: fairseq's train_wall of each logged interval, summed. (Its ``wall`` clock
+    starts again at a resume or a second length phase, where it can stay at 0.)"""
+    return sum(float(step.get("train_wall") or 0) for step in steps) or None
+
+
 def pretraining(run_dir):
     best = json.loads(_read(run_dir / "pretrain" / "best.json", "the checkpoint-picking stage did not finish"))
-    steps = records(run_dir / "pretrain" / "train.log", "train_inner")
+    objective = objective_of(best)
+    # one record per update: fairseq writes each line to --log-file once more per epoch, and a resume logs again
+    steps = list({int(s["num_updates"]): s for s in records(run_dir / "pretrain" / "train.log", "train_inner")}.values())
     check = run_dir / "pretrain" / "check.json"
-    return {"check": json.loads(check.read_text()) if check.is_file() else None,
+    return {"objective": objective.name, "check": json.loads(check.read_text()) if check.is_file() else None,
             "updates": int(steps[-1]["num_updates"]) if steps else None,
-            "wall_seconds": steps[-1].get("wall") if steps else None,
-            "best": {k: best[k] for k in ("checkpoint", "update", "epoch", "loss", "ppl", "accuracy")},
-            "validations": best["validations"], "train": [{"update": int(s["num_updates"]), "ppl": s["ppl"]} for s in steps]}
+            "wall_seconds": wall_seconds(steps),
+            "best": {k: v for k, v in best.items() if k != "validations"},
+            "validations": best["validations"],
+            "train": [{"update": int(s["num_updates"]), "ppl": s[objective.curve]} for s in steps]}
 
 
 def ner(pairs):
@@ -80,7 +94,7 @@ def markdown(run_dir, found):
     from biofairseq.finetune import report
 
     s, c, d, p = found["settings"], found["corpus"], found["data_bin"], found["pretraining"]
-    lines = [f"# bsc-bio-es, PRESET={s.get('PRESET', '?')}", "",
+    lines = [f"# {s.get('RECIPE', 'bsc_bio_es')}, PRESET={s.get('PRESET', '?')}", "",
              f"Run folder `{run_dir}`; its settings are in `recipe.env`. Every number below is read from the files the stages wrote.", "",
              "## Corpus (`clean/stats.json`)", ""]
     rows = [[name, f"{v['docs_in']:,}", f"{v['docs_out']:,}", f"{v['sentences_out']:,}", f"{v['tokens_out']:,}"]
@@ -88,15 +102,18 @@ def markdown(run_dir, found):
     lines += [markdown_table(["source", "documents in", "documents kept", "sentences", "words"], rows), "",
               f"{c['train_docs']:,} documents for training, {c['valid_docs']:,} held out for validation.", "",
               "## Vocabulary and data-bin", "",
-              f"Byte-level BPE of {d['dictionary']:,} entries (`vocab/`). `data-bin/`: "
-              + ", ".join(f"{split} {v['tokens']:,} tokens in {v['lines']:,} lines" for split, v in d.items() if split != "dictionary") + ".", "",
+              f"{d.get('vocabulary', 'Byte-level BPE')} of {d['dictionary']:,} entries (`vocab/`). `data-bin/`: "
+              + ", ".join(f"{split} {v['tokens']:,} tokens in {v['lines']:,} lines" for split, v in d.items() if isinstance(v, dict)) + ".", "",
               "## Pretraining (`pretrain/`)", ""]
     b = p["best"]
-    wall = f" in {p['wall_seconds'] / 60:.1f} minutes of fairseq's wall clock" if p["wall_seconds"] else ""
-    lines += [f"`{s.get('ARCH', '?')}`, {p['updates']:,} updates{wall}. The lowest validation perplexity, {b['ppl']:.2f} "
-              f"(masked-token accuracy {b['accuracy']:.2f}%), is at update {b['update']:,}: `{b['checkpoint']}`, converted to transformers in `hf/`.", ""]
-    rows = [[f"{v['update']:,}", f"{v['ppl']:.2f}", f"{v['accuracy']:.2f}"] for v in p["validations"]]
-    lines += [markdown_table(["update", "valid ppl", "masked acc. %"], rows), ""]
+    objective = objective_of(b)
+    wall = f" in {p['wall_seconds'] / 60:.1f} minutes of training steps (fairseq's train_wall)" if p["wall_seconds"] else ""
+    kept = "the final checkpoint" if b.get("metric") == "last" else f"the best validation {b.get('metric', 'ppl')}"
+    lines += [f"`{s.get('ARCH', '?')}`, {objective.name}, {p['updates']:,} updates{wall}. Kept: {kept}, update "
+              f"{b['update']:,} ({objective.summary(b)}): `{b['checkpoint']}`, converted to transformers in `hf/`.", ""]
+    headers, rows = objective.table(p["validations"])
+    lines += [markdown_table(headers, rows), ""]
+    lines += [f"{finding}" for finding in objective.findings(p["validations"])] + ([""] if objective.findings(p["validations"]) else [])
     if p["check"]:
         from biofairseq.recipe.pretraining_check import sentence
 
@@ -125,8 +142,10 @@ def plot(found, path):
     fig, axes = report.figure(1 + len(panels))
     p = found["pretraining"]
     axes[0].plot([t["update"] for t in p["train"]], [t["ppl"] for t in p["train"]], label="train")
-    axes[0].plot([v["update"] for v in p["validations"]], [v["ppl"] for v in p["validations"]], marker="o", markersize=3, label="valid")
-    axes[0].set(title="pretraining", xlabel="update", ylabel="perplexity", yscale="log")
+    key = objective_of(p["best"]).curve
+    axes[0].plot([v["update"] for v in p["validations"]], [v[key] for v in p["validations"]], marker="o", markersize=3, label="valid")
+    what = "generator perplexity" if p.get("objective") == "ELECTRA" else "perplexity"
+    axes[0].set(title="pretraining", xlabel="update", ylabel=what, yscale="log")
     axes[0].grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     for ax, (name, model, model_runs) in zip(axes[1:], panels):

@@ -1,0 +1,116 @@
+"""ELECTRA's training step against masked LM's, with the same discriminator shape, data and batch.
+
+An ELECTRA step runs the generator (1/3 of the width at base), samples, and runs the discriminator; a masked-LM
+step runs one encoder of the discriminator's shape. Both train with fairseq-train on the same real clinical
+cases (document_mlm's blocks, the same --batch-size), interleaved (MLM, ELECTRA, MLM, ...) so that machine noise
+hits both alike. Speed is fairseq's own updates/s over the logged intervals after the first; peak memory is the
+maximum resident set size of each process. The expected ratio comes from counting matmul FLOPs (below).
+
+    .venv/bin/python benchmarks/electra_vs_mlm_step.py --rounds 3 --updates 60 \
+        --output benchmarks/results/electra_vs_mlm_step.md                      # CPU: 4 x 384, 128 tokens
+    python benchmarks/electra_vs_mlm_step.py --layers 12 --width 768 --tokens 512 --batch 32 --gpu --bf16  # base
+"""
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
+from measure import fairseq_train_speed  # noqa: E402
+
+FRACTION = 1 / 3  # the generator's width at base (BioELECTRA's 768/256)
+
+
+def flags(args):
+    shape = ["--encoder-layers", args.layers, "--encoder-embed-dim", args.width, "--encoder-ffn-embed-dim",
+             4 * args.width, "--encoder-attention-heads", args.width // 64]
+    common = [
+        "--user-dir", REPO / "biofairseq", "--tokens-per-sample", args.tokens, "--batch-size", args.batch,
+        "--optimizer", "adam", "--adam-betas", "(0.9,0.999)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
+        "--lr", "2e-4", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "10", "--num-workers", "2",
+        "--seed", "1", "--log-format", "json", "--log-interval", "10", "--disable-validation", "--no-save",
+        *(["--bf16" if args.bf16 else "--fp16"] if args.gpu else ["--cpu"]),
+    ]
+    return {
+        "masked LM (document_mlm, bio_roberta_base shape)": [
+            *common, "--task", "document_mlm", "--criterion", "masked_lm_accuracy", "--arch", "bio_roberta_base", *shape],
+        "ELECTRA (electra, generator 1/3)": [
+            *common, "--task", "electra", "--criterion", "electra", "--arch", "electra_base", *shape,
+            "--embedding-dim", args.width, "--generator-width-fraction", FRACTION],
+    }
+
+
+def flop_ratio(layers, width, tokens, vocab, mask_prob=0.15):
+    """ELECTRA / masked LM matmul FLOPs per token (forward; backward is twice that for both): each layer's
+    projections and FFN (12 d^2) plus attention scores and values (2 T d); the masked LM's and the generator's
+    output layers over the 15% selected tokens; the discriminator's head (d^2 + d). Embedding lookups count 0."""
+    layer = lambda d: layers * (12 * d * d + 2 * tokens * d)
+    g = int(round(width * FRACTION))
+    mlm = layer(width) + mask_prob * (width * width + width * vocab)
+    electra = layer(width) + layer(g) + width * g + mask_prob * (g * width + width * vocab) + width * width + width
+    return electra / mlm
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each")
+    parser.add_argument("--updates", type=int, default=60, help="updates per run")
+    parser.add_argument("--layers", type=int, default=4)
+    parser.add_argument("--width", type=int, default=384, help="discriminator width (a multiple of 64)")
+    parser.add_argument("--tokens", type=int, default=128, help="--tokens-per-sample")
+    parser.add_argument("--batch", type=int, default=16, help="sequences per update")
+    parser.add_argument("--gpu", action="store_true", help="train on the GPU (fp16, or --bf16)")
+    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--output", type=Path, help="also write the Markdown result here")
+    args = parser.parse_args()
+    systems = flags(args)
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000)
+        vocab = sum(1 for _ in open(corpus.data_bin / "dict.txt")) + 4
+        results = {name: [] for name in systems}
+        for r in range(args.rounds):
+            for name, extra in systems.items():
+                results[name].append(fairseq_train_speed(corpus.data_bin, extra, args.updates, Path(tmp) / "save", cwd=REPO))
+                print(f"round {r + 1} {name}: {results[name][-1]}", flush=True)
+    names = list(systems)
+    median = {n: {k: statistics.median(x[k] for x in runs) for k in runs[0]} for n, runs in results.items()}
+    step = [b["ups"] / e["ups"] for b, e in zip(results[names[0]], results[names[1]])]  # per round, back to back
+    memory = [e["peak_rss_mb"] / b["peak_rss_mb"] for b, e in zip(results[names[0]], results[names[1]])]
+    device = "GPU, " + ("bf16" if args.bf16 else "fp16") if args.gpu else f"{os.cpu_count()} CPU cores, fp32"
+    command = " ".join(sys.argv[1:])
+    lines = [
+        "# ELECTRA step time vs masked LM step time",
+        "",
+        f"Command: `python benchmarks/electra_vs_mlm_step.py {command}`",
+        "",
+        f"{args.rounds} interleaved rounds of {args.updates} updates each; discriminator and masked LM both "
+        f"{args.layers} x {args.width} (FFN {4 * args.width}, {args.width // 64} heads), generator "
+        f"{int(round(args.width * FRACTION))} wide; {args.tokens} tokens per sample, {args.batch} sequences per update, "
+        f"400 real clinical cases (document blocks), vocabulary {vocab:,}; {device}. Medians over rounds.",
+        "",
+        "| system | updates/s | tokens/s | peak RSS (MB) |",
+        "|---|---|---|---|",
+        *(f"| {n} | {m['ups']:.2f} | {m['wps']:.0f} | {m['peak_rss_mb']:.0f} |" for n, m in median.items()),
+        "",
+        f"- ELECTRA step time / masked LM step time: **{statistics.median(step):.3f}** (rounds: {min(step):.3f} to "
+        f"{max(step):.3f}); goal <= 1.35 at base",
+        f"- expected from matmul FLOPs at these shapes: {flop_ratio(args.layers, args.width, args.tokens, vocab):.3f} "
+        f"(at base, 12 x 768, 512 tokens, 30k vocabulary: {flop_ratio(12, 768, 512, 30522):.3f})",
+        f"- peak memory ratio: {statistics.median(memory):.3f}",
+        "",
+        "Per run: " + json.dumps(results),
+    ]
+    print("\n".join(lines))
+    if args.output:
+        args.output.parent.mkdir(parents=True, exist_ok=True)
+        args.output.write_text("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    main()

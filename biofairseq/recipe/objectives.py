@@ -1,0 +1,72 @@
+"""What a recipe reports of each pretraining objective: which logged numbers, in which table, in which words.
+
+The stages (pick, check, report) read validations as the criterion logged them (``best_checkpoint.validations``)
+and ask the objective found there how to show them, so that they do not depend on the objective.
+"""
+
+# ELECTRA's discriminator has left the trivial solution once its loss is this far below the loss of always
+# answering the replace rate (disc_trivial).
+LEFT_TRIVIAL = 0.9
+
+
+class MaskedLM:
+    name = "masked LM"
+    ppl, accuracy, curve = "ppl", "accuracy", "ppl"  # the logged keys the check and the plot use
+
+    @staticmethod
+    def table(validations):
+        rows = [[f"{v['update']:,}", f"{v['epoch']}", f"{v['loss']:.3f}", f"{v['ppl']:.2f}", _pct(v.get("accuracy"))]
+                for v in validations]
+        return ["update", "epoch", "valid loss", "valid ppl", "masked acc. %"], rows
+
+    @staticmethod
+    def summary(v):
+        return f"validation perplexity {v['ppl']:.2f}, masked-token accuracy {_pct(v.get('accuracy'))}%"
+
+    @staticmethod
+    def findings(validations):
+        return []
+
+
+class Electra:
+    name = "ELECTRA"
+    ppl, accuracy, curve = "gen_ppl", "gen_acc", "gen_ppl"
+
+    @staticmethod
+    def table(validations):
+        rows = [[f"{v['update']:,}", f"{v['gen_ppl']:.2f}", _pct(v.get("gen_acc")),
+                 f"{v['disc_loss']:.3f} ({v['disc_trivial']:.3f})", _pct(v.get("disc_acc_replaced")),
+                 _pct(v.get("disc_acc_original")), _pct(v.get("disc_precision")), f"{v.get('disc_auc', float('nan')):.3f}",
+                 f"{v['disc_cosine']:.3f}"] for v in validations]
+        return ["update", "generator ppl", "generator acc. %", "disc. loss (trivial)", "replaced found %",
+                "originals kept %", "disc. precision %", "disc. AUC", "token cosine"], rows
+
+    @staticmethod
+    def summary(v):
+        return (f"generator perplexity {v['gen_ppl']:.2f} (accuracy {_pct(v.get('gen_acc'))}%); discriminator: "
+                f"{_pct(v.get('disc_acc_replaced'))}% of replaced tokens found, AUC {v.get('disc_auc', float('nan')):.3f}, "
+                f"loss {v['disc_loss']:.3f} vs {v['disc_trivial']:.3f} for always answering the replace rate")
+
+    @staticmethod
+    def left_trivial(validations):
+        """The first validated update at which the discriminator's loss is clearly below the trivial one, or None."""
+        return next((v["update"] for v in validations if v["disc_loss"] < LEFT_TRIVIAL * v["disc_trivial"]), None)
+
+    @classmethod
+    def findings(cls, validations):
+        update = cls.left_trivial(validations)
+        if update is None:
+            return [f"The discriminator never left the trivial solution in {validations[-1]['update']:,} updates: its "
+                    f"validation loss stayed above {LEFT_TRIVIAL} x the loss of always answering the replace rate. "
+                    "Its pretraining taught it little; ELECTRA needs far more updates than this."]
+        return [f"The discriminator left the trivial solution at update {update:,} (validation loss below {LEFT_TRIVIAL} x "
+                "the loss of always answering the replace rate)."]
+
+
+def objective_of(record):
+    """The objective whose numbers a validation record (or best.json) holds."""
+    return Electra if "gen_ppl" in record else MaskedLM
+
+
+def _pct(value):
+    return "-" if value is None else f"{value:.2f}"

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# BioELECTRA (Kanakarajan et al. 2021, "BioELECTRA: Pretrained Biomedical text Encoder using Discriminators"):
+# raw text -> cleaned corpus -> vocabulary -> data-bin -> ELECTRA replaced-token detection with fairseq-train
+# --task electra (90% of updates at 128 tokens, 10% at 512) -> the final checkpoint -> its discriminator in
+# transformers (and its generator) -> NER with layer-wise learning-rate decay -> report.
+#
+#   bash recipes/bioelectra.sh                                   # PRESET=tiny: the bundled sample, CPU, minutes
+#   PRESET=paper SOURCES="pubmed=raw/pubmed" NER_DATA="ncbi=data/ncbi_disease" NUM_GPUS=8 bash recipes/bioelectra.sh
+#
+# Printing, skipping, resuming, FORCE, recipe.env and Slurm work as in recipes/bsc_bio_es.sh (both use
+# recipes/lib/stages.sh); its variables apply here too. Besides them:
+#   EMBEDDING_SHARING  tied (ELECTRA's, default), gdes (DeBERTa-v3's gradient-disentangled sharing) or none
+#   CORPUS_LANG    the corpus language for the cleaning's language filter (tiny: es, the bundled sample; paper: en)
+#   VOCAB_TYPE     bytelevel-bpe (default) or sentencepiece. BioELECTRA used PubMedBERT's uncased WordPiece
+#                  vocabulary of 30,522 entries; WordPiece is not one of ours, so the paper preset learns a
+#                  SentencePiece vocabulary of that size on the corpus.
+#   MASK_PROB      share of real tokens the generator fills in (0.15; ELECTRA-large: 0.25)
+#   PHASE2_SHARE, PHASE2_TOKENS_PER_SAMPLE, PHASE2_SEQUENCES_PER_UPDATE, PHASE2_BATCH_PER_DEVICE: the second
+#                  length phase (paper: the last 10% of updates at 512 tokens)
+#   NER_LAYERWISE_DECAY  learning rate x this per layer below the head (paper: 0.8)
+set -euo pipefail
+
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+RECIPE=bioelectra
+PRESET=${PRESET:-tiny}
+PYTHON=${PYTHON:-python}
+# shellcheck source=lib/stages.sh
+source "$REPO/recipes/lib/stages.sh"
+
+case $PRESET in
+tiny)
+    SOURCES=${SOURCES:-clinical=$REPO/examples/data/clinical_cases.jsonl.gz}
+    NER_DATA=${NER_DATA:-pharmaconer=$REPO/examples/data/pharmaconer}
+    CORPUS_LANG=${CORPUS_LANG:-es}
+    VALID_DOCS=${VALID_DOCS:-50}
+    VOCAB_TYPE=${VOCAB_TYPE:-bytelevel-bpe}
+    VOCAB_SIZE=${VOCAB_SIZE:-8000}
+    ARCH=${ARCH:-electra_tiny}
+    TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-128}
+    SEQUENCES_PER_UPDATE=${SEQUENCES_PER_UPDATE:-32}
+    BATCH_PER_DEVICE=${BATCH_PER_DEVICE:-32}
+    PHASE2_SHARE=${PHASE2_SHARE:-0.1}
+    PHASE2_TOKENS_PER_SAMPLE=${PHASE2_TOKENS_PER_SAMPLE:-512}
+    PHASE2_SEQUENCES_PER_UPDATE=${PHASE2_SEQUENCES_PER_UPDATE:-8}
+    PHASE2_BATCH_PER_DEVICE=${PHASE2_BATCH_PER_DEVICE:-8}
+    PEAK_LR=${PEAK_LR:-5e-4}  # ELECTRA-small's, the reference's rate for small models
+    WARMUP_UPDATES=${WARMUP_UPDATES:-50}
+    MAX_UPDATE=${MAX_UPDATE:-600}
+    SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-100}
+    LOG_INTERVAL=${LOG_INTERVAL:-20}
+    # the bsc_bio_es tiny preset's fine-tuning, with the paper's layer-wise decay and warm-up
+    NER_LRS=${NER_LRS:-5e-4,1e-3}
+    NER_SEEDS=${NER_SEEDS:-1,2}
+    NER_EPOCHS=${NER_EPOCHS:-10}
+    NER_MAX_LENGTH=${NER_MAX_LENGTH:-$TOKENS_PER_SAMPLE}
+    NER_BATCH=${NER_BATCH:-32}
+    NER_ACCUMULATION=${NER_ACCUMULATION:-1}
+    NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
+    NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-0.8}
+    BASELINE=${BASELINE:-random-init}
+    # minutes of a 2-layer ELECTRA on a CPU do not leave the trivial solution: say so in the report, and go on
+    WEAK_PRETRAINING=${WEAK_PRETRAINING:-continue}
+    ;;
+paper)
+    [[ -n ${SOURCES:-} ]] || die "PRESET=paper needs SOURCES=\"NAME=PATH ...\" (the raw pretraining corpora, PubMed for BioELECTRA); see the top of $0"
+    [[ -n ${NER_DATA:-} ]] || die "PRESET=paper needs NER_DATA=\"NAME=DIR ...\" (e.g. ncbi=path/to/ncbi_disease with train/ valid/ test/); see the top of $0"
+    CORPUS_LANG=${CORPUS_LANG:-en}
+    VALID_DOCS=${VALID_DOCS:-2000}
+    VOCAB_TYPE=${VOCAB_TYPE:-sentencepiece}
+    VOCAB_SIZE=${VOCAB_SIZE:-30522}
+    ARCH=${ARCH:-bio_electra_base}  # Table 5: 12 layers, 768/256, FFN 3072/1024, heads 12/4
+    TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-128}
+    SEQUENCES_PER_UPDATE=${SEQUENCES_PER_UPDATE:-256}  # ELECTRA-base's batch (the paper's table gives none)
+    BATCH_PER_DEVICE=${BATCH_PER_DEVICE:-32}
+    PHASE2_SHARE=${PHASE2_SHARE:-0.1}
+    PHASE2_TOKENS_PER_SAMPLE=${PHASE2_TOKENS_PER_SAMPLE:-512}
+    PHASE2_SEQUENCES_PER_UPDATE=${PHASE2_SEQUENCES_PER_UPDATE:-256}
+    PHASE2_BATCH_PER_DEVICE=${PHASE2_BATCH_PER_DEVICE:-8}
+    PEAK_LR=${PEAK_LR:-2e-4}
+    WARMUP_UPDATES=${WARMUP_UPDATES:-10000}
+    MAX_UPDATE=${MAX_UPDATE:-1000000}
+    SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-10000}
+    LOG_INTERVAL=${LOG_INTERVAL:-100}
+    NER_LRS=${NER_LRS:-3e-5,5e-5,1e-4,1.5e-4,2e-4}
+    NER_SEEDS=${NER_SEEDS:-1,2,3}
+    NER_EPOCHS=${NER_EPOCHS:-5}
+    NER_MAX_LENGTH=${NER_MAX_LENGTH:-512}
+    NER_BATCH=${NER_BATCH:-32}
+    NER_ACCUMULATION=${NER_ACCUMULATION:-1}
+    NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
+    NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-0.8}
+    BASELINE=${BASELINE:-none}
+    ;;
+*) die "PRESET=$PRESET: unknown; use PRESET=tiny or PRESET=paper" ;;
+esac
+EMBEDDING_SHARING=${EMBEDDING_SHARING:-tied}
+MASK_PROB=${MASK_PROB:-0.15}
+KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
+
+recipe_check_settings
+one_of EMBEDDING_SHARING "$EMBEDDING_SHARING" tied gdes none
+one_of VOCAB_TYPE "$VOCAB_TYPE" bytelevel-bpe sentencepiece
+check_number MASK_PROB
+recipe_check_tools
+recipe_check_inputs
+recipe_keep_settings PRESET SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_TYPE VOCAB_SIZE ARCH EMBEDDING_SHARING MASK_PROB \
+    TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PHASE2_SHARE PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PEAK_LR \
+    WARMUP_UPDATES MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO \
+    NER_LAYERWISE_DECAY NER_EXTRA BASELINE WEAK_PRETRAINING
+
+recipe_corpus "$CORPUS_LANG" "$VOCAB_TYPE"
+
+# ---- 4. pretrain with fairseq-train --task electra --criterion electra (Table 5)
+
+TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight 50
+    --sample-break-mode complete_doc --mask-prob "$MASK_PROB")
+MODEL_ARGS=(--arch "$ARCH" --embedding-sharing "$EMBEDDING_SHARING" --dropout 0.1 --attention-dropout 0.1)
+OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
+    --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
+recipe_pretrain
+
+# ---- 5-8. the final checkpoint, checked; its discriminator (and generator) in transformers; NER; report
+
+recipe_pick
+recipe_convert --generator
+recipe_ner
+recipe_report

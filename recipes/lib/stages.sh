@@ -1,0 +1,281 @@
+# The stage machinery every recipe shares: checks, printing, skipping and resuming, settings kept and compared,
+# hardware, and the stages themselves (clean, vocabulary, binarize, pretrain in one or two length phases, pick,
+# check, convert, random-init baseline, NER sweep, report). Sourced by recipes/*.sh after they set:
+#
+#   RECIPE        the recipe's name (messages, the report's title, the transformers folder hf/$RECIPE)
+#   the preset's variables (see recipes/bsc_bio_es.sh and recipes/bioelectra.sh), and before recipe_pretrain:
+#   TASK_ARGS, MODEL_ARGS, OPTIM_ARGS   fairseq-train flags of the objective, the model and the optimizer
+#   KEEP          best: the checkpoint with the best validation BEST_METRIC; last: the final one (ELECTRA's way)
+#
+# Two length phases (BERT, BETO, BioELECTRA), any objective: PHASE2_SHARE=0.1 trains the last 10% of MAX_UPDATE
+# updates at PHASE2_TOKENS_PER_SAMPLE tokens with PHASE2_SEQUENCES_PER_UPDATE sequences (PHASE2_BATCH_PER_DEVICE
+# per device). Phase 2 continues from phase 1's checkpoint_last.pt with --reset-dataloader only: the optimizer
+# state and one learning-rate schedule over --total-num-update MAX_UPDATE run on. The model's position table
+# has 512 rows from the first update (the presets' --max-positions), so it is not outgrown.
+
+die() { echo "$RECIPE.sh: error: $*" >&2; exit 1; }
+
+one_of() {  # one_of NAME VALUE CHOICES...
+    local name=$1 value=$2 choice
+    shift 2
+    for choice in "$@"; do [[ $value == "$choice" ]] && return; done
+    die "$name=$value: unknown; use one of: $*"
+}
+
+NUMBER='[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?'
+check_whole() { local v; for v in "$@"; do [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: not a whole number"; done; }
+check_positive() { local v; for v in "$@"; do (( ${!v} > 0 )) || die "$v=${!v}: must be at least 1"; done; }
+check_number() { local v; for v in "$@"; do [[ ${!v} =~ ^$NUMBER$ ]] || die "$v=${!v}: not a number"; done; }
+check_list() {
+    local v
+    for v in "$@"; do [[ ${!v} =~ ^$NUMBER(,$NUMBER)*$ ]] || die "$v=${!v}: give comma-separated numbers, as 5e-5,1e-4"; done
+}
+
+recipe_check_settings() {
+    # defaults every recipe shares
+    RUN_DIR=${RUN_DIR:-runs/$RECIPE/$PRESET}
+    FORCE=${FORCE:-0} NUM_NODES=${NUM_NODES:-1} WORKERS=${WORKERS:-$(nproc)} NER_EXTRA=${NER_EXTRA:-}
+    WEAK_PRETRAINING=${WEAK_PRETRAINING:-stop} NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-1}
+    PHASE2_SHARE=${PHASE2_SHARE:-0} PHASE2_TOKENS_PER_SAMPLE=${PHASE2_TOKENS_PER_SAMPLE:-512}
+    PHASE2_SEQUENCES_PER_UPDATE=${PHASE2_SEQUENCES_PER_UPDATE:-$SEQUENCES_PER_UPDATE}
+    PHASE2_BATCH_PER_DEVICE=${PHASE2_BATCH_PER_DEVICE:-$BATCH_PER_DEVICE}
+    one_of FORCE "$FORCE" 0 1
+    one_of BASELINE "$BASELINE" random-init none
+    one_of WEAK_PRETRAINING "$WEAK_PRETRAINING" stop continue
+    [[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16 bf16
+    check_whole VALID_DOCS VOCAB_SIZE TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE BATCH_PER_DEVICE WARMUP_UPDATES MAX_UPDATE \
+        SAVE_INTERVAL_UPDATES LOG_INTERVAL NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS \
+        PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE ${NUM_GPUS:+NUM_GPUS}
+    check_positive SEQUENCES_PER_UPDATE BATCH_PER_DEVICE MAX_UPDATE SAVE_INTERVAL_UPDATES NER_BATCH NER_ACCUMULATION \
+        NUM_NODES WORKERS PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE
+    check_number PEAK_LR NER_EPOCHS NER_WARMUP_RATIO NER_LAYERWISE_DECAY PHASE2_SHARE
+    check_list NER_LRS NER_SEEDS
+    awk "BEGIN { exit !($PHASE2_SHARE < 1) }" || die "PHASE2_SHARE=$PHASE2_SHARE: the share of updates at the second length must be below 1 (0: one phase)"
+    (( PHASE2_TOKENS_PER_SAMPLE <= 512 )) || die "PHASE2_TOKENS_PER_SAMPLE=$PHASE2_TOKENS_PER_SAMPLE: the presets' position table has 512 rows"
+}
+
+recipe_check_tools() {
+    local tool
+    for tool in "$PYTHON" fairseq-train fairseq-preprocess biofairseq-convert biofairseq-ner; do
+        command -v "$tool" >/dev/null || die "$tool: not found; run 'make install' and 'source .venv/bin/activate' (or 'make demo'), then run this again"
+    done
+    if [[ -z ${NUM_GPUS:-} ]]; then
+        NUM_GPUS=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")
+    fi
+    DEVICES=$(( NUM_GPUS > 0 ? NUM_GPUS * NUM_NODES : 1 ))
+    UPDATE_FREQ=$(update_freq SEQUENCES_PER_UPDATE BATCH_PER_DEVICE)
+    PHASE2_UPDATE_FREQ=$(update_freq PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE)
+}
+
+update_freq() {  # update_freq SEQUENCES_VAR BATCH_VAR: gradient accumulation steps, or die
+    local sequences=${!1} batch=${!2}
+    (( sequences % (DEVICES * batch) == 0 )) ||
+        die "$1=$sequences is not a multiple of $DEVICES device(s) x $2=$batch; change $2"
+    echo $(( sequences / (DEVICES * batch) ))
+}
+
+recipe_check_inputs() {
+    local source dataset name dir train dev test
+    for source in $SOURCES; do
+        [[ $source == *=* && -e ${source#*=} ]] || die "SOURCES: '$source': give NAME=PATH, PATH an existing file or folder"
+    done
+    NER_NAMES=() NER_TRAIN=() NER_DEV=() NER_TEST=()
+    for dataset in $NER_DATA; do
+        name=${dataset%%=*} dir=${dataset#*=}
+        [[ $name != "$dataset" && -d $dir ]] || die "NER_DATA: '$dataset': give NAME=DIR, DIR a folder with train, valid and test"
+        train=$(split_path "$dir" train) dev=$(split_path "$dir" valid dev devel) test=$(split_path "$dir" test)
+        [[ -n $train && -n $dev ]] || die "$dir: needs train and valid (or dev, devel): BRAT folders or CoNLL files (.conll, .tsv, .bio)"
+        NER_NAMES+=("$name") NER_TRAIN+=("$train") NER_DEV+=("$dev") NER_TEST+=("$test")
+    done
+    CLEAN=$RUN_DIR/clean VOCAB=$RUN_DIR/vocab DATA_BIN=$RUN_DIR/data-bin PRETRAIN=$RUN_DIR/pretrain
+    HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner
+}
+
+split_path() {  # split_path DIR NAME...: the first DIR/NAME[.conll|.tsv|.bio] that exists
+    local dir=$1 name ext
+    shift
+    for name in "$@"; do
+        for ext in "" .conll .tsv .bio; do
+            [[ -e $dir/$name$ext ]] && { echo "$dir/$name$ext"; return; }
+        done
+    done
+}
+
+# ---- printing, skipping, resuming
+
+run() {  # prints a command so that it can be pasted into a shell, then runs it
+    echo "+ $(printf '%q ' "$@")" >&2
+    "$@" >&2  # stdout is for the report alone
+}
+weights_sha256() {  # the fingerprint biofairseq-ner records for a model folder: sha256 of its weight files, in name order
+    cat $(find "$1" -maxdepth 1 \( -name '*.safetensors' -o -name '*.bin' \) | LC_ALL=C sort) | sha256sum | cut -d' ' -f1
+}
+elapsed() { printf '%d:%02d elapsed' $((SECONDS / 60)) $((SECONDS % 60)); }
+RAN=0
+stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (default OUTPUT) exists
+    local output=$3 done=${4:-$3}
+    echo >&2
+    echo "==== $1 $2 -> $output  [$(elapsed)]" >&2
+    if [[ $FORCE == 1 && -e $output ]]; then
+        run rm -rf "$output"  # FORCE=1: start the stage afresh
+    fi
+    if [[ -e $done ]]; then
+        echo "skipped: $done exists (FORCE=1 redoes it)" >&2
+        return 1
+    fi
+    RAN=1
+}
+
+recipe_keep_settings() {  # recipe_keep_settings VAR...: recorded in recipe.env on the first run, compared on the next
+    local v differing settings
+    mkdir -p "$RUN_DIR"
+    settings=$(for v in RECIPE "$@"; do echo "$v=${!v}"; done)
+    if [[ $FORCE != 1 && -f $RUN_DIR/recipe.env ]] && ! differing=$(diff <(echo "$settings") "$RUN_DIR/recipe.env"); then
+        echo "note: settings differ from $RUN_DIR/recipe.env; stages already done keep their outputs (FORCE=1 redoes them):" >&2
+        echo "$differing" | sed -n 's/^[<>]/  &/p' >&2
+    else
+        echo "$settings" >"$RUN_DIR/recipe.env"
+    fi
+    echo "$RECIPE.sh: PRESET=$PRESET RUN_DIR=$RUN_DIR; $(( NUM_GPUS > 0 ? NUM_GPUS : 0 )) GPU(s) x $NUM_NODES machine(s), update frequency $UPDATE_FREQ" >&2
+}
+
+# ---- 1-3. corpus, vocabulary, data-bin
+
+recipe_corpus() {  # recipe_corpus LANG VOCAB_TYPE
+    local source
+    if stage 1 "clean the sources" "$CLEAN" "$CLEAN/stats.json"; then
+        local clean_args=(--output-dir "$CLEAN" --lang "$1" --valid-docs "$VALID_DOCS" --workers "$WORKERS")
+        for source in $SOURCES; do clean_args+=(--source "$source"); done
+        run "$PYTHON" "$REPO/preprocess/clean_corpus.py" "${clean_args[@]}"
+    fi
+    if stage 2 "learn the vocabulary ($2, $VOCAB_SIZE entries)" "$VOCAB"; then
+        run "$PYTHON" "$REPO/preprocess/train_vocab.py" --input "$CLEAN/train.txt" --type "$2" --vocab-size "$VOCAB_SIZE" \
+            --output-dir "$VOCAB" --workers "$WORKERS"
+    fi
+    if stage 3 "encode and binarize" "$DATA_BIN"; then
+        PYTHON=$PYTHON run bash "$REPO/preprocess/binarize.sh" "$CLEAN" "$VOCAB" "$DATA_BIN" "$WORKERS"
+    fi
+}
+
+# ---- 4. pretrain with fairseq-train (resumes from checkpoint_last.pt), in one or two length phases
+
+pretrain_phase() {  # pretrain_phase TOKENS_PER_SAMPLE BATCH_PER_DEVICE UPDATE_FREQ UNTIL_UPDATE [FLAG...]
+    local tokens=$1 batch=$2 freq=$3 until=$4
+    shift 4
+    run "${LAUNCH[@]}" fairseq-train "$DATA_BIN" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
+        "${MODEL_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$MAX_UPDATE" --max-update "$until" \
+        --batch-size "$batch" --update-freq "$freq" --num-workers 2 "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" \
+        "${HARDWARE_ARGS[@]}" "$@"
+}
+
+recipe_pretrain() {
+    stage 4 "pretrain $ARCH" "$PRETRAIN" "$PRETRAIN/finished" || return 0
+    # the checkpoint records its BPE, so that fairseq's from_pretrained encodes text with no further arguments
+    mapfile -t BPE_ARGS < <("$PYTHON" -m biofairseq.bpe_flags "$DATA_BIN")
+    (( ${#BPE_ARGS[@]} )) || die "$DATA_BIN: no vocabulary recorded (vocab_info.json); FORCE=1 rebuilds the data-bin"
+    CHECKPOINT_ARGS=(--save-dir "$PRETRAIN/checkpoints" --save-interval-updates "$SAVE_INTERVAL_UPDATES"
+        --keep-interval-updates 2 --no-epoch-checkpoints --best-checkpoint-metric "$BEST_METRIC")
+    [[ $BEST_MAXIMIZE == 1 ]] && CHECKPOINT_ARGS+=(--maximize-best-checkpoint-metric)
+    LOG_ARGS=(--log-format json --log-interval "$LOG_INTERVAL" --log-file "$PRETRAIN/train.log"
+        --tensorboard-logdir "$PRETRAIN/tensorboard" --seed 1)
+    LAUNCH=()
+    if (( NUM_GPUS == 0 )); then
+        HARDWARE_ARGS=(--cpu)
+    else
+        HARDWARE_ARGS=("--${PRECISION:-fp16}" --distributed-world-size "$DEVICES")
+        if (( NUM_NODES > 1 )); then
+            # fairseq's launcher reads Slurm's variables: one task per machine, one process per GPU.
+            LAUNCH=(srun --nodes "$NUM_NODES" --ntasks-per-node 1 --gpus-per-node "$NUM_GPUS")
+            HARDWARE_ARGS+=(--distributed-port "${DISTRIBUTED_PORT:-12345}")
+        fi
+    fi
+    mkdir -p "$PRETRAIN"
+    if [[ $PHASE2_SHARE == 0 ]]; then
+        pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$MAX_UPDATE"
+    else
+        local phase1
+        phase1=$(awk "BEGIN { printf \"%d\", $MAX_UPDATE * (1 - $PHASE2_SHARE) + 0.5 }")
+        if [[ ! -f $PRETRAIN/phase1.finished ]]; then
+            echo "phase 1: updates 1-$phase1 at $TOKENS_PER_SAMPLE tokens" >&2
+            pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$phase1"
+            date -Is >"$PRETRAIN/phase1.finished"
+        fi
+        echo "phase 2: updates $((phase1 + 1))-$MAX_UPDATE at $PHASE2_TOKENS_PER_SAMPLE tokens, $PHASE2_SEQUENCES_PER_UPDATE sequences per update; optimizer and learning-rate schedule continue" >&2
+        pretrain_phase "$PHASE2_TOKENS_PER_SAMPLE" "$PHASE2_BATCH_PER_DEVICE" "$PHASE2_UPDATE_FREQ" "$MAX_UPDATE" --reset-dataloader
+    fi
+    date -Is >"$PRETRAIN/finished"
+}
+
+# ---- 5, 5b. the checkpoint to keep, and is it clearly better than word frequencies?
+
+recipe_pick() {
+    if stage 5 "pick the checkpoint ($KEEP)" "$PRETRAIN/best.json"; then
+        run "$PYTHON" -m biofairseq.recipe.best_checkpoint "$PRETRAIN/checkpoints" "$PRETRAIN/train.log" --keep "$KEEP" \
+            --output "$PRETRAIN/best.json"
+    fi
+    if stage 5b "compare with word frequencies, look for a collapsed last layer" "$PRETRAIN/check.json"; then
+        local check_args=("$PRETRAIN/best.json" "$DATA_BIN" --output "$PRETRAIN/check.json")
+        [[ $WEAK_PRETRAINING == continue ]] && check_args+=(--go-on)
+        if ! run "$PYTHON" -m biofairseq.recipe.pretraining_check "${check_args[@]}"; then
+            rm -f "$PRETRAIN/check.json"  # so that a rerun checks again (or goes on with WEAK_PRETRAINING=continue)
+            die "stopped before fine-tuning (see the line above and $PRETRAIN/best.json); WEAK_PRETRAINING=continue goes on anyway"
+        fi
+    fi
+}
+
+# ---- 6, 6b. transformers (parity-checked), and a randomly initialised twin
+
+recipe_convert() {
+    if stage 6 "convert to transformers" "$HF_MODEL"; then
+        run biofairseq-convert to-hf "$(kept_checkpoint)" "$HF_MODEL" "$@"
+    fi
+    MODELS=("$HF_MODEL")
+    if [[ $BASELINE == random-init ]]; then
+        if stage 6b "a randomly initialised copy, as a baseline" "$RUN_DIR/hf/random_init"; then
+            run "$PYTHON" -m biofairseq.recipe.random_init "$HF_MODEL" "$RUN_DIR/hf/random_init"
+        fi
+        MODELS+=("$RUN_DIR/hf/random_init")
+    fi
+}
+
+kept_checkpoint() {  # the checkpoint best.json names
+    "$PYTHON" -c "import json, sys; print(json.load(open(sys.argv[1]))['checkpoint'])" "$PRETRAIN/best.json"
+}
+
+# ---- 7. NER: the learning-rate x seed sweep, per data set and model
+
+recipe_ner() {
+    local ner_launch=() i name train dev test model sweep_dir ner_args
+    (( NUM_GPUS == 0 )) || ner_launch=(env "CUDA_VISIBLE_DEVICES=${NER_GPU:-0}")  # one GPU per run, as in the papers
+    REPORT_ARGS=()
+    for i in "${!NER_NAMES[@]}"; do
+        name=${NER_NAMES[$i]} train=${NER_TRAIN[$i]} dev=${NER_DEV[$i]} test=${NER_TEST[$i]}
+        for model in "${MODELS[@]}"; do
+            sweep_dir=$NER_DIR/$name/model=$(basename "$model")
+            REPORT_ARGS+=(--ner "$name=$sweep_dir")
+            # a sweep of another model (pretrained again since) is out of date: the sweep redoes its runs
+            if [[ -f $sweep_dir/report.json && $(cat "$sweep_dir/model.sha256" 2>/dev/null) != "$(weights_sha256 "$model")" ]]; then
+                echo "note: $model changed since $sweep_dir was run; its runs are redone" >&2
+                rm -f "$sweep_dir/report.json"
+            fi
+            stage 7 "fine-tune $(basename "$model") on $name" "$sweep_dir" "$sweep_dir/report.json" || continue
+            ner_args=(--model "$model" --train "$train" --dev "$dev" ${test:+--test "$test"} --output-dir "$sweep_dir"
+                --lrs "$NER_LRS" --seeds "$NER_SEEDS" --epochs "$NER_EPOCHS" --max-length "$NER_MAX_LENGTH"
+                --batch-size "$NER_BATCH" --gradient-accumulation "$NER_ACCUMULATION" --warmup-ratio "$NER_WARMUP_RATIO")
+            [[ $NER_LAYERWISE_DECAY == 1 ]] || ner_args+=(--layerwise-lr-decay "$NER_LAYERWISE_DECAY")
+            # shellcheck disable=SC2086  # NER_EXTRA holds several flags
+            run "${ner_launch[@]}" biofairseq-ner sweep "${ner_args[@]}" $NER_EXTRA
+        done
+    done
+}
+
+# ---- 8. the report: corpus, vocabulary, pretraining and the NER tables (Markdown, JSON, plot)
+
+recipe_report() {
+    (( RAN == 0 )) || rm -f "$RUN_DIR/report.md"  # a stage ran: the report is out of date
+    if stage 8 "write the report" "$RUN_DIR/report.md"; then
+        run "$PYTHON" -m biofairseq.recipe.report "$RUN_DIR" "${REPORT_ARGS[@]}"
+    fi
+    cat "$RUN_DIR/report.md"
+    echo "$RECIPE.sh: done [$(elapsed)]; the report is $RUN_DIR/report.md (and .json, .png)" >&2
+}

@@ -1,0 +1,71 @@
+"""recipes/bioelectra.sh end to end on the same slice of the bundled sample as test_recipe.py: the shared stage
+machinery with another objective (ELECTRA) and two length phases, on CPU, with the real tools."""
+
+import json
+
+import pytest
+
+from test_recipe import RECIPE, REPO, commands, recipe, sample  # noqa: F401  (sample: the module fixture)
+
+BIOELECTRA = REPO / "recipes" / "bioelectra.sh"
+
+
+@pytest.fixture(scope="module")
+def electra_run(sample, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("electra") / "tiny"
+    # 36 updates at 128 tokens, then 4 at 512 with 8 sequences each
+    return run_dir, recipe(run_dir, script=BIOELECTRA, **{**sample, "NER_SEEDS": "1"})
+
+
+def test_bioelectra_runs_two_length_phases_on_one_schedule_and_reports_electra(electra_run):
+    run_dir, proc = electra_run
+    phases = [c for c in commands(proc.stderr) if c[0] == "fairseq-train"]
+    value = lambda command, flag: command[command.index(flag) + 1]
+    assert [value(c, "--task") for c in phases] == ["electra", "electra"]
+    assert [value(c, "--tokens-per-sample") for c in phases] == ["128", "512"]
+    assert [value(c, "--max-update") for c in phases] == ["36", "40"]
+    assert [value(c, "--total-num-update") for c in phases] == ["40", "40"]  # one learning-rate schedule
+    assert [value(c, "--batch-size") for c in phases] == ["32", "8"]
+    assert "--reset-dataloader" in phases[1] and "--reset-optimizer" not in phases[1]
+    assert "--reset-lr-scheduler" not in phases[1]
+    # phase 2 went on from phase 1: updates 37-40 follow 36, the learning rate keeps decaying
+    from biofairseq.recipe.best_checkpoint import records
+
+    steps = {int(r["num_updates"]): float(r["lr"]) for r in records(run_dir / "pretrain" / "train.log", "train_inner")}
+    assert sorted(steps) == list(range(5, 41, 5))
+    # linear decay to 0 at update 40, across the phases: the same step from 35 to 40 as from 30 to 35
+    assert steps[30] > steps[35] > steps[40] == 0 and steps[35] - steps[40] == pytest.approx(steps[30] - steps[35], rel=1e-3)
+    report = json.loads((run_dir / "report.json").read_text())
+    pretraining = report["pretraining"]
+    assert pretraining["objective"] == "ELECTRA" and pretraining["best"]["metric"] == "last"
+    assert pretraining["best"]["update"] == 40 and pretraining["best"]["checkpoint"].endswith("checkpoint_last.pt")
+    assert {"gen_ppl", "disc_auc", "disc_acc_replaced", "disc_trivial"} <= pretraining["validations"][-1].keys()
+    assert "generator ppl" in proc.stdout and "trivial solution" in proc.stdout
+    # the discriminator and the generator in transformers; NER fine-tuned the discriminator and its random twin
+    conversion = json.loads((run_dir / "hf" / "bioelectra" / "conversion.json").read_text())
+    assert conversion["transformers_class"] == "ElectraForPreTraining" and conversion["parity"]["ids_identical"]
+    assert conversion["generator"]["transformers_class"] == "ElectraForMaskedLM"
+    assert json.loads((run_dir / "hf" / "random_init" / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
+    ner = report["ner"]["pharmaconer"]
+    assert [s["model"] for s in ner] == ["model=bioelectra", "model=random_init"] and all(s["runs"] == 1 for s in ner)
+    sweep = next(c for c in commands(proc.stderr) if c[0] == "biofairseq-ner")
+    assert value(sweep, "--layerwise-lr-decay") == "0.8" and value(sweep, "--warmup-ratio") == "0.1"
+    assert (run_dir / "recipe.env").read_text().startswith("RECIPE=bioelectra\n")
+
+
+def test_both_recipes_share_the_stage_machinery_and_copy_none_of_it():
+    library = (REPO / "recipes" / "lib" / "stages.sh").read_text()
+    for script in (RECIPE, BIOELECTRA):
+        text = script.read_text()
+        assert 'source "$REPO/recipes/lib/stages.sh"' in text
+        for function in ("stage", "run", "die", "one_of", "weights_sha256", "pretrain_phase"):
+            assert f"{function}() {{" in library and f"{function}() {{" not in text, (script.name, function)
+
+
+def test_bioelectra_mistakes_stop_with_one_line_before_any_work(tmp_path):
+    proc = recipe(tmp_path / "run", check=False, script=BIOELECTRA, NUM_GPUS="0", EMBEDDING_SHARING="shared")
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines()[-1] == "bioelectra.sh: error: EMBEDDING_SHARING=shared: unknown; use one of: tied gdes none"
+    proc = recipe(tmp_path / "run", check=False, script=BIOELECTRA, NUM_GPUS="0", PHASE2_SHARE="1.5")
+    assert "PHASE2_SHARE=1.5: the share of updates" in proc.stderr.strip().splitlines()[-1]
+    assert not (tmp_path / "run" / "clean").exists()
