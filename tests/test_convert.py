@@ -352,3 +352,10 @@ def test_from_hf_refuses_a_model_outside_the_roberta_family(tmp_path, capsys):
     assert "BertForMaskedLM" in message and "RoBERTa-family" in message
     assert "config.json" in fails(capsys, "from-hf", tmp_path / "nothing", tmp_path / "out")
     assert not (tmp_path / "out").exists()
+
+
+def test_generator_flag_on_a_roberta_checkpoint_fails_in_one_line(checkpoints, tmp_path, capsys):
+    checkpoint = checkpoints["bytebpe"][0]
+    assert convert("to-hf", checkpoint, tmp_path / "out", "--generator") == 1
+    message = capsys.readouterr().err.strip().splitlines()[-1]
+    assert "--generator" in message and "ELECTRA" in message and not (tmp_path / "out").exists()

@@ -14,7 +14,8 @@ BIOELECTRA = REPO / "recipes" / "bioelectra.sh"
 def electra_run(sample, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("electra") / "tiny"
     # 36 updates at 128 tokens, then 4 at 512 with 8 sequences each
-    return run_dir, recipe(run_dir, script=BIOELECTRA, **{**sample, "NER_SEEDS": "1"})
+    # one seed, no random-init twin (test_electra_convert makes one of a discriminator)
+    return run_dir, recipe(run_dir, script=BIOELECTRA, **{**sample, "NER_SEEDS": "1", "BASELINE": "none"})
 
 
 def test_bioelectra_runs_two_length_phases_on_one_schedule_and_reports_electra(electra_run):
@@ -41,16 +42,30 @@ def test_bioelectra_runs_two_length_phases_on_one_schedule_and_reports_electra(e
     assert pretraining["best"]["update"] == 40 and pretraining["best"]["checkpoint"].endswith("checkpoint_last.pt")
     assert {"gen_ppl", "disc_auc", "disc_acc_replaced", "disc_trivial"} <= pretraining["validations"][-1].keys()
     assert "generator ppl" in proc.stdout and "trivial solution" in proc.stdout
-    # the discriminator and the generator in transformers; NER fine-tuned the discriminator and its random twin
+    # the discriminator and the generator in transformers; NER fine-tuned the discriminator
     conversion = json.loads((run_dir / "hf" / "bioelectra" / "conversion.json").read_text())
     assert conversion["transformers_class"] == "ElectraForPreTraining" and conversion["parity"]["ids_identical"]
     assert conversion["generator"]["transformers_class"] == "ElectraForMaskedLM"
-    assert json.loads((run_dir / "hf" / "random_init" / "config.json").read_text())["architectures"] == ["ElectraForPreTraining"]
     ner = report["ner"]["pharmaconer"]
-    assert [s["model"] for s in ner] == ["model=bioelectra", "model=random_init"] and all(s["runs"] == 1 for s in ner)
+    assert [s["model"] for s in ner] == ["model=bioelectra"] and ner[0]["runs"] == 1
     sweep = next(c for c in commands(proc.stderr) if c[0] == "biofairseq-ner")
     assert value(sweep, "--layerwise-lr-decay") == "0.8" and value(sweep, "--warmup-ratio") == "0.1"
     assert (run_dir / "recipe.env").read_text().startswith("RECIPE=bioelectra\n")
+
+
+def test_bioelectra_pretraining_logs_both_towers_and_the_generator_learns(electra_run):
+    from biofairseq.recipe.best_checkpoint import records
+
+    run_dir, _ = electra_run
+    steps = list({int(r["num_updates"]): r for r in records(run_dir / "pretrain" / "train.log", "train_inner")}.values())
+    wanted = {"gen_loss", "gen_ppl", "gen_acc", "disc_loss", "disc_trivial", "disc_acc_replaced", "disc_acc_original",
+              "replace_rate", "disc_auc", "disc_cosine"}
+    assert len(steps) == 8 and wanted <= steps[-1].keys()
+    first, last = steps[0], steps[-1]
+    assert last["gen_loss"] < first["gen_loss"] - 0.4 and last["gen_acc"] > first["gen_acc"]
+    # the discriminator leaves its random start for (at least) the base rate of replacements
+    assert last["disc_loss"] < first["disc_loss"] and last["disc_loss"] < 1.1 * last["disc_trivial"]
+    assert all(0 < s["replace_rate"] <= 15.5 for s in steps)
 
 
 def test_both_recipes_share_the_stage_machinery_and_copy_none_of_it():

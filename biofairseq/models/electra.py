@@ -178,6 +178,8 @@ def gumbel_max(logits, disallowed):
 
 @register_model("electra", dataclass=ElectraModelConfig)
 class ElectraModel(BaseFairseqModel):
+    """The generator, the discriminator and the embeddings they share, trained together by one forward."""
+
     def __init__(self, cfg, dictionary):
         super().__init__()
         self.cfg = cfg
@@ -187,11 +189,12 @@ class ElectraModel(BaseFairseqModel):
         self.embeddings = Embeddings(len(dictionary), e, cfg.max_positions, self.padding_idx, cfg.dropout)
         self.generator = Tower(cfg, e, width, ffn, heads)
         self.generator_head = GeneratorHead(width, e, self.embeddings.embed_tokens.weight, cfg.activation_fn)
-        self.discriminator_embeddings = {
-            "tied": lambda: None,
-            "gdes": lambda: DisentangledEmbeddings(self.embeddings, cfg.dropout),
-            "none": lambda: Embeddings(len(dictionary), e, cfg.max_positions, self.padding_idx, cfg.dropout),
-        }[cfg.embedding_sharing]()
+        if cfg.embedding_sharing == "gdes":
+            self.discriminator_embeddings = DisentangledEmbeddings(self.embeddings, cfg.dropout)
+        elif cfg.embedding_sharing == "none":
+            self.discriminator_embeddings = Embeddings(len(dictionary), e, cfg.max_positions, self.padding_idx, cfg.dropout)
+        else:  # tied: the generator's module is the discriminator's
+            self.discriminator_embeddings = None
         self.discriminator = Tower(
             cfg, e, cfg.encoder_embed_dim, cfg.encoder_ffn_embed_dim, cfg.encoder_attention_heads
         )

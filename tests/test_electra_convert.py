@@ -1,0 +1,80 @@
+"""biofairseq-convert on ELECTRA checkpoints trained here with fairseq-train on real text: both towers, every
+embedding sharing, the same parity bar as RoBERTa."""
+
+import json
+
+import pytest
+import torch
+
+from conftest import bpe_flags, run_fairseq
+from test_electra import ELECTRA, SHARING
+
+
+@pytest.fixture(scope="module")
+def electra_runs(bytebpe_corpus, tmp_path_factory):
+    """sharing -> save dir of a 3-update ELECTRA run (enough for GDES's delta to move off zero)."""
+    out = {}
+    for sharing in SHARING:
+        save_dir = tmp_path_factory.mktemp(f"electra_{sharing}")
+        run_fairseq("fairseq-train", bytebpe_corpus.data_bin, *ELECTRA, "--max-update", "3", "--total-num-update", "3",
+                    "--disable-validation", "--embedding-sharing", sharing, "--save-dir", save_dir,
+                    *bpe_flags(bytebpe_corpus.data_bin))
+        out[sharing] = save_dir
+    return out
+
+
+def convert(*args):
+    from biofairseq.convert.cli import main
+
+    return main([str(a) for a in args])
+
+
+@pytest.mark.parametrize("sharing", SHARING)
+def test_both_towers_convert_with_parity_for_every_sharing(sharing, electra_runs, tmp_path):
+    import transformers
+    from safetensors.torch import load_file
+
+    save_dir = electra_runs[sharing]
+    checkpoint = save_dir / "checkpoint_last.pt"
+    out = tmp_path / "hf"
+    assert convert("to-hf", checkpoint, out, "--generator") == 0
+    report = json.loads((out / "conversion.json").read_text())
+    for parity in (report["parity"], report["generator"]["parity"]):
+        assert parity["ids_identical"] and max(parity["max_abs_diff_logits"], parity["max_abs_diff_hidden"]) <= 1e-4
+    discriminator = transformers.ElectraForPreTraining.from_pretrained(out)
+    generator = transformers.ElectraForMaskedLM.from_pretrained(out / "generator")
+    assert transformers.AutoModelForTokenClassification.from_pretrained(out, num_labels=3).__class__.__name__ == \
+        "ElectraForTokenClassification"
+    assert discriminator.config.max_position_embeddings == 512 and discriminator.config.layer_norm_eps == 1e-5
+    assert generator.config.hidden_size == 64 and generator.config.embedding_size == 128
+    state = torch.load(checkpoint)["model"]
+    written = load_file(out / "model.safetensors")["electra.embeddings.word_embeddings.weight"]
+    if sharing == "gdes":  # the discriminator's table is materialised: the generator's plus the trained delta
+        delta = state["discriminator_embeddings.token_delta"]
+        assert delta.abs().sum() > 0
+        assert torch.equal(written, state["embeddings.embed_tokens.weight"] + delta)
+    elif sharing == "tied":
+        assert torch.equal(written, state["embeddings.embed_tokens.weight"])
+    else:
+        assert torch.equal(written, state["discriminator_embeddings.embed_tokens.weight"])
+    # positions from 0 in transformers: fairseq's padding_idx + 1 leading rows are gone
+    assert torch.equal(generator.electra.embeddings.position_embeddings.weight.data,
+                       state["embeddings.embed_positions.weight"][2:].float())
+
+
+def test_a_random_init_twin_of_a_discriminator_has_its_class_and_shape_and_new_weights(electra_runs, tmp_path):
+    import transformers
+    from safetensors.torch import load_file
+
+    from biofairseq.recipe.random_init import main
+
+    assert convert("to-hf", electra_runs["tied"] / "checkpoint_last.pt", tmp_path / "hf") == 0
+    assert main([str(tmp_path / "hf"), str(tmp_path / "random")]) == 0
+    config = lambda folder: {k: v for k, v in transformers.AutoConfig.from_pretrained(folder).to_dict().items()
+                             if k != "_name_or_path"}
+    assert config(tmp_path / "random")["architectures"] == ["ElectraForPreTraining"]
+    assert config(tmp_path / "random") == config(tmp_path / "hf")
+    trained, random = load_file(tmp_path / "hf" / "model.safetensors"), load_file(tmp_path / "random" / "model.safetensors")
+    assert trained.keys() == random.keys()
+    key = "electra.encoder.layer.0.intermediate.dense.weight"
+    assert not torch.equal(trained[key], random[key])
