@@ -16,7 +16,8 @@ __version__ = "0.1.0"
 
 
 def register():
-    """Registers document_mlm, masked_lm_accuracy, the bio_roberta_* architectures and the safe loader."""
+    """Registers document_mlm and electra, their criterions, the bio_roberta_* and electra_* architectures and the
+    safe loader."""
     from . import criterions, models, tasks  # noqa: F401
 
 
