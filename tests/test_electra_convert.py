@@ -1,25 +1,39 @@
-"""biofairseq-convert on ELECTRA checkpoints trained here with fairseq-train on real text: both towers, every
-embedding sharing, the same parity bar as RoBERTa."""
+"""biofairseq-convert on ELECTRA checkpoints of the real clinical-cases vocabulary: both towers, every embedding
+sharing, the same parity bar as RoBERTa."""
 
 import json
 
 import pytest
 import torch
 
-from conftest import bpe_flags, run_fairseq
+from conftest import bpe_flags
 from test_electra import ELECTRA, SHARING
 
 
 @pytest.fixture(scope="module")
 def electra_runs(bytebpe_corpus, tmp_path_factory):
-    """sharing -> save dir of a 3-update ELECTRA run (enough for GDES's delta to move off zero)."""
+    """sharing -> folder with checkpoint_last.pt: an ELECTRA built as fairseq-train builds it (the recipe test converts
+    one that fairseq-train trained), every weight moved off its initial value, GDES's delta included, and saved in
+    fairseq's checkpoint format with its --bpe settings."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from biofairseq.convert.fairseq_side import save
+
     out = {}
     for sharing in SHARING:
-        save_dir = tmp_path_factory.mktemp(f"electra_{sharing}")
-        run_fairseq("fairseq-train", bytebpe_corpus.data_bin, *ELECTRA, "--max-update", "3", "--total-num-update", "3",
-                    "--disable-validation", "--embedding-sharing", sharing, "--save-dir", save_dir,
-                    *bpe_flags(bytebpe_corpus.data_bin))
-        out[sharing] = save_dir
+        args = options.parse_args_and_arch(options.get_training_parser(), [
+            str(bytebpe_corpus.data_bin), *ELECTRA, "--total-num-update", "1", "--embedding-sharing", sharing,
+            *bpe_flags(bytebpe_corpus.data_bin)])
+        cfg = convert_namespace_to_omegaconf(args)
+        torch.manual_seed(0)
+        model = tasks.setup_task(cfg.task).build_model(cfg.model)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(0.02 * torch.randn_like(parameter))
+        folder = tmp_path_factory.mktemp(f"electra_{sharing}")
+        save(folder / "checkpoint_last.pt", model, cfg)
+        out[sharing] = folder
     return out
 
 
@@ -49,7 +63,7 @@ def test_both_towers_convert_with_parity_for_every_sharing(sharing, electra_runs
     assert generator.config.hidden_size == 64 and generator.config.embedding_size == 128
     state = torch.load(checkpoint)["model"]
     written = load_file(out / "model.safetensors")["electra.embeddings.word_embeddings.weight"]
-    if sharing == "gdes":  # the discriminator's table is materialised: the generator's plus the trained delta
+    if sharing == "gdes":  # the discriminator's table is materialised: the generator's plus its delta
         delta = state["discriminator_embeddings.token_delta"]
         assert delta.abs().sum() > 0
         assert torch.equal(written, state["embeddings.embed_tokens.weight"] + delta)

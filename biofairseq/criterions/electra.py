@@ -91,7 +91,7 @@ class ElectraLoss(FairseqCriterion):
                 "n_real": real.sum(), "n_replaced": replaced.sum(), "disc_true_replaced": (predicted & replaced).sum(),
                 "disc_true_original": (~predicted & ~replaced).sum(), "disc_said_replaced": predicted.sum(),
                 "auc": auc, "auc_batches": auc_defined,
-                "cosine": _mean_cosine(out["discriminator_hidden"][real]), "batches": torch.ones(()),
+                "cosine": _mean_cosine(out["discriminator_hidden"][real]), "batches": torch.ones((), device=loss.device),
                 "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": 1,
             }
         return loss, 1, log
