@@ -1,5 +1,7 @@
+import fcntl
 import json
 import os
+import pickle
 import socket
 import subprocess
 import sys
@@ -19,14 +21,36 @@ def pytest_configure(config):
 
 
 @pytest.fixture(scope="session")
-def bytebpe_corpus(tmp_path_factory):
-    return build_corpus(tmp_path_factory.mktemp("bytebpe"), "bytebpe")
+def once(tmp_path_factory, worker_id):
+    """once(name, build): build(folder) made by one pytest-xdist worker and read by the others (xdist's recipe for
+    session fixtures), so that the session's corpora and trained model are made once per run, not per worker.
+    What it returns must pickle; the tests only read what it made."""
+
+    def get(name, build):
+        if worker_id == "master":  # no xdist: this process is the session
+            return build(tmp_path_factory.mktemp(name))
+        root = tmp_path_factory.getbasetemp().parent / "shared"  # one folder per run, beside the workers' own
+        root.mkdir(exist_ok=True)
+        with open(root / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)  # the other worker waits here while this one builds
+            made = root / f"{name}.pickle"
+            if not made.is_file():
+                (root / name).mkdir()
+                made.write_bytes(pickle.dumps(build(root / name)))
+            return pickle.loads(made.read_bytes())
+
+    return get
 
 
 @pytest.fixture(scope="session")
-def spm_corpus(tmp_path_factory):
+def bytebpe_corpus(once):
+    return once("bytebpe", lambda folder: build_corpus(folder, "bytebpe"))
+
+
+@pytest.fixture(scope="session")
+def spm_corpus(once):
     # Large enough a vocabulary that numbers get digit-only pieces ("10", "200", "1000") of their own.
-    return build_corpus(tmp_path_factory.mktemp("sentencepiece"), "sentencepiece", train_docs=300, vocab_size=6000)
+    return once("sentencepiece", lambda folder: build_corpus(folder, "sentencepiece", train_docs=300, vocab_size=6000))
 
 
 TINY = [
@@ -46,14 +70,17 @@ def bpe_flags(data_bin):
 
 
 @pytest.fixture(scope="session")
-def trained_bytebpe(bytebpe_corpus, tmp_path_factory):
+def trained_bytebpe(bytebpe_corpus, once):
     """(save dir, fairseq's log): the session's one trained byte-level BPE model, 3 epochs with validation."""
-    save_dir = tmp_path_factory.mktemp("trained")
-    proc = run_fairseq(
-        "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--max-epoch", "3", "--total-num-update", "204",
-        "--save-dir", save_dir, *bpe_flags(bytebpe_corpus.data_bin),
-    )
-    return save_dir, proc.stdout + proc.stderr
+
+    def train(save_dir):
+        proc = run_fairseq(
+            "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--max-epoch", "3", "--total-num-update", "204",
+            "--save-dir", save_dir, *bpe_flags(bytebpe_corpus.data_bin),
+        )
+        return save_dir, proc.stdout + proc.stderr
+
+    return once("trained", train)
 
 
 def free_port():
@@ -80,3 +107,14 @@ def json_logs(output, tag):
         if f"| {tag} |" in line:
             records.append(json.loads(line[line.index("{"):]))
     return records
+
+
+# Test files by their time on 2 cores, longest first. pytest-xdist (--dist loadfile) hands whole files to the
+# workers in collection order, one at a time as each finishes; longest first keeps the two workers' loads even.
+LONGEST_FIRST = ("test_convert.py", "test_recipe.py", "test_electra.py", "test_ner.py", "test_training.py",
+                 "test_corpus_preparation.py", "test_recipe_bioelectra.py")
+
+
+def pytest_collection_modifyitems(items):
+    rank = {name: i for i, name in enumerate(LONGEST_FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.name, len(LONGEST_FIRST)))  # stable within a file

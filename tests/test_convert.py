@@ -11,7 +11,7 @@ from corpus import SHARED, read_documents, run_script
 
 TRAIN = [
     "--tokens-per-sample", "128", "--batch-size", "16", "--optimizer", "adam", "--lr", "1e-3",
-    "--lr-scheduler", "polynomial_decay", "--warmup-updates", "5", "--total-num-update", "60", "--max-update", "60",
+    "--lr-scheduler", "polynomial_decay", "--warmup-updates", "5", "--total-num-update", "20", "--max-update", "20",
     "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--log-interval", "1",
     "--no-epoch-checkpoints", "--disable-validation",
 ]
@@ -55,7 +55,7 @@ def held_out_sentences():
 
 @pytest.fixture(scope="module")
 def checkpoints(request, tmp_path_factory):
-    """name -> (checkpoint, data-bin, log): tiny models trained on the real clinical cases (60 updates, or 3 epochs)."""
+    """name -> (checkpoint, data-bin, log): tiny models trained on the real clinical cases (20 updates, or 3 epochs)."""
     out = {}
     for name, (corpus_fixture, arch) in MODELS.items():
         corpus = request.getfixturevalue(corpus_fixture)

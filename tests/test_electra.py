@@ -140,6 +140,7 @@ def test_the_discriminator_finds_easy_replacements_well_above_the_replace_rate(b
     """With the generator left untrained (--generator-weight 0) its samples are near-uniform random tokens: the
     discriminator must find them. The real objective at this scale stays near the trivial solution (README)."""
     proc = run_fairseq("fairseq-train", bytebpe_corpus.data_bin, *ELECTRA, "--generator-weight", "0", "--lr", "5e-4", "--batch-size", "8",
+                       "--tokens-per-sample", "64",
                        "--max-update", "150", "--total-num-update", "150", "--disable-validation", "--no-save",
                        "--log-interval", "25", "--save-dir", tmp_path)
     first, *_, last = json_logs(proc.stdout + proc.stderr, "train_inner")

@@ -13,9 +13,10 @@ BIOELECTRA = REPO / "recipes" / "bioelectra.sh"
 @pytest.fixture(scope="module")
 def electra_run(sample, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("electra") / "tiny"
-    # 36 updates at 128 tokens, then 4 at 512 with 8 sequences each
-    # one seed, no random-init twin (test_electra_convert makes one of a discriminator)
-    return run_dir, recipe(run_dir, script=BIOELECTRA, **{**sample, "NER_SEEDS": "1", "BASELINE": "none"})
+    # 18 updates at 128 tokens, then 2 at 512 with 8 sequences each; one seed, no random-init twin
+    # (test_electra_convert makes one of a discriminator)
+    return run_dir, recipe(run_dir, script=BIOELECTRA, **{**sample, "MAX_UPDATE": "20", "SAVE_INTERVAL_UPDATES": "10",
+                                                          "NER_SEEDS": "1", "BASELINE": "none"})
 
 
 def test_bioelectra_runs_two_length_phases_on_one_schedule_and_reports_electra(electra_run):
@@ -24,22 +25,23 @@ def test_bioelectra_runs_two_length_phases_on_one_schedule_and_reports_electra(e
     value = lambda command, flag: command[command.index(flag) + 1]
     assert [value(c, "--task") for c in phases] == ["electra", "electra"]
     assert [value(c, "--tokens-per-sample") for c in phases] == ["128", "512"]
-    assert [value(c, "--max-update") for c in phases] == ["36", "40"]
-    assert [value(c, "--total-num-update") for c in phases] == ["40", "40"]  # one learning-rate schedule
+    assert [value(c, "--max-update") for c in phases] == ["18", "20"]
+    assert [value(c, "--total-num-update") for c in phases] == ["20", "20"]  # one learning-rate schedule
     assert [value(c, "--batch-size") for c in phases] == ["32", "8"]
     assert "--reset-dataloader" in phases[1] and "--reset-optimizer" not in phases[1]
     assert "--reset-lr-scheduler" not in phases[1]
-    # phase 2 went on from phase 1: updates 37-40 follow 36, the learning rate keeps decaying
+    # phase 2 went on from phase 1: updates 19-20 follow 18, the learning rate keeps decaying
     from biofairseq.recipe.best_checkpoint import records
 
     steps = {int(r["num_updates"]): float(r["lr"]) for r in records(run_dir / "pretrain" / "train.log", "train_inner")}
-    assert sorted(steps) == list(range(5, 41, 5))
-    # linear decay to 0 at update 40, across the phases: the same step from 35 to 40 as from 30 to 35
-    assert steps[30] > steps[35] > steps[40] == 0 and steps[35] - steps[40] == pytest.approx(steps[30] - steps[35], rel=1e-3)
+    assert sorted(steps) == list(range(5, 21, 5))
+    # linear decay to 0 at update 20 after 10 warm-up updates, across the phases: the same step from 15 to 20
+    # as from 10 to 15
+    assert steps[10] > steps[15] > steps[20] == 0 and steps[15] - steps[20] == pytest.approx(steps[10] - steps[15], rel=1e-3)
     report = json.loads((run_dir / "report.json").read_text())
     pretraining = report["pretraining"]
     assert pretraining["objective"] == "ELECTRA" and pretraining["best"]["metric"] == "last"
-    assert pretraining["best"]["update"] == 40 and pretraining["best"]["checkpoint"].endswith("checkpoint_last.pt")
+    assert pretraining["best"]["update"] == 20 and pretraining["best"]["checkpoint"].endswith("checkpoint_last.pt")
     assert {"gen_ppl", "disc_auc", "disc_acc_replaced", "disc_trivial"} <= pretraining["validations"][-1].keys()
     assert "generator ppl" in proc.stdout and "trivial solution" in proc.stdout
     # the discriminator and the generator in transformers; NER fine-tuned the discriminator
@@ -60,11 +62,11 @@ def test_bioelectra_pretraining_logs_both_towers_and_the_generator_learns(electr
     steps = list({int(r["num_updates"]): r for r in records(run_dir / "pretrain" / "train.log", "train_inner")}.values())
     wanted = {"gen_loss", "gen_ppl", "gen_acc", "disc_loss", "disc_trivial", "disc_acc_replaced", "disc_acc_original",
               "replace_rate", "disc_auc", "disc_cosine"}
-    assert len(steps) == 8 and wanted <= steps[-1].keys()
+    assert len(steps) == 4 and wanted <= steps[-1].keys()
     first, last = steps[0], steps[-1]
-    assert last["gen_loss"] < first["gen_loss"] - 0.4 and last["gen_acc"] > first["gen_acc"]
-    # the discriminator leaves its random start for (at least) the base rate of replacements
-    assert last["disc_loss"] < first["disc_loss"] and last["disc_loss"] < 1.1 * last["disc_trivial"]
+    assert last["gen_loss"] < first["gen_loss"] - 0.2 and last["gen_acc"] > first["gen_acc"]
+    # the discriminator moves from its random start towards (at least) the base rate of replacements
+    assert last["disc_loss"] < first["disc_loss"] - 0.1
     assert all(0 < s["replace_rate"] <= 15.5 for s in steps)
 
 
