@@ -27,7 +27,7 @@ SMALL = {  # a few minutes of the demo's work in about a minute
 
 def recipe(run_dir, check=True, script=RECIPE, **variables):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
-           "OMP_NUM_THREADS": "2", "PYTHONWARNINGS": "ignore", "RUN_DIR": str(run_dir), **variables}
+           "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "RUN_DIR": str(run_dir), **variables}
     proc = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"recipe failed ({proc.returncode}):\n{proc.stderr[-5000:]}")
