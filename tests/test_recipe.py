@@ -77,6 +77,9 @@ def test_every_stage_runs_and_the_report_comes_from_the_run(run):
     assert pretraining["updates"] == 40 and len(pretraining["validations"]) >= 2
     assert pretraining["best"]["ppl"] == min(v["ppl"] for v in pretraining["validations"])
     assert pretraining["validations"][-1]["ppl"] < pretraining["validations"][0]["ppl"]  # it learned something
+    # one point per logged update: fairseq writes each --log-file line again in every later epoch
+    updates = [t["update"] for t in pretraining["train"]]
+    assert updates == list(range(5, 41, 5)) and pretraining["wall_seconds"] > 0
     ner = report["ner"]["pharmaconer"]
     assert [s["model"] for s in ner] == ["model=bsc_bio_es", "model=random_init"]
     assert all(s["runs"] == 2 and s["split"] == "test" for s in ner)
