@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
-from measure import fairseq_train_speed  # noqa: E402
+from measure import fairseq_train_speed, publish, round_ratios, speed_table  # noqa: E402
 
 COMMON = [
     "--user-dir", str(REPO / "biofairseq"), "--arch", "bio_roberta_tiny", "--tokens-per-sample", "128",
@@ -59,12 +59,11 @@ def main():
             for name, extra in SYSTEMS.items():
                 results[name].append(run(corpus.data_bin, extra, args.updates, Path(tmp) / "save"))
                 print(f"round {r + 1} {name}: {results[name][-1]}", flush=True)
-    median = {n: {k: statistics.median(x[k] for x in runs) for k in runs[0]} for n, runs in results.items()}
     names = list(SYSTEMS)
 
     def ratio(ours, base, key):
         """Median and range of the per-round ratios: each round's pair ran back to back."""
-        r = [o[key] / b[key] for o, b in zip(results[names[ours]], results[names[base]])]
+        r = round_ratios(results, names[ours], names[base], key)
         return f"**{statistics.median(r):.3f}** (rounds: {min(r):.3f} to {max(r):.3f})"
 
     lines = [
@@ -75,9 +74,7 @@ def main():
         f"{args.rounds} interleaved rounds of {args.updates} updates each, bio_roberta_tiny, --max-tokens 2048,"
         f" 400 real clinical cases, {os.cpu_count()} CPU cores. Medians over rounds; ours logs accuracy too.",
         "",
-        "| system | updates/s | tokens/s | peak RSS (MB) |",
-        "|---|---|---|---|",
-        *(f"| {n} | {m['ups']:.2f} | {m['wps']:.0f} | {m['peak_rss_mb']:.0f} |" for n, m in median.items()),
+        *speed_table(results),
         "",
         "Same batch shapes (`doc` vs `none`, full 127-token blocks):",
         f"- updates/s ratio: {ratio(1, 0, 'ups')} (goal >= 0.97)",
@@ -93,10 +90,7 @@ def main():
         "",
         "Per run: " + json.dumps(results),
     ]
-    print("\n".join(lines))
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text("\n".join(lines) + "\n")
+    publish(lines, args.output)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
-from measure import fairseq_train_speed  # noqa: E402
+from measure import fairseq_train_speed, publish, round_ratios, speed_table  # noqa: E402
 
 FRACTION = 1 / 3  # the generator's width at base (BioELECTRA's 768/256)
 
@@ -79,9 +79,8 @@ def main():
                 results[name].append(fairseq_train_speed(corpus.data_bin, extra, args.updates, Path(tmp) / "save", cwd=REPO))
                 print(f"round {r + 1} {name}: {results[name][-1]}", flush=True)
     names = list(systems)
-    median = {n: {k: statistics.median(x[k] for x in runs) for k in runs[0]} for n, runs in results.items()}
-    step = [b["ups"] / e["ups"] for b, e in zip(results[names[0]], results[names[1]])]  # per round, back to back
-    memory = [e["peak_rss_mb"] / b["peak_rss_mb"] for b, e in zip(results[names[0]], results[names[1]])]
+    step = round_ratios(results, names[0], names[1], "ups")  # masked LM's updates/s over ELECTRA's: step time ratio
+    memory = round_ratios(results, names[1], names[0], "peak_rss_mb")
     device = "GPU, " + ("bf16" if args.bf16 else "fp16") if args.gpu else f"{os.cpu_count()} CPU cores, fp32"
     command = " ".join(sys.argv[1:])
     lines = [
@@ -94,9 +93,7 @@ def main():
         f"{int(round(args.width * FRACTION))} wide; {args.tokens} tokens per sample, {args.batch} sequences per update, "
         f"400 real clinical cases (document blocks), vocabulary {vocab:,}; {device}. Medians over rounds.",
         "",
-        "| system | updates/s | tokens/s | peak RSS (MB) |",
-        "|---|---|---|---|",
-        *(f"| {n} | {m['ups']:.2f} | {m['wps']:.0f} | {m['peak_rss_mb']:.0f} |" for n, m in median.items()),
+        *speed_table(results),
         "",
         f"- ELECTRA step time / masked LM step time: **{statistics.median(step):.3f}** (rounds: {min(step):.3f} to "
         f"{max(step):.3f}); goal <= 1.35 at base",
@@ -106,10 +103,7 @@ def main():
         "",
         "Per run: " + json.dumps(results),
     ]
-    print("\n".join(lines))
-    if args.output:
-        args.output.parent.mkdir(parents=True, exist_ok=True)
-        args.output.write_text("\n".join(lines) + "\n")
+    publish(lines, args.output)
 
 
 if __name__ == "__main__":

@@ -41,3 +41,32 @@ def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None):
         "wps": statistics.mean(float(r["wps"]) for r in intervals),
         "peak_rss_mb": usage.ru_maxrss / 1024,
     }
+
+
+def medians(results):
+    """name -> {measure: median over rounds} of interleaved fairseq_train_speed runs."""
+    import statistics
+
+    return {n: {k: statistics.median(x[k] for x in runs) for k in runs[0]} for n, runs in results.items()}
+
+
+def round_ratios(results, numerator, denominator, key):
+    """The per-round ratios of one measure between two systems (each round's pair ran back to back)."""
+    return [a[key] / b[key] for a, b in zip(results[numerator], results[denominator])]
+
+
+def speed_table(results):
+    """The Markdown table of median updates/s, tokens/s and peak RSS per system."""
+    return [
+        "| system | updates/s | tokens/s | peak RSS (MB) |",
+        "|---|---|---|---|",
+        *(f"| {n} | {m['ups']:.2f} | {m['wps']:.0f} | {m['peak_rss_mb']:.0f} |" for n, m in medians(results).items()),
+    ]
+
+
+def publish(lines, output):
+    """Prints the Markdown result, and writes it to OUTPUT when one is given."""
+    print("\n".join(lines))
+    if output:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text("\n".join(lines) + "\n")

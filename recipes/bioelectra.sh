@@ -29,37 +29,16 @@ source "$REPO/recipes/lib/stages.sh"
 
 case $PRESET in
 tiny)
-    SOURCES=${SOURCES:-clinical=$REPO/examples/data/clinical_cases.jsonl.gz}
-    NER_DATA=${NER_DATA:-pharmaconer=$REPO/examples/data/pharmaconer}
     CORPUS_LANG=${CORPUS_LANG:-es}
-    VALID_DOCS=${VALID_DOCS:-50}
     VOCAB_TYPE=${VOCAB_TYPE:-bytelevel-bpe}
-    VOCAB_SIZE=${VOCAB_SIZE:-8000}
     ARCH=${ARCH:-electra_tiny}
-    TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-128}
-    SEQUENCES_PER_UPDATE=${SEQUENCES_PER_UPDATE:-32}
-    BATCH_PER_DEVICE=${BATCH_PER_DEVICE:-32}
     PHASE2_SHARE=${PHASE2_SHARE:-0.1}
     PHASE2_TOKENS_PER_SAMPLE=${PHASE2_TOKENS_PER_SAMPLE:-512}
     PHASE2_SEQUENCES_PER_UPDATE=${PHASE2_SEQUENCES_PER_UPDATE:-8}
     PHASE2_BATCH_PER_DEVICE=${PHASE2_BATCH_PER_DEVICE:-8}
     PEAK_LR=${PEAK_LR:-5e-4}  # ELECTRA-small's, the reference's rate for small models
-    WARMUP_UPDATES=${WARMUP_UPDATES:-50}
-    MAX_UPDATE=${MAX_UPDATE:-600}
-    SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-100}
-    LOG_INTERVAL=${LOG_INTERVAL:-20}
-    # the bsc_bio_es tiny preset's fine-tuning, with the paper's layer-wise decay and warm-up
-    NER_LRS=${NER_LRS:-5e-4,1e-3}
-    NER_SEEDS=${NER_SEEDS:-1,2}
-    NER_EPOCHS=${NER_EPOCHS:-10}
-    NER_MAX_LENGTH=${NER_MAX_LENGTH:-$TOKENS_PER_SAMPLE}
-    NER_BATCH=${NER_BATCH:-32}
-    NER_ACCUMULATION=${NER_ACCUMULATION:-1}
-    NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
-    NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-0.8}
-    BASELINE=${BASELINE:-random-init}
-    # minutes of a 2-layer ELECTRA on a CPU do not leave the trivial solution: say so in the report, and go on
-    WEAK_PRETRAINING=${WEAK_PRETRAINING:-continue}
+    NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-0.8}  # the paper's, on the bsc_bio_es tiny preset's sweep
+    recipe_tiny_defaults
     ;;
 paper)
     [[ -n ${SOURCES:-} ]] || die "PRESET=paper needs SOURCES=\"NAME=PATH ...\" (the raw pretraining corpora, PubMed for BioELECTRA); see the top of $0"

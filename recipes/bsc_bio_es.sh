@@ -58,31 +58,9 @@ source "$REPO/recipes/lib/stages.sh"
 
 case $PRESET in
 tiny)
-    SOURCES=${SOURCES:-clinical=$REPO/examples/data/clinical_cases.jsonl.gz}
-    NER_DATA=${NER_DATA:-pharmaconer=$REPO/examples/data/pharmaconer}
-    VALID_DOCS=${VALID_DOCS:-50}
-    VOCAB_SIZE=${VOCAB_SIZE:-8000}
     ARCH=${ARCH:-bio_roberta_tiny}
-    TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-128}
-    SEQUENCES_PER_UPDATE=${SEQUENCES_PER_UPDATE:-32}
-    BATCH_PER_DEVICE=${BATCH_PER_DEVICE:-32}
     PEAK_LR=${PEAK_LR:-1e-3}
-    WARMUP_UPDATES=${WARMUP_UPDATES:-50}
-    MAX_UPDATE=${MAX_UPDATE:-600}
-    SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-100}
-    LOG_INTERVAL=${LOG_INTERVAL:-20}
-    # A 2-layer model of width 128 learns nothing at the paper's fine-tuning rates in a few epochs; at 2e-3
-    # and above it stays at all-O for most of them.
-    NER_LRS=${NER_LRS:-5e-4,1e-3}
-    NER_SEEDS=${NER_SEEDS:-1,2}
-    NER_EPOCHS=${NER_EPOCHS:-10}
-    NER_MAX_LENGTH=${NER_MAX_LENGTH:-$TOKENS_PER_SAMPLE}
-    NER_BATCH=${NER_BATCH:-32}
-    NER_ACCUMULATION=${NER_ACCUMULATION:-1}
-    NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
-    BASELINE=${BASELINE:-random-init}
-    # Two minutes of a 2-layer model on a CPU may not beat word frequencies clearly: say so in the report, and go on.
-    WEAK_PRETRAINING=${WEAK_PRETRAINING:-continue}
+    recipe_tiny_defaults
     ;;
 paper)
     [[ -n ${SOURCES:-} ]] || die "PRESET=paper needs SOURCES=\"NAME=PATH ...\" (the raw pretraining corpora); see the top of $0"

@@ -89,6 +89,23 @@ def free_port():
         return s.getsockname()[1]
 
 
+def train_two_processes(*args, cwd=REPO):
+    """fairseq-train as two CPU ranks (gloo, legacy DDP), one process each: rank 0's output, both having succeeded."""
+    port = free_port()
+    ranks = [
+        subprocess.Popen(
+            [str(BIN / "fairseq-train"), *map(str, args), "--distributed-world-size", "2", "--distributed-rank", str(rank),
+             "--distributed-no-spawn", "--distributed-init-method", f"tcp://127.0.0.1:{port}",
+             "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"],
+            cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        )
+        for rank in range(2)
+    ]
+    outputs = [p.communicate(timeout=300)[0] for p in ranks]
+    assert [p.returncode for p in ranks] == [0, 0], outputs[0][-3000:]
+    return outputs[0]
+
+
 def run_fairseq(command, *args, cwd=REPO, check=True):
     """Runs a fairseq console script (fairseq-train, fairseq-validate) of this environment."""
     proc = subprocess.run(

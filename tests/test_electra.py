@@ -2,13 +2,12 @@
 fp16 with two processes, resume). Conversion: test_electra_convert.py; the recipe: test_recipe_bioelectra.py."""
 
 import math
-import subprocess
 
 import pytest
 import torch
 
 from biofairseq.user_dir import USER_DIR
-from conftest import BIN, REPO, free_port, json_logs, run_fairseq
+from conftest import json_logs, run_fairseq, train_two_processes
 
 ELECTRA = [
     "--user-dir", "biofairseq", "--task", "electra", "--criterion", "electra", "--arch", "electra_tiny",
@@ -161,22 +160,10 @@ def test_resuming_gives_identical_losses(bytebpe_corpus, tmp_path):
 
 def test_two_processes_in_memory_efficient_fp16(bytebpe_corpus, tmp_path):
     """fairseq's legacy DDP over gloo, two processes, with its fp16 optimizer (a loss scale, λ = 50 inside)."""
-    steps = ["--max-update", "3", "--total-num-update", "3", "--disable-validation", "--no-save", "--memory-efficient-fp16"]
-    port = free_port()
-    ranks = [
-        subprocess.Popen(
-            [str(BIN / "fairseq-train"), str(bytebpe_corpus.data_bin), *ELECTRA, *steps, "--save-dir", str(tmp_path),
-             "--distributed-world-size", "2", "--distributed-rank", str(rank), "--distributed-no-spawn",
-             "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-backend", "gloo",
-             "--ddp-backend", "legacy_ddp"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        for rank in range(2)
-    ]
-    outputs = [p.communicate(timeout=300)[0] for p in ranks]
-    assert [p.returncode for p in ranks] == [0, 0], outputs[0][-3000:]
-    assert "training on 2 devices" in outputs[0] and "minimum loss scale reached" not in outputs[0]
-    records = json_logs(outputs[0], "train_inner")
+    output = train_two_processes(bytebpe_corpus.data_bin, *ELECTRA, "--max-update", "3", "--total-num-update", "3",
+                                 "--disable-validation", "--no-save", "--memory-efficient-fp16", "--save-dir", tmp_path)
+    assert "training on 2 devices" in output and "minimum loss scale reached" not in output
+    records = json_logs(output, "train_inner")
     assert len(records) == 3 and all(math.isfinite(float(r["loss"])) and "loss_scale" in r for r in records)
 
 

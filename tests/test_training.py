@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from biofairseq.user_dir import USER_DIR
-from conftest import BIN, REPO, TINY, free_port, json_logs, run_fairseq
+from conftest import TINY, json_logs, run_fairseq, train_two_processes
 
 @pytest.fixture(scope="module")
 def trained(trained_bytebpe):
@@ -126,22 +126,10 @@ def test_masked_token_accuracy_counts_real_tokens_of_a_hand_built_batch(trained,
 
 
 def test_two_process_gloo_training(bytebpe_corpus, tmp_path):
-    port = free_port()
-    ranks = [
-        subprocess.Popen(
-            [str(BIN / "fairseq-train"), str(bytebpe_corpus.data_bin), *TINY, "--max-update", "6",
-             "--total-num-update", "6", "--disable-validation", "--no-save", "--save-dir", str(tmp_path),
-             "--distributed-world-size", "2", "--distributed-rank", str(rank), "--distributed-no-spawn",
-             "--distributed-init-method", f"tcp://127.0.0.1:{port}", "--distributed-backend", "gloo",
-             "--ddp-backend", "legacy_ddp"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-        )
-        for rank in range(2)
-    ]
-    outputs = [p.communicate(timeout=300)[0] for p in ranks]
-    assert [p.returncode for p in ranks] == [0, 0], outputs[0][-3000:]
-    assert "training on 2 devices" in outputs[0]
-    assert len(json_logs(outputs[0], "train_inner")) == 6
+    output = train_two_processes(bytebpe_corpus.data_bin, *TINY, "--max-update", "6", "--total-num-update", "6",
+                                 "--disable-validation", "--no-save", "--save-dir", tmp_path)
+    assert "training on 2 devices" in output
+    assert len(json_logs(output, "train_inner")) == 6
 
 
 def test_memory_efficient_fp16_on_cpu(bytebpe_corpus, tmp_path):

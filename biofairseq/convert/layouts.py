@@ -84,7 +84,7 @@ class Layout:
         return out
 
     def reads(self, layers):
-        """Every fairseq name this layout uses or leaves out on purpose (the rest is unexpected)."""
+        """Every fairseq name this layout renames or computes from (with ``drops``, the rest is unexpected)."""
         return {f for f, _ in self.names(layers)} | {s for t in self.transforms for s in t.sources}
 
 

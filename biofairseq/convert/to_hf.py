@@ -28,7 +28,8 @@ def _check_supported(args, checkpoint):
 def hf_state_dict(fairseq_weights, layout, layers, hf_keys, checkpoint, pad):
     """fairseq weights renamed (and computed) into the transformers class's; the unused token type embedding is zero."""
     known = layout.reads(layers)
-    unknown = [k for k in fairseq_weights if k not in known and not k.endswith(".version") and not k.startswith(layout.drops or ("\0",))]
+    unknown = [k for k in fairseq_weights
+               if k not in known and not k.endswith(".version") and not any(k.startswith(d) for d in layout.drops)]
     if unknown:
         raise ConvertError(
             f"{checkpoint}: parameters that {layout.model_class} has no place for ({', '.join(unknown[:3])}); "

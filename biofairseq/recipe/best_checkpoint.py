@@ -77,18 +77,6 @@ def saved_best(path):
             settings["best_checkpoint_metric"], bool(settings["maximize_best_checkpoint_metric"]))
 
 
-def _last(save_dir, log_file, history):
-    """checkpoint_last.pt, the end of training, with its validation (ELECTRA keeps the final model)."""
-    checkpoint = save_dir / "checkpoint_last.pt"
-    if not checkpoint.is_file():
-        raise BestCheckpointError(f"{checkpoint}: missing; fairseq-train writes it unless --no-save; train again or give the right SAVE_DIR")
-    update = saved_best(checkpoint)[0]
-    logged = {v["update"]: v for v in history}
-    if update not in logged:
-        raise BestCheckpointError(f"{checkpoint}: saved at update {update}, which {log_file} never validated; is the log another run's? Retrain with FORCE=1")
-    return {"checkpoint": str(checkpoint), "metric": "last", **logged[update], "validations": history}
-
-
 def pick(save_dir, log_file, keep="best"):
     save_dir, log_file = Path(save_dir), Path(log_file)
     if not log_file.is_file():
@@ -96,13 +84,15 @@ def pick(save_dir, log_file, keep="best"):
     history = validations(log_file)
     if not history:
         raise BestCheckpointError(f"{log_file}: no validation in the log; run fairseq-train without --disable-validation")
-    if keep == "last":
-        return _last(save_dir, log_file, history)
-    checkpoint = save_dir / "checkpoint_best.pt"
+    checkpoint = save_dir / f"checkpoint_{keep}.pt"
     if not checkpoint.is_file():
         raise BestCheckpointError(f"{checkpoint}: missing; fairseq-train writes it unless --no-save; train again or give the right SAVE_DIR")
     update, value, metric, maximize = saved_best(checkpoint)
     logged = {v["update"]: v for v in history}
+    if keep == "last":  # the end of training, with its validation (ELECTRA keeps the final model)
+        if update not in logged:
+            raise BestCheckpointError(f"{checkpoint}: saved at update {update}, which {log_file} never validated; is the log another run's? Retrain with FORCE=1")
+        return {"checkpoint": str(checkpoint), "metric": "last", **logged[update], "validations": history}
     if metric not in history[0]:
         raise BestCheckpointError(f"{checkpoint}: chosen by --best-checkpoint-metric {metric}, which {log_file} does not log; use ppl")
     best = (max if maximize else min)(v[metric] for v in history)

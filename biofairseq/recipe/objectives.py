@@ -48,9 +48,14 @@ class Electra:
                 f"loss {v['disc_loss']:.3f} vs {v['disc_trivial']:.3f} for always answering the replace rate")
 
     @staticmethod
-    def left_trivial(validations):
-        """The first validated update at which the discriminator's loss is clearly below the trivial one, or None."""
-        return next((v["update"] for v in validations if v["disc_loss"] < LEFT_TRIVIAL * v["disc_trivial"]), None)
+    def off_trivial(v):
+        """Whether a validation's discriminator loss is clearly below the loss of always answering the replace rate."""
+        return v["disc_loss"] < LEFT_TRIVIAL * v["disc_trivial"]
+
+    @classmethod
+    def left_trivial(cls, validations):
+        """The first validated update at which the discriminator is off the trivial solution, or None."""
+        return next((v["update"] for v in validations if cls.off_trivial(v)), None)
 
     @classmethod
     def findings(cls, validations):

@@ -79,7 +79,7 @@ def check(best, data_bin):
     from fairseq.data import Dictionary
 
     from biofairseq.data import special_symbols
-    from biofairseq.recipe.objectives import LEFT_TRIVIAL, Electra, objective_of
+    from biofairseq.recipe.objectives import Electra, objective_of
 
     special = special_symbols(_with_mask(Dictionary.load(str(Path(data_bin) / "dict.txt"))))
     unigram_ppl, frequent_acc = frequency_baselines(data_bin, special)
@@ -91,7 +91,7 @@ def check(best, data_bin):
         problems.append(f"{'generator ' if objective is Electra else ''}validation perplexity {ppl:.2f} is not below {PPL_RATIO} x the unigram perplexity {unigram_ppl:.2f}")
     if accuracy is not None and accuracy < frequent_acc + ACC_MARGIN:
         problems.append(f"masked-token accuracy {accuracy:.2f}% is not {ACC_MARGIN:g} point above always guessing the most frequent token ({frequent_acc:.2f}%)")
-    if objective is Electra and not best["disc_loss"] < LEFT_TRIVIAL * best["disc_trivial"]:
+    if objective is Electra and not Electra.off_trivial(best):
         problems.append(f"the discriminator is at the trivial solution: validation loss {best['disc_loss']:.3f} vs "
                         f"{best['disc_trivial']:.3f} for always answering the replace rate, "
                         f"{best.get('disc_acc_replaced', 0):.2f}% of replaced tokens found")

@@ -113,7 +113,8 @@ def markdown(run_dir, found):
               f"{b['update']:,} ({objective.summary(b)}): `{b['checkpoint']}`, converted to transformers in `hf/`.", ""]
     headers, rows = objective.table(p["validations"])
     lines += [markdown_table(headers, rows), ""]
-    lines += [f"{finding}" for finding in objective.findings(p["validations"])] + ([""] if objective.findings(p["validations"]) else [])
+    findings = objective.findings(p["validations"])
+    lines += findings + ([""] if findings else [])
     if p["check"]:
         from biofairseq.recipe.pretraining_check import sentence
 
