@@ -12,8 +12,6 @@ maximum resident set size of each process. The expected ratio comes from countin
 """
 
 import argparse
-import json
-import os
 import statistics
 import sys
 import tempfile
@@ -22,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
-from measure import fairseq_train_speed, publish, round_ratios, speed_table  # noqa: E402
+from measure import device_label, interleaved, precision_flags, per_run, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
 
 FRACTION = 1 / 3  # the generator's width at base (BioELECTRA's 768/256)
 
@@ -35,7 +33,7 @@ def flags(args):
         "--optimizer", "adam", "--adam-betas", "(0.9,0.999)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
         "--lr", "2e-4", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "10", "--num-workers", "2",
         "--seed", "1", "--log-format", "json", "--log-interval", "10", "--disable-validation", "--no-save",
-        *(["--bf16" if args.bf16 else "--fp16"] if args.gpu else ["--cpu"]),
+        *precision_flags(args),
     ]
     return {
         "masked LM (document_mlm, bio_roberta_base shape)": [
@@ -73,15 +71,10 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000)
         vocab = sum(1 for _ in open(corpus.data_bin / "dict.txt")) + 4
-        results = {name: [] for name in systems}
-        for r in range(args.rounds):
-            for name, extra in systems.items():
-                results[name].append(fairseq_train_speed(corpus.data_bin, extra, args.updates, Path(tmp) / "save", cwd=REPO))
-                print(f"round {r + 1} {name}: {results[name][-1]}", flush=True)
+        results = interleaved(systems, corpus.data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO)
     names = list(systems)
-    step = round_ratios(results, names[0], names[1], "ups")  # masked LM's updates/s over ELECTRA's: step time ratio
-    memory = round_ratios(results, names[1], names[0], "peak_rss_mb")
-    device = "GPU, " + ("bf16" if args.bf16 else "fp16") if args.gpu else f"{os.cpu_count()} CPU cores, fp32"
+    step, memory = step_and_memory_ratios(results, names[0], names[1])
+    device = device_label(args)
     command = " ".join(sys.argv[1:])
     lines = [
         "# ELECTRA step time vs masked LM step time",
@@ -95,13 +88,12 @@ def main():
         "",
         *speed_table(results),
         "",
-        f"- ELECTRA step time / masked LM step time: **{statistics.median(step):.3f}** (rounds: {min(step):.3f} to "
-        f"{max(step):.3f}); goal <= 1.35 at base",
+        ratio_line("ELECTRA step time / masked LM step time", step, "; goal <= 1.35 at base"),
         f"- expected from matmul FLOPs at these shapes: {flop_ratio(args.layers, args.width, args.tokens, vocab):.3f} "
         f"(at base, 12 x 768, 512 tokens, 30k vocabulary: {flop_ratio(12, 768, 512, 30522):.3f})",
         f"- peak memory ratio: {statistics.median(memory):.3f}",
         "",
-        "Per run: " + json.dumps(results),
+        per_run(results),
     ]
     publish(lines, args.output)
 

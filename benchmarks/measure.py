@@ -43,6 +43,46 @@ def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None):
     }
 
 
+def interleaved(systems, data_bin, rounds, updates, save_dir, cwd=None):
+    """name -> one fairseq_train_speed per round of each system's flags; each round runs every system in turn, so
+    that machine noise hits all alike."""
+    results = {name: [] for name in systems}
+    for r in range(rounds):
+        for name, flags in systems.items():
+            results[name].append(fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=cwd))
+            print(f"round {r + 1} {name}: {results[name][-1]}", flush=True)
+    return results
+
+
+def step_and_memory_ratios(results, baseline, other):
+    """Per-round ratios: other's step time over baseline's (baseline's updates/s over other's), and other's peak
+    memory over baseline's."""
+    return round_ratios(results, baseline, other, "ups"), round_ratios(results, other, baseline, "peak_rss_mb")
+
+
+def ratio_line(label, ratios, note=""):
+    """A Markdown bullet with the median of per-round ratios and their range."""
+    import statistics
+
+    return f"- {label}: **{statistics.median(ratios):.3f}** (rounds: {min(ratios):.3f} to {max(ratios):.3f}){note}"
+
+
+def per_run(results):
+    """Every run's measures, so that the medians can be recomputed from the committed result."""
+    import json
+
+    return "Per run: " + json.dumps(results)
+
+
+def device_label(args):
+    """The device and precision of a benchmark's --gpu/--bf16 arguments, in words."""
+    return "GPU, " + ("bf16" if args.bf16 else "fp16") if args.gpu else f"{os.cpu_count()} CPU cores, fp32"
+
+
+def precision_flags(args):
+    return ["--bf16" if args.bf16 else "--fp16"] if args.gpu else ["--cpu"]
+
+
 def medians(results):
     """name -> {measure: median over rounds} of interleaved fairseq_train_speed runs."""
     import statistics

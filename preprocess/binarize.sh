@@ -17,7 +17,8 @@ CLEAN_DIR=$1 VOCAB_DIR=$2 DATA_BIN=$3 WORKERS=${4:-$(nproc)}
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-python}
 
-"$PYTHON" -c "import biofairseq.corpus.vocab, fairseq" 2>/dev/null ||
+# found, not imported: importing fairseq costs seconds, and fairseq-preprocess below imports it anyway
+"$PYTHON" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('fairseq') and u.find_spec('biofairseq.corpus.vocab')))" 2>/dev/null ||
     { echo "error: $PYTHON cannot import biofairseq and fairseq; run 'source .venv/bin/activate' after 'make install' (or set PYTHON=.venv/bin/python)" >&2; exit 1; }
 command -v fairseq-preprocess >/dev/null ||
     { echo "error: fairseq-preprocess: not found; run 'source .venv/bin/activate' after 'make install'" >&2; exit 1; }

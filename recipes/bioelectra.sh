@@ -22,8 +22,6 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=bioelectra
-PRESET=${PRESET:-tiny}
-PYTHON=${PYTHON:-python}
 # shellcheck source=lib/stages.sh
 source "$REPO/recipes/lib/stages.sh"
 
@@ -42,7 +40,7 @@ tiny)
     ;;
 paper)
     [[ -n ${SOURCES:-} ]] || die "PRESET=paper needs SOURCES=\"NAME=PATH ...\" (the raw pretraining corpora, PubMed for BioELECTRA); see the top of $0"
-    [[ -n ${NER_DATA:-} ]] || die "PRESET=paper needs NER_DATA=\"NAME=DIR ...\" (e.g. ncbi=path/to/ncbi_disease with train/ valid/ test/); see the top of $0"
+    [[ -v NER_DATA ]] || die "PRESET=paper needs NER_DATA=\"NAME=DIR ...\" (e.g. ncbi=path/to/ncbi_disease with train/ valid/ test/), or NER_DATA= to pretrain and convert only; see the top of $0"
     CORPUS_LANG=${CORPUS_LANG:-en}
     VALID_DOCS=${VALID_DOCS:-2000}
     VOCAB_TYPE=${VOCAB_TYPE:-sentencepiece}
@@ -102,5 +100,6 @@ recipe_pretrain
 
 recipe_pick
 recipe_convert --generator
+recipe_baseline
 recipe_ner
 recipe_report

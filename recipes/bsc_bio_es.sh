@@ -21,7 +21,8 @@
 #                  text or BRAT, optionally compressed (see preprocess/clean_corpus.py --help).
 #                  tiny: clinical=examples/data/clinical_cases.jsonl.gz
 #   NER_DATA       NER data sets, space-separated NAME=DIR; DIR holds train, valid (or dev, devel) and test
-#                  (optional), each a BRAT folder or a CoNLL file (.conll, .tsv, .bio).
+#                  (optional), each a BRAT folder or a CoNLL file (.conll, .tsv, .bio). Empty (NER_DATA=): pretrain
+#                  and convert only.
 #                  tiny: pharmaconer=examples/data/pharmaconer (an excerpt of PharmaCoNER)
 #   RUN_DIR        where everything goes (default: runs/bsc_bio_es/$PRESET)
 #   FORCE          1: redo every stage (removes its earlier output first)
@@ -51,8 +52,6 @@ set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=bsc_bio_es
-PRESET=${PRESET:-tiny}
-PYTHON=${PYTHON:-python}
 # shellcheck source=lib/stages.sh
 source "$REPO/recipes/lib/stages.sh"
 
@@ -64,7 +63,7 @@ tiny)
     ;;
 paper)
     [[ -n ${SOURCES:-} ]] || die "PRESET=paper needs SOURCES=\"NAME=PATH ...\" (the raw pretraining corpora); see the top of $0"
-    [[ -n ${NER_DATA:-} ]] || die "PRESET=paper needs NER_DATA=\"NAME=DIR ...\" (e.g. pharmaconer=path/to/pharmaconer with train/ valid/ test/); see the top of $0"
+    [[ -v NER_DATA ]] || die "PRESET=paper needs NER_DATA=\"NAME=DIR ...\" (e.g. pharmaconer=path/to/pharmaconer with train/ valid/ test/), or NER_DATA= to pretrain and convert only; see the top of $0"
     VALID_DOCS=${VALID_DOCS:-2000}
     VOCAB_SIZE=${VOCAB_SIZE:-50262}
     ARCH=${ARCH:-bio_roberta_base}
@@ -115,5 +114,6 @@ recipe_pretrain
 
 recipe_pick
 recipe_convert
+recipe_baseline
 recipe_ner
 recipe_report

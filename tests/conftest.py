@@ -83,6 +83,29 @@ def trained_bytebpe(bytebpe_corpus, once):
     return once("trained", train)
 
 
+def build_in_process(data_bin, *flags):
+    """(task, model, criterion) as fairseq-train builds them from these flags (after --user-dir biofairseq), the model
+    seeded with 0, with the valid split loaded."""
+    import torch
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from biofairseq.user_dir import USER_DIR
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [str(data_bin), "--user-dir", USER_DIR, *map(str, flags)])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    torch.manual_seed(0)
+    model = task.build_model(cfg.model)
+    task.load_dataset("valid")
+    return task, model, task.build_criterion(cfg.criterion)
+
+
+def valid_batch(task, start=0, size=8):
+    dataset = task.dataset("valid")
+    return dataset.collater([dataset[i] for i in range(start, start + size)])
+
+
 def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -128,8 +151,8 @@ def json_logs(output, tag):
 
 # Test files by their time on 2 cores, longest first. pytest-xdist (--dist loadfile) hands whole files to the
 # workers in collection order, one at a time as each finishes; longest first keeps the two workers' loads even.
-LONGEST_FIRST = ("test_convert.py", "test_recipe.py", "test_electra.py", "test_ner.py", "test_training.py",
-                 "test_corpus_preparation.py", "test_recipe_bioelectra.py")
+LONGEST_FIRST = ("test_convert.py", "test_recipe_bio_lm.py", "test_recipe.py", "test_training.py", "test_ner.py",
+                 "test_electra.py", "test_recipe_bioelectra.py", "test_corpus_preparation.py", "test_distillation.py")
 
 
 def pytest_collection_modifyitems(items):

@@ -6,8 +6,7 @@ import math
 import pytest
 import torch
 
-from biofairseq.user_dir import USER_DIR
-from conftest import json_logs, run_fairseq, train_two_processes
+from conftest import build_in_process, json_logs, run_fairseq, train_two_processes, valid_batch
 
 ELECTRA = [
     "--user-dir", "biofairseq", "--task", "electra", "--criterion", "electra", "--arch", "electra_tiny",
@@ -20,24 +19,12 @@ SHARING = ("tied", "gdes", "none")
 
 
 def build(data_bin, *flags):
-    """(task, model, criterion) as fairseq-train builds them, with the valid split loaded."""
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(data_bin), "--user-dir", USER_DIR, "--task", "electra", "--criterion", "electra", "--arch", "electra_tiny",
-        "--tokens-per-sample", "128", "--dropout", "0", "--attention-dropout", "0", *flags])
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
-    torch.manual_seed(0)
-    model = task.build_model(cfg.model)
-    task.load_dataset("valid")
-    return task, model, task.build_criterion(cfg.criterion)
+    """(task, model, criterion) as fairseq-train builds them, without dropout, with the valid split loaded."""
+    return build_in_process(data_bin, "--task", "electra", "--criterion", "electra", "--arch", "electra_tiny",
+                            "--tokens-per-sample", "128", "--dropout", "0", "--attention-dropout", "0", *flags)
 
 
-def batch(task, start=0, size=8):
-    dataset = task.dataset("valid")
-    return dataset.collater([dataset[i] for i in range(start, start + size)])
+batch = valid_batch
 
 
 def originals(sample, pad):

@@ -70,9 +70,9 @@ def test_bioelectra_pretraining_logs_both_towers_and_the_generator_learns(electr
     assert all(0 < s["replace_rate"] <= 15.5 for s in steps)
 
 
-def test_both_recipes_share_the_stage_machinery_and_copy_none_of_it():
+def test_the_recipes_share_the_stage_machinery_and_copy_none_of_it():
     library = (REPO / "recipes" / "lib" / "stages.sh").read_text()
-    for script in (RECIPE, BIOELECTRA):
+    for script in (RECIPE, BIOELECTRA, REPO / "recipes" / "bio_lm.sh"):
         text = script.read_text()
         assert 'source "$REPO/recipes/lib/stages.sh"' in text
         for function in ("stage", "run", "die", "one_of", "weights_sha256", "pretrain_phase"):

@@ -1,3 +1,3 @@
 """fairseq criterions registered by ``--user-dir biofairseq``."""
 
-from . import electra, masked_lm_accuracy  # noqa: F401
+from . import electra, masked_lm_accuracy, mlm_distillation  # noqa: F401

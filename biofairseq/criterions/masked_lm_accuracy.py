@@ -23,27 +23,38 @@ class MaskedLmAccuracy(MaskedLmLoss):
         self.special = torch.from_numpy(special_symbols(task.source_dictionary))
 
     def forward(self, model, sample, reduce=True):
+        loss, sample_size, logging_output, _ = self.forward_with_logits(model, sample, reduce)
+        return loss, sample_size, logging_output
+
+    def forward_with_logits(self, model, sample, reduce=True):
+        """fairseq's loss, sample size and log with the accuracy added, and the logits the loss was computed on
+        (of the masked tokens; of every token when none is masked, as fairseq does)."""
         captured = []
         handle = model.register_forward_hook(lambda module, args, output: captured.append(output[0]))
         try:
             loss, sample_size, logging_output = super().forward(model, sample, reduce)
         finally:
             handle.remove()
+        logits = captured[-1]
         with torch.no_grad():
             targets = sample["target"]
             masked = targets.ne(self.padding_idx)
-            predictions = captured[-1].argmax(-1).view(-1)
+            predictions = logits.argmax(-1).view(-1)
             # fairseq projects only the masked positions, or every position when none is masked.
             gold = targets[masked] if predictions.numel() == masked.sum() else targets.view(-1)
             real = ~self.special.to(gold.device)[gold]
             logging_output["n_correct"] = (predictions.eq(gold) & real).sum().data
             logging_output["n_real"] = real.sum().data
-        return loss, sample_size, logging_output
+        return loss, sample_size, logging_output, logits
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
         MaskedLmLoss.reduce_metrics(logging_outputs)
-        correct = utils.item(sum(log.get("n_correct", 0) for log in logging_outputs))
-        total = utils.item(sum(log.get("n_real", 0) for log in logging_outputs))
-        if total > 0:
-            metrics.log_scalar("accuracy", 100.0 * correct / total, total, round=2)
+        log_accuracy(logging_outputs)
+
+
+def log_accuracy(logging_outputs):
+    correct = utils.item(sum(log.get("n_correct", 0) for log in logging_outputs))
+    total = utils.item(sum(log.get("n_real", 0) for log in logging_outputs))
+    if total > 0:
+        metrics.log_scalar("accuracy", 100.0 * correct / total, total, round=2)

@@ -21,5 +21,7 @@ def _preset(name, layers, embed_dim, ffn_dim, heads):
 
 
 bio_roberta_tiny = _preset("bio_roberta_tiny", layers=2, embed_dim=128, ffn_dim=512, heads=2)
+# the teacher of recipes/bio_lm.sh's tiny preset: twice bio_roberta_tiny's width and depth
+bio_roberta_small = _preset("bio_roberta_small", layers=4, embed_dim=256, ffn_dim=1024, heads=4)
 bio_roberta_base = _preset("bio_roberta_base", layers=12, embed_dim=768, ffn_dim=3072, heads=12)
 bio_roberta_large = _preset("bio_roberta_large", layers=24, embed_dim=1024, ffn_dim=4096, heads=16)

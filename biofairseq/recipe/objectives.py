@@ -68,9 +68,30 @@ class Electra:
                 "the loss of always answering the replace rate)."]
 
 
+class Distillation(MaskedLM):
+    """--criterion mlm_distillation: ppl and accuracy are the student's MLM ones, as masked LM logs them."""
+
+    name = "distillation"
+
+    @staticmethod
+    def table(validations):
+        rows = [[f"{v['update']:,}", f"{v['epoch']}", f"{v['loss']:.3f}", f"{v['mlm_loss']:.3f}", f"{v['ppl']:.2f}",
+                 _pct(v.get("accuracy")), f"{v['kl_loss']:.3f}", f"{v['cos_loss']:.4f}", f"{v['teacher_ppl']:.2f}"]
+                for v in validations]
+        return ["update", "epoch", "valid loss", "MLM loss", "MLM ppl", "masked acc. %", "KL (x T²)", "1 - cosine",
+                "teacher ppl"], rows
+
+    @staticmethod
+    def summary(v):
+        return (f"validation perplexity {v['ppl']:.2f} (the teacher's {v['teacher_ppl']:.2f}), masked-token accuracy "
+                f"{_pct(v.get('accuracy'))}%, KL {v['kl_loss']:.3f}, 1 - cosine {v['cos_loss']:.4f}")
+
+
 def objective_of(record):
     """The objective whose numbers a validation record (or best.json) holds."""
-    return Electra if "gen_ppl" in record else MaskedLM
+    if "gen_ppl" in record:
+        return Electra
+    return Distillation if "kl_loss" in record else MaskedLM
 
 
 def _pct(value):

@@ -1,11 +1,12 @@
 """The report of a recipe run: corpus, vocabulary, pretraining and NER, as Markdown, JSON and one figure.
 
-    python -m biofairseq.recipe.report RUN_DIR --ner NAME=SWEEP_DIR [--ner NAME=SWEEP_DIR ...]
+    python -m biofairseq.recipe.report RUN_DIR [--pretrain NAME=DIR ...] --ner NAME=SWEEP_DIR [--ner NAME=SWEEP_DIR ...]
 
 Every number is read from a file that a stage wrote in RUN_DIR: recipe.env, clean/stats.json,
-data-bin/preprocess.log, pretrain/train.log and pretrain/best.json, and the NER runs of each sweep folder
-(one per model; several models may share a data set NAME). Each data set's NER table is also written
-beside its sweeps (report.md, report.json, dev_f1.png in the sweeps' parent folder).
+data-bin/preprocess.log, the train.log and best.json of pretrain/ (or of each --pretrain folder, for recipes that
+pretrain several models), and the NER runs of each sweep folder (one per model; several models may share a data
+set NAME). Each data set's NER table is also written beside its sweeps (report.md, report.json, dev_f1.png in the
+sweeps' parent folder).
 """
 
 import argparse
@@ -62,13 +63,15 @@ def wall_seconds(steps):
     return sum(float(step.get("train_wall") or 0) for step in steps) or None
 
 
-def pretraining(run_dir):
-    best = json.loads(_read(run_dir / "pretrain" / "best.json", "the checkpoint-picking stage did not finish"))
+def pretraining(folder, arch=None):
+    best = json.loads(_read(folder / "best.json", "the checkpoint-picking stage did not finish"))
     objective = objective_of(best)
     # one record per update: fairseq writes each line to --log-file once more per epoch, and a resume logs again
-    steps = list({int(s["num_updates"]): s for s in records(run_dir / "pretrain" / "train.log", "train_inner")}.values())
-    check = run_dir / "pretrain" / "check.json"
-    return {"objective": objective.name, "check": json.loads(check.read_text()) if check.is_file() else None,
+    steps = list({int(s["num_updates"]): s for s in records(folder / "train.log", "train_inner")}.values())
+    check = folder / "check.json"
+    arch_file = folder / "arch"
+    return {"objective": objective.name, "arch": arch_file.read_text().strip() if arch_file.is_file() else arch,
+            "check": json.loads(check.read_text()) if check.is_file() else None,
             "updates": int(steps[-1]["num_updates"]) if steps else None,
             "wall_seconds": wall_seconds(steps),
             "best": {k: v for k, v in best.items() if k != "validations"},
@@ -93,7 +96,7 @@ def ner(pairs):
 def markdown(run_dir, found):
     from biofairseq.finetune import report
 
-    s, c, d, p = found["settings"], found["corpus"], found["data_bin"], found["pretraining"]
+    s, c, d, models = found["settings"], found["corpus"], found["data_bin"], found["pretrainings"]
     lines = [f"# {s.get('RECIPE', 'bsc_bio_es')}, PRESET={s.get('PRESET', '?')}", "",
              f"Run folder `{run_dir}`; its settings are in `recipe.env`. Every number below is read from the files the stages wrote.", "",
              "## Corpus (`clean/stats.json`)", ""]
@@ -103,23 +106,14 @@ def markdown(run_dir, found):
               f"{c['train_docs']:,} documents for training, {c['valid_docs']:,} held out for validation.", "",
               "## Vocabulary and data-bin", "",
               f"{d.get('vocabulary', 'Byte-level BPE')} of {d['dictionary']:,} entries (`vocab/`). `data-bin/`: "
-              + ", ".join(f"{split} {v['tokens']:,} tokens in {v['lines']:,} lines" for split, v in d.items() if isinstance(v, dict)) + ".", "",
-              "## Pretraining (`pretrain/`)", ""]
-    b = p["best"]
-    objective = objective_of(b)
-    wall = f" in {p['wall_seconds'] / 60:.1f} minutes of training steps (fairseq's train_wall)" if p["wall_seconds"] else ""
-    kept = "the final checkpoint" if b.get("metric") == "last" else f"the best validation {b.get('metric', 'ppl')}"
-    lines += [f"`{s.get('ARCH', '?')}`, {objective.name}, {p['updates']:,} updates{wall}. Kept: {kept}, update "
-              f"{b['update']:,} ({objective.summary(b)}): `{b['checkpoint']}`, converted to transformers in `hf/`.", ""]
-    headers, rows = objective.table(p["validations"])
-    lines += [markdown_table(headers, rows), ""]
-    findings = objective.findings(p["validations"])
-    lines += findings + ([""] if findings else [])
-    if p["check"]:
-        from biofairseq.recipe.pretraining_check import sentence
-
-        verdict = sentence(p["check"])
-        lines += [f"Check against word frequencies (`pretrain/check.json`): {verdict[0].upper()}{verdict[1:]}.", ""]
+              + ", ".join(f"{split} {v['tokens']:,} tokens in {v['lines']:,} lines" for split, v in d.items() if isinstance(v, dict)) + ".", ""]
+    if list(models) == [""]:
+        lines += ["## Pretraining (`pretrain/`)", "", *_pretraining_lines(models[""], "pretrain")]
+    else:
+        lines += ["## Pretraining", "", "Each model's kept checkpoint, on the same held-out documents:", "",
+                  markdown_table(*_side_by_side(models)), ""]
+        for name, p in models.items():
+            lines += [f"### {name} (`pretrain/{name}/`)", "", *_pretraining_lines(p, f"pretrain/{name}")]
     for name, (_, summaries) in found["ner"].items():
         lines += [f"## NER: {name} (`ner/{name}/`)", "", report.markdown(summaries), ""]
     if found["ner"]:
@@ -132,6 +126,40 @@ def markdown(run_dir, found):
     return "\n".join(lines)
 
 
+def _pretraining_lines(p, folder):
+    b = p["best"]
+    objective = objective_of(b)
+    wall = f" in {p['wall_seconds'] / 60:.1f} minutes of training steps (fairseq's train_wall)" if p["wall_seconds"] else ""
+    kept = "the final checkpoint" if b.get("metric") == "last" else f"the best validation {b.get('metric', 'ppl')}"
+    lines = [f"`{p.get('arch') or '?'}`, {objective.name}, {p['updates']:,} updates{wall}. Kept: {kept}, update "
+             f"{b['update']:,} ({objective.summary(b)}): `{b['checkpoint']}`, converted to transformers in `hf/`.", ""]
+    headers, rows = objective.table(p["validations"])
+    lines += [markdown_table(headers, rows), ""]
+    findings = objective.findings(p["validations"])
+    lines += findings + ([""] if findings else [])
+    if p["check"]:
+        from biofairseq.recipe.pretraining_check import sentence
+
+        verdict = sentence(p["check"])
+        lines += [f"Check against word frequencies (`{folder}/check.json`): {verdict[0].upper()}{verdict[1:]}.", ""]
+    return lines
+
+
+def _side_by_side(models):
+    rows = []
+    for name, p in models.items():
+        b = p["best"]
+        objective = objective_of(b)
+        rows.append([name, f"`{p.get('arch') or '?'}`", objective.name, f"{p['updates']:,}",
+                     f"{p['wall_seconds'] / 60:.1f}" if p["wall_seconds"] else "-", f"{b['update']:,}",
+                     f"{b[objective.ppl]:.2f}", _percent(b.get(objective.accuracy))])
+    return ["model", "architecture", "objective", "updates", "minutes", "kept update", "valid ppl", "masked acc. %"], rows
+
+
+def _percent(value):
+    return "-" if value is None else f"{value:.2f}"
+
+
 def plot(found, path):
     import logging
 
@@ -141,12 +169,14 @@ def plot(found, path):
 
     panels = [(name, model, r) for name, (groups, _) in found["ner"].items() for model, r in groups.items()]
     fig, axes = report.figure(1 + len(panels))
-    p = found["pretraining"]
-    axes[0].plot([t["update"] for t in p["train"]], [t["ppl"] for t in p["train"]], label="train")
-    key = objective_of(p["best"]).curve
-    axes[0].plot([v["update"] for v in p["validations"]], [v[key] for v in p["validations"]], marker="o", markersize=3, label="valid")
-    what = "generator perplexity" if p.get("objective") == "ELECTRA" else "perplexity"
-    axes[0].set(title="pretraining", xlabel="update", ylabel=what, yscale="log")
+    models = found["pretrainings"]
+    for label, p in models.items():
+        line, = axes[0].plot([t["update"] for t in p["train"]], [t["ppl"] for t in p["train"]], label=f"{label} train".strip())
+        key = objective_of(p["best"]).curve
+        axes[0].plot([v["update"] for v in p["validations"]], [v[key] for v in p["validations"]], marker="o", markersize=3,
+                     color=line.get_color(), linestyle="--", label=f"{label} valid".strip())
+    electra = any(p.get("objective") == "ELECTRA" for p in models.values())
+    axes[0].set(title="pretraining", xlabel="update", ylabel="generator perplexity" if electra else "perplexity", yscale="log")
     axes[0].grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     for ax, (name, model, model_runs) in zip(axes[1:], panels):
@@ -154,13 +184,19 @@ def plot(found, path):
     report.save_figure(fig, path)
 
 
-def write(run_dir, ner_pairs):
+def write(run_dir, ner_pairs, pretrain_pairs=()):
+    """pretrain_pairs: (name, folder) of each model a recipe pretrained; none: the one model in RUN_DIR/pretrain."""
     run_dir = Path(run_dir)
-    found = {"settings": settings(run_dir), "corpus": corpus(run_dir), "data_bin": data_bin(run_dir),
-             "pretraining": pretraining(run_dir), "ner": ner(ner_pairs)}
+    found = {"settings": settings(run_dir), "corpus": corpus(run_dir), "data_bin": data_bin(run_dir)}
+    arch = found["settings"].get("ARCH")
+    found["pretrainings"] = ({name: pretraining(Path(folder), arch) for name, folder in pretrain_pairs} if pretrain_pairs
+                             else {"": pretraining(run_dir / "pretrain", arch)})
+    found["ner"] = ner(ner_pairs)
     text = markdown(run_dir, found)
     plot(found, run_dir / "report.png")
     as_json = {**found, "ner": {name: summaries for name, (_, summaries) in found["ner"].items()}}
+    models = as_json.pop("pretrainings")  # one model: "pretraining"; several: "pretrainings", by name
+    as_json["pretraining" if list(models) == [""] else "pretrainings"] = models[""] if list(models) == [""] else models
     write_text(run_dir / "report.json", json.dumps(as_json, indent=1, ensure_ascii=False) + "\n")
     write_text(run_dir / "report.md", text)
     return text
@@ -169,20 +205,22 @@ def write(run_dir, ner_pairs):
 def _pair(text):
     name, sep, folder = text.partition("=")
     if not sep or not name:
-        raise argparse.ArgumentTypeError(f"{text}: give NAME=SWEEP_DIR")
+        raise argparse.ArgumentTypeError(f"{text}: give NAME=FOLDER")
     return name, folder
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.report", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
+    parser.add_argument("--pretrain", type=_pair, action="append", default=[], metavar="NAME=DIR",
+                        help="a pretrained model's folder (train.log, best.json), for recipes that pretrain several; repeat")
     parser.add_argument("--ner", type=_pair, action="append", default=[], metavar="NAME=SWEEP_DIR",
                         help="a data set's sweep folder of one model (biofairseq-ner sweep --output-dir); repeat")
     args = parser.parse_args(argv)
     from biofairseq.finetune import NERFormatError
 
     try:
-        write(args.run_dir, args.ner)
+        write(args.run_dir, args.ner, args.pretrain)
     except (ReportError, NERFormatError) as error:
         print(f"report: error: {error}", file=sys.stderr)
         return 1

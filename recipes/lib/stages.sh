@@ -12,6 +12,11 @@
 # per device). Phase 2 continues from phase 1's checkpoint_last.pt with --reset-dataloader only: the optimizer
 # state and one learning-rate schedule over --total-num-update MAX_UPDATE run on. The model's position table
 # has 512 rows from the first update (the presets' --max-positions), so it is not outgrown.
+#
+# Several models in one run (recipes/bio_lm.sh): recipe_model NAME before each model's stages 4-6 sends them to
+# pretrain/NAME and hf/NAME; without it a recipe has one model, in pretrain/ and hf/$RECIPE.
+
+PRESET=${PRESET:-tiny} PYTHON=${PYTHON:-python}
 
 die() { echo "$RECIPE.sh: error: $*" >&2; exit 1; }
 
@@ -35,7 +40,7 @@ recipe_tiny_defaults() {
     # PRESET=tiny of every recipe: the bundled sample and the schedule and NER sweep that fit it on 2 CPU cores,
     # the same for each so that their reports compare. A recipe sets what differs (ARCH, PEAK_LR, ...) first.
     SOURCES=${SOURCES:-clinical=$REPO/examples/data/clinical_cases.jsonl.gz}
-    NER_DATA=${NER_DATA:-pharmaconer=$REPO/examples/data/pharmaconer}
+    NER_DATA=${NER_DATA-pharmaconer=$REPO/examples/data/pharmaconer}  # set but empty: no fine-tuning
     VALID_DOCS=${VALID_DOCS:-50}
     VOCAB_SIZE=${VOCAB_SIZE:-8000}
     TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-128}
@@ -117,7 +122,11 @@ recipe_check_inputs() {
         NER_NAMES+=("$name") NER_TRAIN+=("$train") NER_DEV+=("$dev") NER_TEST+=("$test")
     done
     CLEAN=$RUN_DIR/clean VOCAB=$RUN_DIR/vocab DATA_BIN=$RUN_DIR/data-bin PRETRAIN=$RUN_DIR/pretrain
-    HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner
+    HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner MODEL_NAME= MODELS=() PRETRAINED=()
+}
+
+recipe_model() {  # recipe_model NAME: stages 4-6 of model NAME, in pretrain/NAME and hf/NAME
+    MODEL_NAME=$1 PRETRAIN=$RUN_DIR/pretrain/$1 HF_MODEL=$RUN_DIR/hf/$1
 }
 
 split_path() {  # split_path DIR NAME...: the first DIR/NAME[.conll|.tsv|.bio] that exists
@@ -192,13 +201,15 @@ pretrain_phase() {  # pretrain_phase TOKENS_PER_SAMPLE BATCH_PER_DEVICE UPDATE_F
     local tokens=$1 batch=$2 freq=$3 until=$4
     shift 4
     run "${LAUNCH[@]}" fairseq-train "$DATA_BIN" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
-        "${MODEL_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$MAX_UPDATE" --max-update "$until" \
+        "${MODEL_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$UPDATES" --max-update "$until" \
         --batch-size "$batch" --update-freq "$freq" --num-workers 2 "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" \
         "${HARDWARE_ARGS[@]}" "$@"
 }
 
-recipe_pretrain() {
-    stage 4 "pretrain $ARCH" "$PRETRAIN" "$PRETRAIN/finished" || return 0
+recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX_UPDATE) updates; FLAGs go to fairseq-train
+    UPDATES=${1:-$MAX_UPDATE}
+    (( $# == 0 )) || shift
+    stage 4 "pretrain ${MODEL_NAME:+$MODEL_NAME, }$ARCH" "$PRETRAIN" "$PRETRAIN/finished" || return 0
     # the checkpoint records its BPE, so that fairseq's from_pretrained encodes text with no further arguments
     mapfile -t BPE_ARGS < <("$PYTHON" -m biofairseq.bpe_flags "$DATA_BIN")
     (( ${#BPE_ARGS[@]} )) || die "$DATA_BIN: no vocabulary recorded (vocab_info.json); FORCE=1 rebuilds the data-bin"
@@ -219,18 +230,19 @@ recipe_pretrain() {
         fi
     fi
     mkdir -p "$PRETRAIN"
+    echo "$ARCH" >"$PRETRAIN/arch"  # for the report
     if [[ $PHASE2_SHARE == 0 ]]; then
-        pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$MAX_UPDATE"
+        pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$UPDATES" "$@"
     else
         local phase1
-        phase1=$(awk "BEGIN { printf \"%d\", $MAX_UPDATE * (1 - $PHASE2_SHARE) + 0.5 }")
+        phase1=$(awk "BEGIN { printf \"%d\", $UPDATES * (1 - $PHASE2_SHARE) + 0.5 }")
         if [[ ! -f $PRETRAIN/phase1.finished ]]; then
             echo "phase 1: updates 1-$phase1 at $TOKENS_PER_SAMPLE tokens" >&2
-            pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$phase1"
+            pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$phase1" "$@"
             date -Is >"$PRETRAIN/phase1.finished"
         fi
-        echo "phase 2: updates $((phase1 + 1))-$MAX_UPDATE at $PHASE2_TOKENS_PER_SAMPLE tokens, $PHASE2_SEQUENCES_PER_UPDATE sequences per update; optimizer and learning-rate schedule continue" >&2
-        pretrain_phase "$PHASE2_TOKENS_PER_SAMPLE" "$PHASE2_BATCH_PER_DEVICE" "$PHASE2_UPDATE_FREQ" "$MAX_UPDATE" --reset-dataloader
+        echo "phase 2: updates $((phase1 + 1))-$UPDATES at $PHASE2_TOKENS_PER_SAMPLE tokens, $PHASE2_SEQUENCES_PER_UPDATE sequences per update; optimizer and learning-rate schedule continue" >&2
+        pretrain_phase "$PHASE2_TOKENS_PER_SAMPLE" "$PHASE2_BATCH_PER_DEVICE" "$PHASE2_UPDATE_FREQ" "$UPDATES" "$@" --reset-dataloader
     fi
     date -Is >"$PRETRAIN/finished"
 }
@@ -254,21 +266,24 @@ recipe_pick() {
 
 # ---- 6, 6b. transformers (parity-checked), and a randomly initialised twin
 
-recipe_convert() {
-    if stage 6 "convert to transformers" "$HF_MODEL"; then
+recipe_convert() {  # recipe_convert [FLAG...]: the kept checkpoint in transformers; FLAGs go to biofairseq-convert
+    if stage 6 "convert ${MODEL_NAME:+$MODEL_NAME }to transformers" "$HF_MODEL"; then
         run biofairseq-convert to-hf "$(kept_checkpoint)" "$HF_MODEL" "$@"
     fi
-    MODELS=("$HF_MODEL")
-    if [[ $BASELINE == random-init ]]; then
-        if stage 6b "a randomly initialised copy, as a baseline" "$RUN_DIR/hf/random_init"; then
-            run "$PYTHON" -m biofairseq.recipe.random_init "$HF_MODEL" "$RUN_DIR/hf/random_init"
-        fi
-        MODELS+=("$RUN_DIR/hf/random_init")
-    fi
+    MODELS+=("$HF_MODEL")
+    [[ -z $MODEL_NAME ]] || PRETRAINED+=(--pretrain "$MODEL_NAME=$PRETRAIN")  # the report's models, in this order
 }
 
-kept_checkpoint() {  # the checkpoint best.json names
-    "$PYTHON" -c "import json, sys; print(json.load(open(sys.argv[1]))['checkpoint'])" "$PRETRAIN/best.json"
+recipe_baseline() {  # BASELINE=random-init: a randomly initialised copy of the model converted last, fine-tuned beside it
+    [[ $BASELINE == random-init ]] || return 0
+    if stage 6b "a randomly initialised copy of $(basename "$HF_MODEL"), as a baseline" "$RUN_DIR/hf/random_init"; then
+        run "$PYTHON" -m biofairseq.recipe.random_init "$HF_MODEL" "$RUN_DIR/hf/random_init"
+    fi
+    MODELS+=("$RUN_DIR/hf/random_init")
+}
+
+kept_checkpoint() {  # kept_checkpoint [PRETRAIN_DIR]: the checkpoint its best.json names (default: the current model's)
+    "$PYTHON" -c "import json, sys; print(json.load(open(sys.argv[1]))['checkpoint'])" "${1:-$PRETRAIN}/best.json"
 }
 
 # ---- 7. NER: the learning-rate x seed sweep, per data set and model
@@ -303,7 +318,7 @@ recipe_ner() {
 recipe_report() {
     (( RAN == 0 )) || rm -f "$RUN_DIR/report.md"  # a stage ran: the report is out of date
     if stage 8 "write the report" "$RUN_DIR/report.md"; then
-        run "$PYTHON" -m biofairseq.recipe.report "$RUN_DIR" "${REPORT_ARGS[@]}"
+        run "$PYTHON" -m biofairseq.recipe.report "$RUN_DIR" "${PRETRAINED[@]}" "${REPORT_ARGS[@]}"
     fi
     cat "$RUN_DIR/report.md"
     echo "$RECIPE.sh: done [$(elapsed)]; the report is $RUN_DIR/report.md (and .json, .png)" >&2

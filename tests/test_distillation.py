@@ -1,0 +1,129 @@
+"""--criterion mlm_distillation on real text with the real fairseq: the loss's terms, a frozen teacher that stays out
+of the optimizer and the checkpoints, a student of another width, two fp16 processes, and conversion. The
+session's trained bio_roberta_tiny (width 128) is the teacher; the student is 64 wide. The recipe:
+test_recipe_bio_lm.py."""
+
+import math
+
+import pytest
+
+from conftest import TINY, build_in_process, json_logs, train_two_processes, valid_batch
+
+NARROW = ["--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "256"]
+
+
+def teacher_checkpoint(trained_bytebpe):
+    return trained_bytebpe[0] / "checkpoint_last.pt"
+
+
+def build(data_bin, teacher, *flags):
+    """(task, student, criterion) as fairseq-train builds them, without dropout, with the valid split loaded."""
+    return build_in_process(data_bin, "--task", "document_mlm", "--criterion", "mlm_distillation", "--teacher-path",
+                            teacher, "--arch", "bio_roberta_tiny", "--tokens-per-sample", "128", "--dropout", "0",
+                            "--attention-dropout", "0", *flags)
+
+
+batch = valid_batch
+
+
+def test_the_teacher_as_its_own_student_leaves_only_the_mlm_term(bytebpe_corpus, trained_bytebpe):
+    teacher = teacher_checkpoint(trained_bytebpe)
+    task, model, criterion = build(bytebpe_corpus.data_bin, teacher)
+    model.load_state_dict(criterion.teacher.state_dict())
+    model.eval()
+    loss, sample_size, log = criterion(model, batch(task))
+    assert criterion.projection is None  # same width: the hidden states are compared directly
+    assert log["kl_loss"].abs() < 1e-3 and log["cos_loss"].abs() < 1e-4
+    assert log["mlm_loss"] == pytest.approx(log["teacher_mlm_loss"].item(), rel=1e-5)
+    assert loss.item() == pytest.approx(5.0 * log["mlm_loss"].item() + 2.0 * log["kl_loss"].item() + log["cos_loss"].item())
+
+
+def test_a_narrower_student_trains_with_a_projection_and_the_teacher_gets_nothing(bytebpe_corpus, trained_bytebpe):
+    task, model, criterion = build(bytebpe_corpus.data_bin, teacher_checkpoint(trained_bytebpe), *NARROW)
+    teacher = criterion.teacher
+    assert tuple(criterion.projection.weight.shape) == (128, 64)
+    # fairseq optimises, casts, DDP-wraps and saves what the criterion registers: only the projection
+    assert set(criterion.state_dict()) == {"projection.weight", "projection.bias"}
+    assert not any(p is q for p in criterion.parameters() for q in teacher.parameters())
+    model.train()
+    loss, sample_size, log = criterion(model, batch(task))
+    assert log["kl_loss"] > 0.1 and 0.5 < log["cos_loss"] / sample_size < 1.5  # unrelated vectors: cosine near 0
+    loss.backward()
+    assert not teacher.training and all(p.grad is None and not p.requires_grad for p in teacher.parameters())
+    assert criterion.projection.weight.grad.abs().sum() > 0
+    assert all(p.grad is not None for p in model.parameters() if p.requires_grad)
+
+
+def test_alpha_cos_0_turns_the_alignment_off(bytebpe_corpus, trained_bytebpe):
+    task, model, criterion = build(bytebpe_corpus.data_bin, teacher_checkpoint(trained_bytebpe), *NARROW, "--alpha-cos", "0")
+    loss, _, log = criterion(model, batch(task))
+    assert criterion.projection is None and log["cos_loss"] == 0
+    assert loss.item() == pytest.approx(5.0 * log["mlm_loss"].item() + 2.0 * log["kl_loss"].item())
+
+
+def test_a_teacher_of_another_dictionary_fails_with_one_line(bytebpe_corpus, trained_bytebpe, tmp_path):
+    lines = (bytebpe_corpus.data_bin / "dict.txt").read_text().splitlines()
+    lines[7] = "changed " + lines[7].split()[1]
+    other = tmp_path / "dict.txt"
+    other.write_text("\n".join(lines) + "\n")
+    with pytest.raises(ValueError) as error:
+        build(bytebpe_corpus.data_bin, teacher_checkpoint(trained_bytebpe), "--teacher-dict", str(other))
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(str(other))
+    assert "1 entries, first at index 11: 'changed' (teacher)" in message and "--srcdict" in message
+
+
+@pytest.fixture(scope="module")
+def distilled(bytebpe_corpus, trained_bytebpe, tmp_path_factory):
+    """Two processes (fairseq's legacy DDP over gloo: its pytorch_ddp passes GPU device ids on CPU) distil the teacher
+    into a 64-wide student in fp16; the projection is DDP-wrapped apart, as fairseq wraps any criterion with weights."""
+    save_dir = tmp_path_factory.mktemp("distilled")
+    output = train_two_processes(
+        bytebpe_corpus.data_bin, *TINY, *NARROW, "--criterion", "mlm_distillation",
+        "--teacher-path", teacher_checkpoint(trained_bytebpe), "--memory-efficient-fp16", "--max-update", "12", "--batch-size", "8",
+        "--total-num-update", "12", "--log-interval", "2", "--disable-validation", "--save-dir", save_dir,
+    )
+    return save_dir, output
+
+
+def test_distillation_in_two_fp16_processes_lowers_the_loss(distilled):
+    _, output = distilled
+    assert "training on 2 devices" in output and "minimum loss scale reached" not in output
+    steps = json_logs(output, "train_inner")
+    assert len(steps) == 6 and {"mlm_loss", "kl_loss", "cos_loss", "teacher_ppl", "accuracy", "loss_scale"} <= steps[0].keys()
+    first, last = steps[0], steps[-1]
+    assert all(math.isfinite(float(s["loss"])) for s in steps)
+    assert float(last["loss"]) < float(first["loss"]) - 0.5
+    assert float(last["kl_loss"]) < float(first["kl_loss"]) and float(last["cos_loss"]) < float(first["cos_loss"])
+
+
+def test_the_checkpoint_holds_the_student_and_projection_and_nothing_of_the_teacher(
+        distilled, bytebpe_corpus, trained_bytebpe):
+    from biofairseq.models.safe_checkpoints import checkpoint_utils
+
+    save_dir, _ = distilled
+    state = checkpoint_utils.load_checkpoint_to_cpu(str(save_dir / "checkpoint_last.pt"))
+    _, student, criterion = build(bytebpe_corpus.data_bin, teacher_checkpoint(trained_bytebpe), *NARROW)
+    assert set(state["model"]) == set(student.state_dict())
+    # nothing of the teacher's width (128) or FFN (512) in the student's weights; the projection apart
+    assert not [k for k, t in state["model"].items() if {128, 512} & set(t.shape)]
+    assert set(state["criterion"]) == {"projection.weight", "projection.bias"}
+    # Adam's state: the student's parameters and the projection's, nothing more
+    moments = sum(s["exp_avg"].numel() for s in state["last_optimizer_state"]["state"].values())
+    assert moments == sum(p.numel() for p in [*student.parameters(), *criterion.parameters()])
+
+
+def test_the_distilled_student_converts_to_an_ordinary_model(distilled, tmp_path):
+    import json
+
+    import transformers
+
+    from biofairseq.convert.cli import main
+
+    save_dir, _ = distilled
+    out = tmp_path / "hf"
+    assert main(["to-hf", str(save_dir / "checkpoint_last.pt"), str(out)]) == 0
+    conversion = json.loads((out / "conversion.json").read_text())
+    assert conversion["parity"]["ids_identical"] and conversion["transformers_class"] == "RobertaForMaskedLM"
+    model = transformers.AutoModelForTokenClassification.from_pretrained(out, num_labels=3)
+    assert model.config.hidden_size == 64
