@@ -96,8 +96,7 @@ def load_teacher(path, dict_path, dictionary):
             f"({len(ours)}) in {len(differ)} entries, first at index {i}: {entry(theirs)} (teacher) vs {entry(ours)} "
             "(student); binarize the student's data with the teacher's dict.txt (fairseq-preprocess --srcdict)"
         )
-    model = teacher.model.requires_grad_(False)
-    return model
+    return teacher.model.requires_grad_(False)
 
 
 @register_criterion("mlm_distillation", dataclass=MlmDistillationConfig)
