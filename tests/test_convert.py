@@ -55,7 +55,11 @@ def held_out_sentences():
 
 @pytest.fixture(scope="module")
 def checkpoints(request, tmp_path_factory):
-    """name -> (checkpoint, data-bin, log): tiny models trained on the real clinical cases (20 updates, or 3 epochs)."""
+    """name -> (checkpoint, data-bin, log): the session's model trained on the real clinical cases (3 epochs), and
+    models of the other shapes built as fairseq-train builds them on those vocabularies, every weight moved off its
+    initial value (LayerNorms off 1, biases off 0, so that a swapped tensor shows), saved in fairseq-train's format."""
+    from biofairseq.convert.fairseq_side import load_dictionary, new_model, save
+
     out = {}
     for name, (corpus_fixture, arch) in MODELS.items():
         corpus = request.getfixturevalue(corpus_fixture)
@@ -63,9 +67,15 @@ def checkpoints(request, tmp_path_factory):
             save_dir, log = request.getfixturevalue("trained_bytebpe")
             out[name] = (save_dir / "checkpoint_last.pt", corpus.data_bin, log)
             continue
-        save_dir = tmp_path_factory.mktemp(name)
-        proc = run_fairseq("fairseq-train", corpus.data_bin, *DOCUMENT_MLM, *arch, *TRAIN, "--save-dir", save_dir)
-        out[name] = (save_dir / "checkpoint_last.pt", corpus.data_bin, proc.stdout + proc.stderr)
+        model, cfg = new_model([*arch, "--tokens-per-sample", "128"], corpus.data_bin,
+                               load_dictionary(corpus.data_bin / "dict.txt"))
+        torch.manual_seed(0)
+        with torch.no_grad():
+            for parameter in model.parameters():
+                parameter.add_(0.02 * torch.randn_like(parameter))
+        checkpoint = tmp_path_factory.mktemp(name) / "checkpoint_last.pt"
+        save(checkpoint, model, cfg)
+        out[name] = (checkpoint, corpus.data_bin, "")
     return out
 
 
