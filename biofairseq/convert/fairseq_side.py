@@ -97,7 +97,7 @@ def load(path, dict_path=None):
     if model_class is None or not issubclass(model_class, (RobertaModel, ElectraModel)):
         kind = model_class.__name__ if model_class else "unknown"
         raise ConvertError(
-            f"{path}: a '{arch}' checkpoint ({kind}); to-hf converts RoBERTa encoders "
+            f"{path}: a '{arch}' checkpoint ({kind}); biofairseq reads RoBERTa encoders "
             "(bio_roberta_*, roberta_base, roberta_large, roberta_prenorm) and ELECTRA (electra_*, bio_electra_base)"
         )
     data_dir = _data_dir(cfg)

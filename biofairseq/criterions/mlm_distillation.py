@@ -126,8 +126,10 @@ class MlmDistillation(MaskedLmAccuracy):
         self._teacher = (load_teacher(cfg.teacher_path, cfg.teacher_dict, task.source_dictionary),)
         teacher_dim = self.teacher.encoder.lm_head.dense.in_features
         self.projection = None
-        if cfg.alpha_cos and _student_dim(cfg) != teacher_dim:
-            self.projection = nn.Linear(_student_dim(cfg), teacher_dim)
+        if cfg.alpha_cos:
+            student_dim = _student_dim(cfg)
+            if student_dim != teacher_dim:
+                self.projection = nn.Linear(student_dim, teacher_dim)
 
     @property
     def teacher(self):

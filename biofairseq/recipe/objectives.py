@@ -15,13 +15,13 @@ class MaskedLM:
 
     @staticmethod
     def table(validations):
-        rows = [[f"{v['update']:,}", f"{v['epoch']}", f"{v['loss']:.3f}", f"{v['ppl']:.2f}", _pct(v.get("accuracy"))]
+        rows = [[f"{v['update']:,}", f"{v['epoch']}", f"{v['loss']:.3f}", f"{v['ppl']:.2f}", percent(v.get("accuracy"))]
                 for v in validations]
         return ["update", "epoch", "valid loss", "valid ppl", "masked acc. %"], rows
 
     @staticmethod
     def summary(v):
-        return f"validation perplexity {v['ppl']:.2f}, masked-token accuracy {_pct(v.get('accuracy'))}%"
+        return f"validation perplexity {v['ppl']:.2f}, masked-token accuracy {percent(v.get('accuracy'))}%"
 
     @staticmethod
     def findings(validations):
@@ -34,17 +34,17 @@ class Electra:
 
     @staticmethod
     def table(validations):
-        rows = [[f"{v['update']:,}", f"{v['gen_ppl']:.2f}", _pct(v.get("gen_acc")),
-                 f"{v['disc_loss']:.3f} ({v['disc_trivial']:.3f})", _pct(v.get("disc_acc_replaced")),
-                 _pct(v.get("disc_acc_original")), _pct(v.get("disc_precision")), f"{v.get('disc_auc', float('nan')):.3f}",
+        rows = [[f"{v['update']:,}", f"{v['gen_ppl']:.2f}", percent(v.get("gen_acc")),
+                 f"{v['disc_loss']:.3f} ({v['disc_trivial']:.3f})", percent(v.get("disc_acc_replaced")),
+                 percent(v.get("disc_acc_original")), percent(v.get("disc_precision")), f"{v.get('disc_auc', float('nan')):.3f}",
                  f"{v['disc_cosine']:.3f}"] for v in validations]
         return ["update", "generator ppl", "generator acc. %", "disc. loss (trivial)", "replaced found %",
                 "originals kept %", "disc. precision %", "disc. AUC", "token cosine"], rows
 
     @staticmethod
     def summary(v):
-        return (f"generator perplexity {v['gen_ppl']:.2f} (accuracy {_pct(v.get('gen_acc'))}%); discriminator: "
-                f"{_pct(v.get('disc_acc_replaced'))}% of replaced tokens found, AUC {v.get('disc_auc', float('nan')):.3f}, "
+        return (f"generator perplexity {v['gen_ppl']:.2f} (accuracy {percent(v.get('gen_acc'))}%); discriminator: "
+                f"{percent(v.get('disc_acc_replaced'))}% of replaced tokens found, AUC {v.get('disc_auc', float('nan')):.3f}, "
                 f"loss {v['disc_loss']:.3f} vs {v['disc_trivial']:.3f} for always answering the replace rate")
 
     @staticmethod
@@ -76,7 +76,7 @@ class Distillation(MaskedLM):
     @staticmethod
     def table(validations):
         rows = [[f"{v['update']:,}", f"{v['epoch']}", f"{v['loss']:.3f}", f"{v['mlm_loss']:.3f}", f"{v['ppl']:.2f}",
-                 _pct(v.get("accuracy")), f"{v['kl_loss']:.3f}", f"{v['cos_loss']:.4f}", f"{v['teacher_ppl']:.2f}"]
+                 percent(v.get("accuracy")), f"{v['kl_loss']:.3f}", f"{v['cos_loss']:.4f}", f"{v['teacher_ppl']:.2f}"]
                 for v in validations]
         return ["update", "epoch", "valid loss", "MLM loss", "MLM ppl", "masked acc. %", "KL (x T²)", "1 - cosine",
                 "teacher ppl"], rows
@@ -84,7 +84,7 @@ class Distillation(MaskedLM):
     @staticmethod
     def summary(v):
         return (f"validation perplexity {v['ppl']:.2f} (the teacher's {v['teacher_ppl']:.2f}), masked-token accuracy "
-                f"{_pct(v.get('accuracy'))}%, KL {v['kl_loss']:.3f}, 1 - cosine {v['cos_loss']:.4f}")
+                f"{percent(v.get('accuracy'))}%, KL {v['kl_loss']:.3f}, 1 - cosine {v['cos_loss']:.4f}")
 
 
 def objective_of(record):
@@ -94,5 +94,6 @@ def objective_of(record):
     return Distillation if "kl_loss" in record else MaskedLM
 
 
-def _pct(value):
+def percent(value):
+    """A percentage as the reports print it, '-' when not logged."""
     return "-" if value is None else f"{value:.2f}"

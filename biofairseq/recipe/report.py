@@ -19,7 +19,7 @@ from pathlib import Path
 from biofairseq.atomic import write_text
 from biofairseq.corpus.tables import markdown_table
 from biofairseq.recipe.best_checkpoint import records
-from biofairseq.recipe.objectives import objective_of
+from biofairseq.recipe.objectives import objective_of, percent
 
 
 class ReportError(Exception):
@@ -152,12 +152,8 @@ def _side_by_side(models):
         objective = objective_of(b)
         rows.append([name, f"`{p.get('arch') or '?'}`", objective.name, f"{p['updates']:,}",
                      f"{p['wall_seconds'] / 60:.1f}" if p["wall_seconds"] else "-", f"{b['update']:,}",
-                     f"{b[objective.ppl]:.2f}", _percent(b.get(objective.accuracy))])
+                     f"{b[objective.ppl]:.2f}", percent(b.get(objective.accuracy))])
     return ["model", "architecture", "objective", "updates", "minutes", "kept update", "valid ppl", "masked acc. %"], rows
-
-
-def _percent(value):
-    return "-" if value is None else f"{value:.2f}"
 
 
 def plot(found, path):
@@ -195,8 +191,8 @@ def write(run_dir, ner_pairs, pretrain_pairs=()):
     text = markdown(run_dir, found)
     plot(found, run_dir / "report.png")
     as_json = {**found, "ner": {name: summaries for name, (_, summaries) in found["ner"].items()}}
-    models = as_json.pop("pretrainings")  # one model: "pretraining"; several: "pretrainings", by name
-    as_json["pretraining" if list(models) == [""] else "pretrainings"] = models[""] if list(models) == [""] else models
+    if list(found["pretrainings"]) == [""]:  # one model: "pretraining"; several: "pretrainings", by name
+        as_json["pretraining"] = as_json.pop("pretrainings")[""]
     write_text(run_dir / "report.json", json.dumps(as_json, indent=1, ensure_ascii=False) + "\n")
     write_text(run_dir / "report.md", text)
     return text
