@@ -33,9 +33,11 @@ def main(argv=None):
     table = format_rates(rows, [n for n, _ in vocabs])
     print(table)
     if args.output:
+        from biofairseq.atomic import write_text
+
         out = Path(args.output)
-        out.with_suffix(".md").write_text(f"Entity break-out rate (subword tokens per Moses word), {args.ner}\n\n{table}\n")
-        out.with_suffix(".json").write_text(json.dumps(rows, indent=1) + "\n")
+        write_text(out.with_suffix(".md"), f"Entity break-out rate (subword tokens per Moses word), {args.ner}\n\n{table}\n")
+        write_text(out.with_suffix(".json"), json.dumps(rows, indent=1) + "\n")  # last: its presence means done
 
 
 if __name__ == "__main__":

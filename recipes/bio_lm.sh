@@ -81,6 +81,7 @@ PEAK_LR=$BASE_LR  # the shared checks' name for it
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 
 recipe_check_settings
+[[ -z ${INIT_FROM:-} ]] || die "INIT_FROM=$INIT_FROM: bio-lm pretrains from scratch here; continue a RoBERTa with recipes/bsc_bio_es.sh INIT_FROM=..."
 check_whole DISTIL_UPDATES DISTIL_WARMUP_UPDATES
 check_positive DISTIL_UPDATES
 check_number LARGE_LR DISTIL_LR ALPHA_MLM ALPHA_KL TEMPERATURE ALPHA_COS

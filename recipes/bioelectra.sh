@@ -75,6 +75,7 @@ MASK_PROB=${MASK_PROB:-0.15}
 KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
 
 recipe_check_settings
+[[ -z ${INIT_FROM:-} ]] || die "INIT_FROM=$INIT_FROM: an ELECTRA cannot start from a RoBERTa-family masked LM; leave it unset"
 one_of EMBEDDING_SHARING "$EMBEDDING_SHARING" tied gdes none
 one_of VOCAB_TYPE "$VOCAB_TYPE" bytelevel-bpe sentencepiece
 check_number MASK_PROB

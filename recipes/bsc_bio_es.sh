@@ -44,6 +44,9 @@
 #   WEAK_PRETRAINING  stop: stop before fine-tuning when the kept checkpoint is not clearly better than word
 #                  frequencies or its last layer has collapsed (stage 5b); continue: say so and go on
 #                  (default paper: stop; tiny: continue)
+#   INIT_FROM      continual pretraining: a transformers RoBERTa-family folder or a fairseq checkpoint (.pt) whose
+#                  weights are the start and whose vocabulary replaces the learned one (stage 2, biofairseq-convert
+#                  from-hf); the report says so
 #   PHASE2_SHARE, PHASE2_TOKENS_PER_SAMPLE, PHASE2_SEQUENCES_PER_UPDATE, PHASE2_BATCH_PER_DEVICE: a second length
 #                  phase (default none; see recipes/lib/stages.sh). NER_LAYERWISE_DECAY (default 1: none).
 #
@@ -92,7 +95,7 @@ KEEP=best BEST_METRIC=ppl BEST_MAXIMIZE=0  # the paper's: the lowest validation 
 recipe_check_settings
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET SOURCES NER_DATA VALID_DOCS VOCAB_SIZE ARCH TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR \
+recipe_keep_settings PRESET SOURCES NER_DATA VALID_DOCS VOCAB_SIZE INIT_FROM ARCH TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR \
     WARMUP_UPDATES MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO \
     NER_EXTRA BASELINE WEAK_PRETRAINING PHASE2_SHARE
 
@@ -105,7 +108,7 @@ recipe_corpus es bytelevel-bpe
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
     --sample-break-mode complete_doc --mask-prob 0.15)
-MODEL_ARGS=(--arch "$ARCH" --dropout 0.1 --attention-dropout 0.1)
+MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout 0.1 --attention-dropout 0.1)
 OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain

@@ -165,6 +165,62 @@ def test_windows_give_every_gold_word_exactly_one_prediction(tokenizer):
         assert all(labelled) if scheme == "all-subtokens" else not all(labelled)
 
 
+def test_both_labelling_schemes_score_a_known_prediction_set_at_the_word_level(tokenizer):
+    """BioMegatron's whole-word labelling (first-subtoken) and sub-token labelling (all-subtokens) differ in training
+    only: each word is scored once, by its first sub-token, so their F1s compare on the same gold words."""
+    sentences = data.read(NCBI / "devel.tsv").sentences[:300]
+    labels = bio.label_list({"Disease"})
+    ids = {l: i for i, l in enumerate(labels)}
+    spans = [(i, span) for i, s in enumerate(sentences) for span in bio.spans(s.tags)]
+    missed = set(random.Random(1).sample(spans, 20))
+    gold = [s.tags for s in sentences]
+    expected = [list(t) for t in gold]
+    for i, (a, b, _) in missed:
+        expected[i][a:b] = ["O"] * (b - a)
+    tp, total = len(spans) - len(missed), len(spans)
+    for scheme in ("first-subtoken", "all-subtokens"):
+        built = windows.build(sentences, tokenizer, ids, 64, scheme, overlap=16)
+        continuation = 0
+        predictions = []
+        for w in built:
+            # every continuation sub-token predicts B-Disease: a scorer that read them would find spurious entities
+            predicted = [ids["B-Disease"]] * len(w.input_ids)
+            for word, position in w.owned:
+                predicted[position] = ids[expected[w.sentence][word]]
+            continuation += len(w.input_ids) - 2 - len(w.owned)
+            predictions.append(predicted)
+        assert continuation > 100
+        tags = windows.word_tags(built, predictions, labels, len(sentences))
+        assert tags == expected
+        s = metrics.scores(gold, tags)
+        assert s["precision"] == 1.0 and s["recall"] == pytest.approx(tp / total)
+        assert s["f1"] == pytest.approx(2 * tp / (tp + total))
+        # training labels: sub-token labelling teaches I-X on a B-X word's continuation pieces, whole-word none
+        word, position = next((o for w in built for o in w.owned if gold[w.sentence][o[0]].startswith("B-")
+                               and len(w.input_ids) > o[1] + 1 and (o[0] + 1, o[1] + 1) not in w.owned), (None, None))
+        window = next(w for w in built if (word, position) in w.owned)
+        assert window.labels[position + 1] == (ids["I-Disease"] if scheme == "all-subtokens" else windows.IGNORE)
+
+
+def test_a_two_layer_head_trains_saves_and_predicts_the_same(model, tmp_path):
+    from biofairseq.finetune import head
+
+    train = conll_sample(tmp_path / "train.tsv", "train", 60)
+    dev = conll_sample(tmp_path / "dev.tsv", "devel", 30)
+    out = tmp_path / "run"
+    ner("train", "--model", model, "--train", train, "--dev", dev, "--output-dir", out, "--lr", 3e-3, "--epochs", 1,
+        "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64, "--num-fc-layers", 2, "--fc-hidden-size", 24,
+        "--fc-dropout", 0.5)
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["options"]["num_fc_layers"] == 2 and m["options"]["fc_dropout"] == 0.5
+    loaded = head.load(out / "model")
+    assert [tuple(p.shape) for n, p in loaded.named_parameters() if n.startswith("classifier.")] == [(24, 64), (24,), (3, 24), (3,)]
+    assert loaded.config.classifier_dropout == 0.5 and loaded.dropout.p == 0.5
+    proc = ner("predict", "--model", out, "--input", dev, "--output-dir", tmp_path / "pred", "--max-length", 64)
+    assert json.loads((tmp_path / "pred" / "metrics.json").read_text())["scores"]["f1"] == pytest.approx(m["dev"]["f1"])
+    assert "input F1" in proc.stdout
+
+
 # ---- metrics
 
 

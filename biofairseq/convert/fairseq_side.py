@@ -26,7 +26,8 @@ from biofairseq.user_dir import USER_DIR
 
 EMBED_TOKENS = "embed_tokens.weight"  # RoBERTa: encoder.sentence_encoder.…; ELECTRA: embeddings.…
 # Presets a from-hf checkpoint is described with, when its shape is one of them (fewest extra flags wins).
-PRESETS = ("bio_roberta_tiny", "bio_roberta_base", "bio_roberta_large", "roberta_prenorm", "roberta")
+PRESETS = ("bio_roberta_tiny", "bio_roberta_base", "bio_roberta_large", "bio_megatron_tiny", "bio_megatron_345m",
+           "roberta_prenorm", "roberta")
 
 
 class DictionaryTask(FairseqTask):
@@ -160,15 +161,20 @@ def architecture_flags(wanted):
     return best
 
 
-def new_model(flags, data_dir, dictionary, initialize=True):
-    """A model and the configuration fairseq-train would record for ``--task document_mlm FLAGS``; its weights
-    are left uninitialised (``initialize=False``) when the caller sets them all."""
+def training_config(flags, data_dir):
+    """The configuration fairseq-train records for ``DATA_DIR --task document_mlm FLAGS``."""
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(
         parser, [str(data_dir), "--user-dir", USER_DIR, "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
                  *flags]
     )
-    cfg = convert_namespace_to_omegaconf(args)
+    return convert_namespace_to_omegaconf(args)
+
+
+def new_model(flags, data_dir, dictionary, initialize=True):
+    """A model and the configuration fairseq-train would record for ``--task document_mlm FLAGS``; its weights
+    are left uninitialised (``initialize=False``) when the caller sets them all."""
+    cfg = training_config(flags, data_dir)
     with no_init_weights() if not initialize else contextlib.nullcontext():
         model = DictionaryTask(dictionary).build_model(cfg.model)
     return model.float().eval(), cfg

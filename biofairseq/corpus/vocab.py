@@ -13,6 +13,7 @@ import shutil
 from pathlib import Path
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
+FAIRSEQ_SPECIALS = 4  # <s> <pad> </s> <unk>: fairseq's Dictionary adds them; dict.txt starts at <mask>
 TYPES = ("bytelevel-bpe", "sentencepiece")
 INFO = "vocab_info.json"
 FILES = {"bytelevel-bpe": {"vocab": "vocab.json", "merges": "merges.txt"}, "sentencepiece": {"model": "sentencepiece.model"}}
@@ -31,29 +32,34 @@ def write_dict(path, symbols, counts=None):
     os.replace(tmp, path)
 
 
+# fairseq's MMapIndexedDataset: the .idx starts with this magic, a version (<Q) and a dtype code (<B); the .bin holds
+# the tokens of every line back to back. Read here with numpy: binarize.sh then imports fairseq only once.
+_MMAP_MAGIC = b"MMIDIDX\x00\x00"
+_MMAP_DTYPES = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 6: "<f8", 7: "<f8", 8: "<u2", 9: "<u4", 10: "<u8"}
+
+
 def token_counts(data_bin, split, size):
-    """How often each index occurs in a binarized split of a data-bin (an array of ``size`` or more counts).
-
-    Counted on fairseq's memory map, which must stay open meanwhile: no copy of the split is made."""
+    """How often each index occurs in a binarized split of a data-bin (an array of ``size`` or more counts)."""
     import numpy as np
-    from fairseq.data.indexed_dataset import MMapIndexedDataset
 
-    data = MMapIndexedDataset(str(Path(data_bin) / split))
-    return np.bincount(np.frombuffer(data._bin_buffer, dtype=data._index.dtype), minlength=size)
+    prefix = Path(data_bin) / split
+    with open(f"{prefix}.idx", "rb") as f:
+        header = f.read(18)
+    if header[:9] != _MMAP_MAGIC or header[17] not in _MMAP_DTYPES:
+        raise ValueError(f"{prefix}.idx: not a fairseq mmap index; binarize with fairseq-preprocess --dataset-impl mmap")
+    tokens = np.memmap(f"{prefix}.bin", dtype=_MMAP_DTYPES[header[17]], mode="r")
+    return np.bincount(tokens, minlength=size)
 
 
 def write_counts(data_bin, split="train"):
     """Rewrites DATA_BIN/dict.txt with how often each entry occurs in the split, the order unchanged.
 
     fairseq-preprocess --srcdict keeps the counts of the vocabulary's dict.txt (all 1); real counts are what
-    ``--freq-weighted-replacement`` draws from."""
-    from fairseq.data import Dictionary
-
+    ``--freq-weighted-replacement`` draws from. dict.txt lists the entries after fairseq's 4 specials."""
     path = Path(data_bin) / "dict.txt"
-    dictionary = Dictionary.load(str(path))
-    counts = token_counts(data_bin, split, len(dictionary))
-    first = dictionary.nspecial  # dict.txt lists the entries after fairseq's own specials
-    write_dict(path, dictionary.symbols[first:], counts[first:].tolist())
+    symbols = [line.rsplit(" ", 1)[0] if " " in line else line for line in path.read_text(encoding="utf-8").splitlines()]
+    counts = token_counts(data_bin, split, len(symbols) + FAIRSEQ_SPECIALS)
+    write_dict(path, symbols, counts[FAIRSEQ_SPECIALS:].tolist())
 
 
 def train_bytelevel_bpe(files, out_dir, vocab_size, min_frequency=2, lowercase=False):

@@ -42,6 +42,12 @@ def _training_flags(parser, defaults):
                    help="sub-tokens shared by consecutive windows of a sentence longer than --max-length")
     g.add_argument("--label-scheme", choices=["first-subtoken", "all-subtokens"], default=defaults.label_scheme,
                    help="which sub-tokens of a word carry its label in training (prediction reads the first)")
+    g.add_argument("--num-fc-layers", type=int, choices=[1, 2], default=defaults.num_fc_layers,
+                   help="the head: 1, a linear layer (transformers'); 2, Linear + ReLU + Linear (BioMegatron's, NeMo's)")
+    g.add_argument("--fc-hidden-size", type=int, default=defaults.fc_hidden_size,
+                   help="width of a 2-layer head's hidden layer (BioMegatron: 512 or 1024; 0: the encoder's width)")
+    g.add_argument("--fc-dropout", type=float, default=defaults.fc_dropout,
+                   help="dropout on the encoder's output before the head (BioMegatron: 0.5; default: the encoder's hidden dropout)")
     g.add_argument("--eval-steps", type=int, default=defaults.eval_steps, help="evaluate on dev every N updates (0: every epoch)")
     g.add_argument("--logging-steps", type=int, default=defaults.logging_steps)
     g.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)

@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from biofairseq.atomic import staged_folder, write_text
-from biofairseq.finetune import NERFormatError, bio, brat, conll, data, metrics, windows
+from biofairseq.finetune import NERFormatError, bio, brat, conll, data, head, metrics, windows
 
 ROBERTA_POSITIONS = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernorm", "xlm-roberta-xl")
 
@@ -40,6 +40,9 @@ class TrainOptions:
     max_length: int = 512
     window_overlap: int = 128
     label_scheme: str = "first-subtoken"
+    num_fc_layers: int = 1  # BioMegatron's head options (finetune.head)
+    fc_hidden_size: int = 0  # 0: the encoder's width
+    fc_dropout: float = None  # None: the encoder's hidden dropout (transformers' default)
     eval_steps: int = 0  # 0: evaluate on dev at the end of each epoch
     logging_steps: int = 50
     precision: str = "auto"
@@ -245,7 +248,6 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     import torch
     import transformers
     from torch.utils.tensorboard import SummaryWriter
-    from transformers import AutoModelForTokenClassification
     from transformers.integrations import TensorBoardCallback
     from transformers.trainer_utils import get_last_checkpoint
 
@@ -264,8 +266,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
 
     transformers.set_seed(options.seed)
     tokenizer = load_tokenizer(model_dir)
-    model = AutoModelForTokenClassification.from_pretrained(
-        model_dir, num_labels=len(labels), id2label=dict(enumerate(labels)), label2id={l: i for i, l in enumerate(labels)})
+    model = head.build(model_dir, labels, options.num_fc_layers, options.fc_hidden_size, options.fc_dropout)
     max_length = position_limit(model.config, options.max_length)
     predictors = {name: Predictor(d, tokenizer, labels, max_length, options) for name, d in sets.items()}
     train_windows = predictors["train"].inputs
@@ -342,12 +343,11 @@ def _progress(log):
 def predict(model_dir, input_path, output_dir, options, overwrite=False, log=print):
     """Tags a BRAT folder or a CoNLL file with a fine-tuned model; scores it too when it is annotated."""
     import transformers
-    from transformers import AutoModelForTokenClassification
 
     model_dir = model_folder(model_dir)
     dataset = data.read(input_path)
     tokenizer = load_tokenizer(model_dir)
-    model = AutoModelForTokenClassification.from_pretrained(model_dir)
+    model = head.load(model_dir)
     labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
     unknown = dataset.types() - {l[2:] for l in labels if l != "O"}
     if unknown:

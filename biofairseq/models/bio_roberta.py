@@ -1,11 +1,30 @@
-"""Named RoBERTa shapes of the papers, registered on fairseq's own ``roberta`` model."""
+"""Named encoder shapes of the papers: RoBERTa (post-LN), BETO's BERT-base, BioMegatron's pre-LN encoders.
 
-from fairseq.models import register_model_architecture
-from fairseq.models.roberta.model import base_architecture
+They are registered on ``bio_roberta``, fairseq's own RoBERTa model with the two activation-memory flags that
+fairseq's transformer encoder implements but RoBERTa's command line does not expose. The weights, checkpoints
+and conversions are RoBERTa's.
+"""
+
+from fairseq.models import register_model, register_model_architecture
+from fairseq.models.roberta.model import RobertaModel, base_architecture
 from fairseq.utils import safe_getattr
 
 
-def _preset(name, layers, embed_dim, ffn_dim, heads):
+@register_model("bio_roberta")
+class BioRobertaModel(RobertaModel):
+    """RoBERTa, with --checkpoint-activations and --offload-activations on the command line."""
+
+    @staticmethod
+    def add_args(parser):
+        RobertaModel.add_args(parser)
+        parser.add_argument("--checkpoint-activations", action="store_true",
+                            help="recompute each layer's activations in the backward pass instead of keeping them: "
+                            "less memory (BioMegatron-size encoders), about a third more compute")
+        parser.add_argument("--offload-activations", action="store_true",
+                            help="with --checkpoint-activations, keep the checkpointed activations in CPU memory")
+
+
+def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
     def architecture(args):
         args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
         args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", embed_dim)
@@ -13,11 +32,17 @@ def _preset(name, layers, embed_dim, ffn_dim, heads):
         args.encoder_attention_heads = safe_getattr(args, "encoder_attention_heads", heads)
         # 512 positions + padding_idx + 1 = the 514 position embeddings of the released models.
         args.max_positions = safe_getattr(args, "max_positions", 512)
-        base_architecture(args)  # dropout 0.1, attention dropout 0.1, post-LN, GELU, tied output
+        if pre_ln:  # Megatron's "rearranged" layer norm: before each sublayer, one after the last layer, none on the embeddings
+            args.encoder_normalize_before = safe_getattr(args, "encoder_normalize_before", True)
+            args.layernorm_embedding = safe_getattr(args, "layernorm_embedding", False)
+        args.checkpoint_activations = safe_getattr(args, "checkpoint_activations", False)
+        args.offload_activations = safe_getattr(args, "offload_activations", False)
+        base_architecture(args)  # dropout 0.1, attention dropout 0.1, GELU, tied output (and post-LN unless pre_ln)
 
+    norm = "pre-LN" if pre_ln else "post-LN"
     architecture.__name__ = f"{name}_architecture"
-    architecture.__doc__ = f"{name}: {layers} layers, {embed_dim} hidden, {ffn_dim} FFN, {heads} heads."
-    return register_model_architecture("roberta", name)(architecture)
+    architecture.__doc__ = f"{name}: {layers} layers, {embed_dim} hidden, {ffn_dim} FFN, {heads} heads, {norm}."
+    return register_model_architecture("bio_roberta", name)(architecture)
 
 
 bio_roberta_tiny = _preset("bio_roberta_tiny", layers=2, embed_dim=128, ffn_dim=512, heads=2)
@@ -25,3 +50,13 @@ bio_roberta_tiny = _preset("bio_roberta_tiny", layers=2, embed_dim=128, ffn_dim=
 bio_roberta_small = _preset("bio_roberta_small", layers=4, embed_dim=256, ffn_dim=1024, heads=4)
 bio_roberta_base = _preset("bio_roberta_base", layers=12, embed_dim=768, ffn_dim=3072, heads=12)
 bio_roberta_large = _preset("bio_roberta_large", layers=24, embed_dim=1024, ffn_dim=4096, heads=16)
+# BETO (Cañete et al.): BERT-base, with a 32k SentencePiece vocabulary (the recipe's, not the shape's)
+beto_base = _preset("beto_base", layers=12, embed_dim=768, ffn_dim=3072, heads=12)
+# BioMegatron (Shin et al. 2020). The paper gives parameter counts only. 345m is Megatron-LM's BERT-large shape (its
+# model card: 24 layers, 16 heads, 1024 hidden). 800m and 1.2b are our choice of Megatron-LM shapes that have those
+# counts: 36 x 1280 (GPT-2 large's shape, 0.71B in the layers), and 24 x 2048 (Megatron-LM's "1.3B" BERT, 1.21B in
+# the layers, the general-domain model that BioMegatron-1.2b continued from).
+bio_megatron_tiny = _preset("bio_megatron_tiny", layers=2, embed_dim=128, ffn_dim=512, heads=2, pre_ln=True)
+bio_megatron_345m = _preset("bio_megatron_345m", layers=24, embed_dim=1024, ffn_dim=4096, heads=16, pre_ln=True)
+bio_megatron_800m = _preset("bio_megatron_800m", layers=36, embed_dim=1280, ffn_dim=5120, heads=20, pre_ln=True)
+bio_megatron_1_2b = _preset("bio_megatron_1_2b", layers=24, embed_dim=2048, ffn_dim=8192, heads=32, pre_ln=True)

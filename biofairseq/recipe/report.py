@@ -1,11 +1,13 @@
 """The report of a recipe run: corpus, vocabulary, pretraining and NER, as Markdown, JSON and one figure.
 
-    python -m biofairseq.recipe.report RUN_DIR [--pretrain NAME=DIR ...] --ner NAME=SWEEP_DIR [--ner NAME=SWEEP_DIR ...]
+    python -m biofairseq.recipe.report RUN_DIR [--data-bin NAME=DIR ...] [--breakout NAME=JSON ...] [--pretrain NAME=DIR ...]
+        --ner NAME=SWEEP_DIR [--ner NAME=SWEEP_DIR ...]
 
 Every number is read from a file that a stage wrote in RUN_DIR: recipe.env, clean/stats.json,
-data-bin/preprocess.log, the train.log and best.json of pretrain/ (or of each --pretrain folder, for recipes that
-pretrain several models), and the NER runs of each sweep folder (one per model; several models may share a data
-set NAME). Each data set's NER table is also written beside its sweeps (report.md, report.json, dev_f1.png in the
+data-bin/preprocess.log (or each --data-bin's, for recipes that learn several vocabularies), the entity break-out
+rates of preprocess/vocab_stats.py (--breakout, per NER data set), the train.log and best.json of pretrain/ (or of
+each --pretrain folder, for recipes that pretrain several models), and the NER runs of each sweep folder (one per
+model, or per model and labelling; several models may share a data set NAME). Each data set's NER table is also written beside its sweeps (report.md, report.json, dev_f1.png in the
 sweeps' parent folder).
 """
 
@@ -44,11 +46,11 @@ def corpus(run_dir):
             "total": {k: stats["total"].get(k, 0) for k in keys}, "train_docs": stats["train_docs"], "valid_docs": stats["valid_docs"]}
 
 
-def data_bin(run_dir):
+def data_bin(folder):
     """Dictionary size, lines and tokens per split, from fairseq-preprocess's own log."""
-    log = _read(run_dir / "data-bin" / "preprocess.log", "the binarizing stage (preprocess/binarize.sh) did not finish")
+    log = _read(folder / "preprocess.log", "the binarizing stage (preprocess/binarize.sh) did not finish")
     out = {"dictionary": int(re.search(r"Dictionary: (\d+) types", log).group(1))}
-    info = run_dir / "data-bin" / "vocab_info.json"
+    info = folder / "vocab_info.json"
     if info.is_file():
         kind = json.loads(info.read_text()).get("type")
         out["vocabulary"] = {"bytelevel-bpe": "Byte-level BPE", "sentencepiece": "SentencePiece"}.get(kind, kind)
@@ -96,7 +98,7 @@ def ner(pairs):
 def markdown(run_dir, found):
     from biofairseq.finetune import report
 
-    s, c, d, models = found["settings"], found["corpus"], found["data_bin"], found["pretrainings"]
+    s, c, d, models = found["settings"], found["corpus"], found["data_bins"], found["pretrainings"]
     lines = [f"# {s.get('RECIPE', 'bsc_bio_es')}, PRESET={s.get('PRESET', '?')}", "",
              f"Run folder `{run_dir}`; its settings are in `recipe.env`. Every number below is read from the files the stages wrote.", "",
              "## Corpus (`clean/stats.json`)", ""]
@@ -104,9 +106,23 @@ def markdown(run_dir, found):
             for name, v in [*c["sources"].items(), ("total", c["total"])]]
     lines += [markdown_table(["source", "documents in", "documents kept", "sentences", "words"], rows), "",
               f"{c['train_docs']:,} documents for training, {c['valid_docs']:,} held out for validation.", "",
-              "## Vocabulary and data-bin", "",
-              f"{d.get('vocabulary', 'Byte-level BPE')} of {d['dictionary']:,} entries (`vocab/`). `data-bin/`: "
-              + ", ".join(f"{split} {v['tokens']:,} tokens in {v['lines']:,} lines" for split, v in d.items() if isinstance(v, dict)) + ".", ""]
+              "## Vocabulary and data-bin", ""]
+    for name, v in d.items():
+        where = f"vocab/{name}/" if name else "init/" if s.get("INIT_FROM") else "vocab/"
+        lines += [f"{f'`{name}`: ' if name else ''}{v.get('vocabulary', 'Byte-level BPE')} of {v['dictionary']:,} entries (`{where}`). "
+                  f"`data-bin/{name + '/' if name else ''}`: "
+                  + ", ".join(f"{split} {t['tokens']:,} tokens in {t['lines']:,} lines" for split, t in v.items() if isinstance(t, dict)) + ".", ""]
+    if s.get("INIT_FROM"):
+        lines += [f"Continual pretraining: the weights and the vocabulary are those of `INIT_FROM={s['INIT_FROM']}` (converted to "
+                  "fairseq in `init/`, parity-checked: `init/conversion.json`); no vocabulary was learned on the corpus.", ""]
+    for name, rows in found["breakout"].items():
+        from biofairseq.corpus.breakout import format_rates
+
+        vocabs = [k for k in next(iter(rows.values())) if k not in ("mentions", "words")]
+        lines += [f"### Entity break-out rate on {name} (`breakout/{name}.md`)", "",
+                  "Sub-tokens per word (Moses) of each vocabulary, over the entity mentions of the NER training set, per type "
+                  "and in all, and over all its text (BioMegatron's Table 3; lower keeps more entities whole):", "",
+                  format_rates(rows, vocabs), ""]
     if list(models) == [""]:
         lines += ["## Pretraining (`pretrain/`)", "", *_pretraining_lines(models[""], "pretrain")]
     else:
@@ -116,6 +132,7 @@ def markdown(run_dir, found):
             lines += [f"### {name} (`pretrain/{name}/`)", "", *_pretraining_lines(p, f"pretrain/{name}")]
     for name, (_, summaries) in found["ner"].items():
         lines += [f"## NER: {name} (`ner/{name}/`)", "", report.markdown(summaries), ""]
+        lines += _labelling_lines(summaries)
     if found["ner"]:
         lines += ["Scores are exact-span, exact-type micro averages, in %; for BRAT data, the official scorers' (every gold mention of "
                   "the .ann files, nested ones included), with seqeval's score of the flattened BIO beside them where it differs "
@@ -124,6 +141,25 @@ def markdown(run_dir, found):
                   "and the median over seeds of the LR with the best median dev F1 (bio-lm's statistic).", ""]
     lines += ["![pretraining perplexity and NER dev F1](report.png)", ""]
     return "\n".join(lines)
+
+
+def _labelling_lines(summaries):
+    """BioMegatron's comparison of whole-word and sub-token labelling, one row per model (sweeps model=X,labels=Y)."""
+    by_model = defaultdict(dict)
+    for summary in summaries:
+        model, _, labelling = summary["model"].partition(",labels=")
+        if labelling:
+            by_model[model][labelling] = summary
+    pairs = {m: v for m, v in by_model.items() if {"whole-word", "sub-token"} <= v.keys()}
+    if not pairs:
+        return []
+    split = next(iter(pairs.values()))["whole-word"]["split"]
+    f1 = lambda s: f"{100 * s['f1']['mean']:.2f} ± {100 * s['f1']['std']:.2f}"
+    rows = [[m, f1(v["whole-word"]), f1(v["sub-token"]), f"{100 * (v['sub-token']['f1']['mean'] - v['whole-word']['f1']['mean']):+.2f}"]
+            for m, v in pairs.items()]
+    return [f"Labelling (BioMegatron's Figure 1): whole-word labels each word's first sub-token only; sub-token labels every "
+            f"sub-token (B-X, then I-X). Both are scored on the same words ({split} F1 %, mean ± std):", "",
+            markdown_table(["model", "whole-word", "sub-token", "sub-token − whole-word"], rows), ""]
 
 
 def _pretraining_lines(p, folder):
@@ -180,10 +216,15 @@ def plot(found, path):
     report.save_figure(fig, path)
 
 
-def write(run_dir, ner_pairs, pretrain_pairs=()):
-    """pretrain_pairs: (name, folder) of each model a recipe pretrained; none: the one model in RUN_DIR/pretrain."""
+def write(run_dir, ner_pairs, pretrain_pairs=(), data_bin_pairs=(), breakout_pairs=()):
+    """pretrain_pairs: (name, folder) of each model a recipe pretrained; none: the one model in RUN_DIR/pretrain.
+    data_bin_pairs: (name, folder) of each vocabulary's data-bin; none: RUN_DIR/data-bin."""
     run_dir = Path(run_dir)
-    found = {"settings": settings(run_dir), "corpus": corpus(run_dir), "data_bin": data_bin(run_dir)}
+    found = {"settings": settings(run_dir), "corpus": corpus(run_dir),
+             "data_bins": ({name: data_bin(Path(folder)) for name, folder in data_bin_pairs} if data_bin_pairs
+                           else {"": data_bin(run_dir / "data-bin")}),
+             "breakout": {name: json.loads(_read(Path(path), "the break-out stage (preprocess/vocab_stats.py) did not finish"))
+                          for name, path in breakout_pairs}}
     arch = found["settings"].get("ARCH")
     found["pretrainings"] = ({name: pretraining(Path(folder), arch) for name, folder in pretrain_pairs} if pretrain_pairs
                              else {"": pretraining(run_dir / "pretrain", arch)})
@@ -193,6 +234,8 @@ def write(run_dir, ner_pairs, pretrain_pairs=()):
     as_json = {**found, "ner": {name: summaries for name, (_, summaries) in found["ner"].items()}}
     if list(found["pretrainings"]) == [""]:  # one model: "pretraining"; several: "pretrainings", by name
         as_json["pretraining"] = as_json.pop("pretrainings")[""]
+    if list(found["data_bins"]) == [""]:  # the same for vocabularies: "data_bin", or "data_bins" by name
+        as_json["data_bin"] = as_json.pop("data_bins")[""]
     write_text(run_dir / "report.json", json.dumps(as_json, indent=1, ensure_ascii=False) + "\n")
     write_text(run_dir / "report.md", text)
     return text
@@ -210,13 +253,17 @@ def main(argv=None):
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--pretrain", type=_pair, action="append", default=[], metavar="NAME=DIR",
                         help="a pretrained model's folder (train.log, best.json), for recipes that pretrain several; repeat")
+    parser.add_argument("--data-bin", type=_pair, action="append", default=[], metavar="NAME=DIR",
+                        help="a vocabulary's data-bin, for recipes that learn several (vocabulary in vocab/NAME); repeat")
+    parser.add_argument("--breakout", type=_pair, action="append", default=[], metavar="NAME=JSON",
+                        help="entity break-out rates on NER data set NAME (preprocess/vocab_stats.py --output); repeat")
     parser.add_argument("--ner", type=_pair, action="append", default=[], metavar="NAME=SWEEP_DIR",
                         help="a data set's sweep folder of one model (biofairseq-ner sweep --output-dir); repeat")
     args = parser.parse_args(argv)
     from biofairseq.finetune import NERFormatError
 
     try:
-        write(args.run_dir, args.ner, args.pretrain)
+        write(args.run_dir, args.ner, args.pretrain, args.data_bin, args.breakout)
     except (ReportError, NERFormatError) as error:
         print(f"report: error: {error}", file=sys.stderr)
         return 1

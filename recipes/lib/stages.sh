@@ -76,6 +76,9 @@ recipe_check_settings() {
     one_of FORCE "$FORCE" 0 1
     one_of BASELINE "$BASELINE" random-init none
     one_of WEAK_PRETRAINING "$WEAK_PRETRAINING" stop continue
+    NER_LABELLINGS=${NER_LABELLINGS:-}
+    local labelling
+    for labelling in $NER_LABELLINGS; do one_of NER_LABELLINGS "$labelling" whole-word sub-token; done
     [[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16 bf16
     check_whole VALID_DOCS VOCAB_SIZE TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE BATCH_PER_DEVICE WARMUP_UPDATES MAX_UPDATE \
         SAVE_INTERVAL_UPDATES LOG_INTERVAL NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS \
@@ -122,7 +125,9 @@ recipe_check_inputs() {
         NER_NAMES+=("$name") NER_TRAIN+=("$train") NER_DEV+=("$dev") NER_TEST+=("$test")
     done
     CLEAN=$RUN_DIR/clean VOCAB=$RUN_DIR/vocab DATA_BIN=$RUN_DIR/data-bin PRETRAIN=$RUN_DIR/pretrain
-    HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner MODEL_NAME= MODELS=() PRETRAINED=()
+    HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner MODEL_NAME= MODELS=() PRETRAINED=() DATA_BINS=() BREAKOUT_ARGS=()
+    ARCH_ARGS=(--arch "${ARCH:-}") INIT_CHECKPOINT=  # recipe_init_from sets both
+    recipe_check_init_from
 }
 
 recipe_model() {  # recipe_model NAME: stages 4-6 of model NAME, in pretrain/NAME and hf/NAME
@@ -177,22 +182,90 @@ recipe_keep_settings() {  # recipe_keep_settings VAR...: recorded in recipe.env 
     echo "$RECIPE.sh: PRESET=$PRESET RUN_DIR=$RUN_DIR; $(( NUM_GPUS > 0 ? NUM_GPUS : 0 )) GPU(s) x $NUM_NODES machine(s), update frequency $UPDATE_FREQ" >&2
 }
 
-# ---- 1-3. corpus, vocabulary, data-bin
+# ---- 1-3. corpus, vocabulary (or INIT_FROM's), data-bin
 
-recipe_corpus() {  # recipe_corpus LANG VOCAB_TYPE
+recipe_corpus() {  # recipe_corpus LANG VOCAB_TYPE: stages 1-3 of a recipe with one vocabulary
+    recipe_clean "$1"
+    if [[ -n ${INIT_FROM:-} ]]; then
+        recipe_init_from
+    else
+        recipe_vocabulary "$2" "$VOCAB_SIZE"
+    fi
+    recipe_binarize
+}
+
+recipe_clean() {  # recipe_clean LANG
     local source
     if stage 1 "clean the sources" "$CLEAN" "$CLEAN/stats.json"; then
         local clean_args=(--output-dir "$CLEAN" --lang "$1" --valid-docs "$VALID_DOCS" --workers "$WORKERS")
         for source in $SOURCES; do clean_args+=(--source "$source"); done
         run "$PYTHON" "$REPO/preprocess/clean_corpus.py" "${clean_args[@]}"
     fi
-    if stage 2 "learn the vocabulary ($2, $VOCAB_SIZE entries)" "$VOCAB"; then
-        run "$PYTHON" "$REPO/preprocess/train_vocab.py" --input "$CLEAN/train.txt" --type "$2" --vocab-size "$VOCAB_SIZE" \
-            --output-dir "$VOCAB" --workers "$WORKERS"
+}
+
+recipe_data() {  # recipe_data NAME: stages 2-3 of vocabulary NAME, in vocab/NAME and data-bin/NAME (several per run)
+    VOCAB=$RUN_DIR/vocab/$1 DATA_BIN=$RUN_DIR/data-bin/$1
+    DATA_BINS+=(--data-bin "$1=$DATA_BIN")  # the report's vocabularies, in this order
+}
+
+recipe_vocabulary() {  # recipe_vocabulary TYPE SIZE
+    if stage 2 "learn the vocabulary ($1, $2 entries)" "$VOCAB"; then
+        local vocab_args=(--input "$CLEAN/train.txt" --type "$1" --vocab-size "$2" --output-dir "$VOCAB" --workers "$WORKERS")
+        run "$PYTHON" "$REPO/preprocess/train_vocab.py" "${vocab_args[@]}"
     fi
+}
+
+recipe_binarize() {
     if stage 3 "encode and binarize" "$DATA_BIN"; then
         PYTHON=$PYTHON run bash "$REPO/preprocess/binarize.sh" "$CLEAN" "$VOCAB" "$DATA_BIN" "$WORKERS"
     fi
+}
+
+recipe_breakout() {  # recipe_breakout LANG: each vocabulary's entity break-out rate on each NER training set
+    # (BioMegatron's Table 3: sub-tokens per Moses word over the entity mentions), for the report
+    local i name vocabs=() out
+    for ((i = 1; i < ${#DATA_BINS[@]}; i += 2)); do
+        name=${DATA_BINS[i]%%=*}
+        vocabs+=("$name=$RUN_DIR/vocab/$name")
+    done
+    (( ${#vocabs[@]} )) || vocabs=("vocabulary=$VOCAB")
+    for i in "${!NER_NAMES[@]}"; do
+        out=$RUN_DIR/breakout/${NER_NAMES[$i]}
+        if stage 3b "entity break-out rates of the vocabularies on ${NER_NAMES[$i]}" "$out.json"; then
+            mkdir -p "$RUN_DIR/breakout"
+            run "$PYTHON" "$REPO/preprocess/vocab_stats.py" --vocab "${vocabs[@]}" --ner "${NER_TRAIN[$i]}" --lang "$1" \
+                --output "$out"
+        fi
+        BREAKOUT_ARGS+=(--breakout "${NER_NAMES[$i]}=$out.json")
+    done
+}
+
+recipe_check_init_from() {  # INIT_FROM: a transformers RoBERTa-family folder or a fairseq checkpoint (.pt)
+    INIT_FROM=${INIT_FROM:-}
+    [[ -z $INIT_FROM ]] && return
+    [[ -f $INIT_FROM/config.json || ( -f $INIT_FROM && $INIT_FROM == *.pt ) ]] ||
+        die "INIT_FROM=$INIT_FROM: give a transformers model folder (with config.json) or a fairseq checkpoint (.pt)"
+    INIT_FROM=$(cd "$(dirname "$INIT_FROM")" && pwd)/$(basename "$INIT_FROM")  # recorded in recipe.env as an absolute path
+}
+
+recipe_init_from() {
+    # Continual pretraining (BioMegatron-1.2b, bio-lm's RoBERTa-initialised models): INIT_FROM's weights, and its
+    # vocabulary in place of one learned on the corpus, in fairseq's format (biofairseq-convert from-hf, parity-checked).
+    VOCAB=$RUN_DIR/init
+    if stage 2 "take the weights and the vocabulary of INIT_FROM=$INIT_FROM" "$VOCAB"; then
+        local hf=$INIT_FROM
+        if [[ $INIT_FROM == *.pt ]]; then
+            hf=$RUN_DIR/init.hf
+            rm -rf "$hf"
+            run biofairseq-convert to-hf "$INIT_FROM" "$hf"
+        fi
+        run biofairseq-convert from-hf "$hf" "$VOCAB"
+        [[ $hf == "$INIT_FROM" ]] || rm -rf "$hf"
+    fi
+    # the model's shape is the converted checkpoint's, and its weights the start (fairseq-train --finetune-from-model)
+    mapfile -t ARCH_ARGS < <("$PYTHON" -c "import json, sys; print('\n'.join(json.load(open(sys.argv[1]))['fairseq_flags']))" \
+        "$VOCAB/conversion.json")
+    ARCH=${ARCH_ARGS[1]} INIT_CHECKPOINT=$VOCAB/model.pt
 }
 
 # ---- 4. pretrain with fairseq-train (resumes from checkpoint_last.pt), in one or two length phases
@@ -231,14 +304,18 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
     fi
     mkdir -p "$PRETRAIN"
     echo "$ARCH" >"$PRETRAIN/arch"  # for the report
+    # INIT_FROM: the first (or only) phase starts from its weights; fairseq refuses --finetune-from-model beside
+    # phase 2's --reset-dataloader, and phase 2 starts from phase 1's checkpoint anyway
+    local start=()
+    [[ -z $INIT_CHECKPOINT ]] || start=(--finetune-from-model "$INIT_CHECKPOINT")
     if [[ $PHASE2_SHARE == 0 ]]; then
-        pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$UPDATES" "$@"
+        pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$UPDATES" "${start[@]}" "$@"
     else
         local phase1
         phase1=$(awk "BEGIN { printf \"%d\", $UPDATES * (1 - $PHASE2_SHARE) + 0.5 }")
         if [[ ! -f $PRETRAIN/phase1.finished ]]; then
             echo "phase 1: updates 1-$phase1 at $TOKENS_PER_SAMPLE tokens" >&2
-            pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$phase1" "$@"
+            pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$phase1" "${start[@]}" "$@"
             date -Is >"$PRETRAIN/phase1.finished"
         fi
         echo "phase 2: updates $((phase1 + 1))-$UPDATES at $PHASE2_TOKENS_PER_SAMPLE tokens, $PHASE2_SEQUENCES_PER_UPDATE sequences per update; optimizer and learning-rate schedule continue" >&2
@@ -289,26 +366,36 @@ kept_checkpoint() {  # kept_checkpoint [PRETRAIN_DIR]: the checkpoint its best.j
 # ---- 7. NER: the learning-rate x seed sweep, per data set and model
 
 recipe_ner() {
-    local ner_launch=() i name train dev test model sweep_dir ner_args
+    # NER_LABELLINGS (BioMegatron's comparison): "whole-word sub-token" fine-tunes each model both ways, in sweeps
+    # model=NAME,labels=whole-word and model=NAME,labels=sub-token; empty: the default (whole-word), in model=NAME
+    local ner_launch=() i name train dev test model labelling sweep_dir ner_args
     (( NUM_GPUS == 0 )) || ner_launch=(env "CUDA_VISIBLE_DEVICES=${NER_GPU:-0}")  # one GPU per run, as in the papers
     REPORT_ARGS=()
     for i in "${!NER_NAMES[@]}"; do
         name=${NER_NAMES[$i]} train=${NER_TRAIN[$i]} dev=${NER_DEV[$i]} test=${NER_TEST[$i]}
         for model in "${MODELS[@]}"; do
-            sweep_dir=$NER_DIR/$name/model=$(basename "$model")
-            REPORT_ARGS+=(--ner "$name=$sweep_dir")
-            # a sweep of another model (pretrained again since) is out of date: the sweep redoes its runs
-            if [[ -f $sweep_dir/report.json && $(cat "$sweep_dir/model.sha256" 2>/dev/null) != "$(weights_sha256 "$model")" ]]; then
-                echo "note: $model changed since $sweep_dir was run; its runs are redone" >&2
-                rm -f "$sweep_dir/report.json"
-            fi
-            stage 7 "fine-tune $(basename "$model") on $name" "$sweep_dir" "$sweep_dir/report.json" || continue
-            ner_args=(--model "$model" --train "$train" --dev "$dev" ${test:+--test "$test"} --output-dir "$sweep_dir"
-                --lrs "$NER_LRS" --seeds "$NER_SEEDS" --epochs "$NER_EPOCHS" --max-length "$NER_MAX_LENGTH"
-                --batch-size "$NER_BATCH" --gradient-accumulation "$NER_ACCUMULATION" --warmup-ratio "$NER_WARMUP_RATIO")
-            [[ $NER_LAYERWISE_DECAY == 1 ]] || ner_args+=(--layerwise-lr-decay "$NER_LAYERWISE_DECAY")
-            # shellcheck disable=SC2086  # NER_EXTRA holds several flags
-            run "${ner_launch[@]}" biofairseq-ner sweep "${ner_args[@]}" $NER_EXTRA
+            for labelling in ${NER_LABELLINGS:-default}; do
+                sweep_dir=$NER_DIR/$name/model=$(basename "$model")
+                [[ $labelling == default ]] || sweep_dir+=",labels=$labelling"
+                REPORT_ARGS+=(--ner "$name=$sweep_dir")
+                # a sweep of another model (pretrained again since) is out of date: the sweep redoes its runs
+                if [[ -f $sweep_dir/report.json && $(cat "$sweep_dir/model.sha256" 2>/dev/null) != "$(weights_sha256 "$model")" ]]; then
+                    echo "note: $model changed since $sweep_dir was run; its runs are redone" >&2
+                    rm -f "$sweep_dir/report.json"
+                fi
+                stage 7 "fine-tune $(basename "$model") on $name${NER_LABELLINGS:+, $labelling labelling}" "$sweep_dir" \
+                    "$sweep_dir/report.json" || continue
+                ner_args=(--model "$model" --train "$train" --dev "$dev" ${test:+--test "$test"} --output-dir "$sweep_dir"
+                    --lrs "$NER_LRS" --seeds "$NER_SEEDS" --epochs "$NER_EPOCHS" --max-length "$NER_MAX_LENGTH"
+                    --batch-size "$NER_BATCH" --gradient-accumulation "$NER_ACCUMULATION" --warmup-ratio "$NER_WARMUP_RATIO")
+                [[ $NER_LAYERWISE_DECAY == 1 ]] || ner_args+=(--layerwise-lr-decay "$NER_LAYERWISE_DECAY")
+                case $labelling in
+                whole-word) ner_args+=(--label-scheme first-subtoken) ;;
+                sub-token) ner_args+=(--label-scheme all-subtokens) ;;
+                esac
+                # shellcheck disable=SC2086  # NER_EXTRA holds several flags
+                run "${ner_launch[@]}" biofairseq-ner sweep "${ner_args[@]}" $NER_EXTRA
+            done
         done
     done
 }
@@ -318,7 +405,8 @@ recipe_ner() {
 recipe_report() {
     (( RAN == 0 )) || rm -f "$RUN_DIR/report.md"  # a stage ran: the report is out of date
     if stage 8 "write the report" "$RUN_DIR/report.md"; then
-        run "$PYTHON" -m biofairseq.recipe.report "$RUN_DIR" "${PRETRAINED[@]}" "${REPORT_ARGS[@]}"
+        run "$PYTHON" -m biofairseq.recipe.report "$RUN_DIR" "${DATA_BINS[@]}" "${BREAKOUT_ARGS[@]}" "${PRETRAINED[@]}" \
+            "${REPORT_ARGS[@]}"
     fi
     cat "$RUN_DIR/report.md"
     echo "$RECIPE.sh: done [$(elapsed)]; the report is $RUN_DIR/report.md (and .json, .png)" >&2
