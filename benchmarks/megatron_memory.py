@@ -18,6 +18,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
 from measure import fairseq_train_speed, publish  # noqa: E402
+from test_presets import expected_parameters  # noqa: E402  (the preset's count from its shape)
 
 FLAGS = ["--user-dir", str(REPO / "biofairseq"), "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
          "--arch", "bio_megatron_345m", "--tokens-per-sample", "512", "--sample-break-mode", "doc",
@@ -46,8 +47,7 @@ def main():
 
     vocabulary = len(load_dictionary(corpus.data_bin / "dict.txt"))
     layers, width, ffn = 24, 1024, 4096
-    layer = 4 * (width * width + width) + 2 * width * ffn + ffn + width + 4 * width  # attention, FFN, two LayerNorms
-    params = (vocabulary + 514) * width + layers * layer + 2 * width + width * width + 3 * width + vocabulary
+    params = expected_parameters(vocabulary, layers, width, ffn, pre_ln=True)
     mib = 2 ** 20
     static = params * 4 * 4 / mib  # fp32 weights, gradients, Adam's two moments
     lines = [

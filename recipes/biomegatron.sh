@@ -90,18 +90,15 @@ recipe_keep_settings PRESET SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZES 
 # the vocabularies' entity break-out rates on each NER training set
 
 recipe_clean "$CORPUS_LANG"
-VOCABULARIES=()
 if [[ -n $INIT_FROM ]]; then
     recipe_init_from
     recipe_binarize
-    VOCABULARIES=(continued)
 else
     for size in ${VOCAB_SIZES//,/ }; do
         if (( size % 1000 == 0 )); then name=bio_$(( size / 1000 ))k; else name=bio_$size; fi
         recipe_data "$name"
         recipe_vocabulary sentencepiece "$size"
         recipe_binarize
-        VOCABULARIES+=("$name")
     done
 fi
 recipe_breakout "$CORPUS_LANG"
@@ -114,8 +111,8 @@ OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.999)" --adam-eps 1e-8 --weight
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout 0.1 --attention-dropout 0.1)
 [[ $CHECKPOINT_ACTIVATIONS == 0 ]] || MODEL_ARGS+=(--checkpoint-activations)
-for name in "${VOCABULARIES[@]}"; do
-    [[ $name == continued ]] || { VOCAB=$RUN_DIR/vocab/$name DATA_BIN=$RUN_DIR/data-bin/$name; }
+for name in "${VOCAB_NAMES[@]:-continued}"; do  # INIT_FROM: one model, on init/'s vocabulary
+    [[ $name == continued ]] || recipe_data "$name"
     recipe_model "$name"
     recipe_pretrain
     recipe_pick

@@ -125,7 +125,7 @@ recipe_check_inputs() {
         NER_NAMES+=("$name") NER_TRAIN+=("$train") NER_DEV+=("$dev") NER_TEST+=("$test")
     done
     CLEAN=$RUN_DIR/clean VOCAB=$RUN_DIR/vocab DATA_BIN=$RUN_DIR/data-bin PRETRAIN=$RUN_DIR/pretrain
-    HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner MODEL_NAME= MODELS=() PRETRAINED=() DATA_BINS=() BREAKOUT_ARGS=()
+    HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner MODEL_NAME= MODELS=() PRETRAINED=() VOCAB_NAMES=() BREAKOUT_ARGS=()
     ARCH_ARGS=(--arch "${ARCH:-}") INIT_CHECKPOINT=  # recipe_init_from sets both
     recipe_check_init_from
 }
@@ -203,9 +203,9 @@ recipe_clean() {  # recipe_clean LANG
     fi
 }
 
-recipe_data() {  # recipe_data NAME: stages 2-3 of vocabulary NAME, in vocab/NAME and data-bin/NAME (several per run)
+recipe_data() {  # recipe_data NAME: a run with several vocabularies; stages 2-3 (and 4, after) use vocab/NAME, data-bin/NAME
     VOCAB=$RUN_DIR/vocab/$1 DATA_BIN=$RUN_DIR/data-bin/$1
-    DATA_BINS+=(--data-bin "$1=$DATA_BIN")  # the report's vocabularies, in this order
+    [[ " ${VOCAB_NAMES[*]} " == *" $1 "* ]] || VOCAB_NAMES+=("$1")  # the report's vocabularies, in this order
 }
 
 recipe_vocabulary() {  # recipe_vocabulary TYPE SIZE
@@ -224,10 +224,7 @@ recipe_binarize() {
 recipe_breakout() {  # recipe_breakout LANG: each vocabulary's entity break-out rate on each NER training set
     # (BioMegatron's Table 3: sub-tokens per Moses word over the entity mentions), for the report
     local i name vocabs=() out
-    for ((i = 1; i < ${#DATA_BINS[@]}; i += 2)); do
-        name=${DATA_BINS[i]%%=*}
-        vocabs+=("$name=$RUN_DIR/vocab/$name")
-    done
+    for name in "${VOCAB_NAMES[@]}"; do vocabs+=("$name=$RUN_DIR/vocab/$name"); done
     (( ${#vocabs[@]} )) || vocabs=("vocabulary=$VOCAB")
     for i in "${!NER_NAMES[@]}"; do
         out=$RUN_DIR/breakout/${NER_NAMES[$i]}
@@ -405,7 +402,9 @@ recipe_ner() {
 recipe_report() {
     (( RAN == 0 )) || rm -f "$RUN_DIR/report.md"  # a stage ran: the report is out of date
     if stage 8 "write the report" "$RUN_DIR/report.md"; then
-        run "$PYTHON" -m biofairseq.recipe.report "$RUN_DIR" "${DATA_BINS[@]}" "${BREAKOUT_ARGS[@]}" "${PRETRAINED[@]}" \
+        local name data_bins=()
+        for name in "${VOCAB_NAMES[@]}"; do data_bins+=(--data-bin "$name=$RUN_DIR/data-bin/$name"); done
+        run "$PYTHON" -m biofairseq.recipe.report "$RUN_DIR" "${data_bins[@]}" "${BREAKOUT_ARGS[@]}" "${PRETRAINED[@]}" \
             "${REPORT_ARGS[@]}"
     fi
     cat "$RUN_DIR/report.md"
