@@ -4,11 +4,12 @@ An ELECTRA step runs the generator (1/3 of the width at base), samples, and runs
 step runs one encoder of the discriminator's shape. Both train with fairseq-train on the same real clinical
 cases (document_mlm's blocks, the same --batch-size), interleaved (MLM, ELECTRA, MLM, ...) so that machine noise
 hits both alike. Speed is fairseq's own updates/s over the logged intervals after the first; peak memory is the
-maximum resident set size of each process. The expected ratio comes from counting matmul FLOPs (below).
+maximum resident set size of each process (on a GPU, torch's peak memory allocated). The expected ratio comes from counting matmul FLOPs (below).
 
     .venv/bin/python benchmarks/electra_vs_mlm_step.py --rounds 3 --updates 60 \
         --output benchmarks/results/electra_vs_mlm_step.md                      # CPU: 4 x 384, 128 tokens
-    python benchmarks/electra_vs_mlm_step.py --layers 12 --width 768 --tokens 512 --batch 32 --gpu --bf16  # base
+    python benchmarks/electra_vs_mlm_step.py --layers 12 --width 768 --tokens 512 --batch 32 --gpu \
+        --output benchmarks/results/electra_vs_mlm_step_gpu.md                  # base, GPU (fp16: fairseq's --bf16 means TPU)
 """
 
 import argparse
@@ -72,9 +73,15 @@ def main():
         corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000)
         vocab = sum(1 for _ in open(corpus.data_bin / "dict.txt")) + 4
         results = interleaved(systems, corpus.data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO)
-    names = list(systems)
+    publish(report(args, results, vocab), args.output)
+
+
+def report(args, results, vocab):
+    names = list(results)
     step, memory = step_and_memory_ratios(results, names[0], names[1])
     device = device_label(args)
+    gpu = next(iter(results.values()))[0].get("device")
+    device = f"{gpu} ({device})" if gpu else device
     command = " ".join(sys.argv[1:])
     lines = [
         "# ELECTRA step time vs masked LM step time",
@@ -95,7 +102,7 @@ def main():
         "",
         per_run(results),
     ]
-    publish(lines, args.output)
+    return lines
 
 
 if __name__ == "__main__":

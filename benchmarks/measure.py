@@ -22,25 +22,61 @@ def run(cmd):
     return seconds, usage.ru_maxrss / 1024, out
 
 
-def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None):
+# fairseq's trainer, run by this Python (on PATH or not), keeping the GPU's peak memory over the whole run:
+# fairseq resets the peak after every update (to log gb_free), so each reset first folds it into PEAK.
+TRAIN = """
+import atexit, json, sys, torch
+PEAK = {"allocated": 0, "reserved": 0}
+reset = torch.cuda.reset_peak_memory_stats
+def fold(*args, **kwargs):
+    PEAK["allocated"] = max(PEAK["allocated"], torch.cuda.max_memory_allocated())
+    PEAK["reserved"] = max(PEAK["reserved"], torch.cuda.max_memory_reserved())
+    reset(*args, **kwargs)
+torch.cuda.reset_peak_memory_stats = fold
+def report():
+    if torch.cuda.is_initialized():
+        fold()
+        PEAK["total"] = torch.cuda.get_device_properties(0).total_memory
+        PEAK["device"] = torch.cuda.get_device_name(0)
+        print("| cuda_peak |", json.dumps(PEAK), flush=True)
+atexit.register(report)
+from fairseq_cli.train import cli_main
+sys.argv[0] = "fairseq-train"
+cli_main()
+"""
+MIB = 2 ** 20
+
+
+def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=False):
     """fairseq-train with these flags for a number of updates: its own updates/s and tokens/s, averaged over
-    the logged intervals after the first (start-up), and the process's peak RSS (MiB)."""
+    the logged intervals after the first (start-up), the process's peak RSS (MiB), and on a GPU the peak memory
+    allocated and reserved by torch (MiB). fairseq skips a batch that runs out of GPU memory and goes on, so its
+    OOM warnings are counted ("ooms"); any is an error unless allow_oom."""
     import json
     import statistics
 
-    cmd = [str(BIN / "fairseq-train"), str(data_bin), *map(str, flags), "--max-update", str(updates),
+    cmd = [sys.executable, "-c", TRAIN, str(data_bin), *map(str, flags), "--max-update", str(updates),
            "--total-num-update", str(updates), "--save-dir", str(save_dir)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
     output = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
-    if status != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{output[-3000:]}")
+    ooms = sum("OOM" in l or "out of memory" in l for l in output.splitlines())
+    if status != 0 or (ooms and not allow_oom):
+        raise SystemExit(f"fairseq-train {' '.join(cmd[3:])} failed:\n{output[-3000:]}")
     intervals = [json.loads(l[l.index("{"):]) for l in output.splitlines() if "| train_inner |" in l][1:]
-    return {
-        "ups": statistics.mean(float(r["ups"]) for r in intervals),
-        "wps": statistics.mean(float(r["wps"]) for r in intervals),
+    result = {
+        "ups": statistics.mean(float(r["ups"]) for r in intervals) if intervals else None,
+        "wps": statistics.mean(float(r["wps"]) for r in intervals) if intervals else None,
         "peak_rss_mb": usage.ru_maxrss / 1024,
     }
+    for line in output.splitlines():
+        if line.startswith("| cuda_peak |"):
+            peak = json.loads(line.split("|", 2)[2])
+            result.update(cuda_allocated_mb=peak["allocated"] / MIB, cuda_reserved_mb=peak["reserved"] / MIB,
+                          cuda_total_mb=peak["total"] / MIB, device=peak["device"])
+    if allow_oom:
+        result["ooms"] = ooms
+    return result
 
 
 def interleaved(systems, data_bin, rounds, updates, save_dir, cwd=None):
@@ -54,10 +90,16 @@ def interleaved(systems, data_bin, rounds, updates, save_dir, cwd=None):
     return results
 
 
+def memory_key(results):
+    """The peak memory that matters: torch's on the GPU when the runs used one, else the process's RSS."""
+    first = next(iter(results.values()))[0]
+    return "cuda_allocated_mb" if "cuda_allocated_mb" in first else "peak_rss_mb"
+
+
 def step_and_memory_ratios(results, baseline, other):
     """Per-round ratios: other's step time over baseline's (baseline's updates/s over other's), and other's peak
     memory over baseline's."""
-    return round_ratios(results, baseline, other, "ups"), round_ratios(results, other, baseline, "peak_rss_mb")
+    return round_ratios(results, baseline, other, "ups"), round_ratios(results, other, baseline, memory_key(results))
 
 
 def ratio_line(label, ratios, note=""):
@@ -87,7 +129,7 @@ def medians(results):
     """name -> {measure: median over rounds} of interleaved fairseq_train_speed runs."""
     import statistics
 
-    return {n: {k: statistics.median(x[k] for x in runs) for k in runs[0]} for n, runs in results.items()}
+    return {n: {k: statistics.median(x[k] for x in runs) for k in runs[0] if k != "device"} for n, runs in results.items()}
 
 
 def round_ratios(results, numerator, denominator, key):
@@ -96,11 +138,12 @@ def round_ratios(results, numerator, denominator, key):
 
 
 def speed_table(results):
-    """The Markdown table of median updates/s, tokens/s and peak RSS per system."""
+    """The Markdown table of median updates/s, tokens/s and peak memory per system."""
+    key = memory_key(results)
     return [
-        "| system | updates/s | tokens/s | peak RSS (MB) |",
+        f"| system | updates/s | tokens/s | {'peak GPU memory allocated' if key == 'cuda_allocated_mb' else 'peak RSS'} (MiB) |",
         "|---|---|---|---|",
-        *(f"| {n} | {m['ups']:.2f} | {m['wps']:.0f} | {m['peak_rss_mb']:.0f} |" for n, m in medians(results).items()),
+        *(f"| {n} | {m['ups']:.2f} | {m['wps']:.0f} | {m[key]:.0f} |" for n, m in medians(results).items()),
     ]
 
 

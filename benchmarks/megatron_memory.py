@@ -1,12 +1,17 @@
-"""Peak memory of bio_megatron_345m training steps with and without activation checkpointing (--checkpoint-activations).
+"""Peak memory of bio_megatron training steps with and without activation checkpointing (--checkpoint-activations).
 
-Each configuration is its own fairseq-train process on real clinical cases (SentencePiece data-bin, 512-token
-samples), a few updates of Adam; its peak resident set size (os.wait4) holds the weights, gradients, Adam's two
-moments, the activations of one step and the process's fixed cost (Python, torch, fairseq, data). Running the
-same configuration at two batch sizes separates the activations per sequence from the rest. On a GPU,
---gpu measures torch.cuda.max_memory_allocated instead (not wired here: the CPU numbers are what this issue had).
+Each configuration is its own fairseq-train process on real clinical cases (SentencePiece data-bin, sequences of
+exactly 512 tokens), a few updates of Adam. On a CPU the measure is the process's peak resident set size (os.wait4):
+weights, gradients, Adam's two moments, the activations of one step and the process's fixed cost (Python,
+torch, fairseq, data). On a GPU (--gpu, fp16 or --bf16) it is torch's peak memory allocated on the device over
+the whole run. Running a configuration at two batch sizes separates the activations per sequence from the rest;
+on a GPU, --fit then trains the largest preset measured at the number of sequences that this line predicts to
+fill 90% of the device (a margin for the allocator's fragmentation), to confirm that it fits.
 
     .venv/bin/python benchmarks/megatron_memory.py --output benchmarks/results/megatron_memory.md   # CPU, ~10 min
+    python benchmarks/megatron_memory.py --gpu --archs bio_megatron_345m,bio_megatron_800m,bio_megatron_1_2b \\
+        --batches 4,8 --updates 3 --train-docs 4000 --vocab-size 30000 --fit \\
+        --output benchmarks/results/megatron_memory_gpu.md                                    # one 80 GB GPU
 """
 
 import argparse
@@ -17,60 +22,122 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
-from measure import fairseq_train_speed, publish  # noqa: E402
+from measure import fairseq_train_speed, precision_flags, publish  # noqa: E402
 from test_presets import expected_parameters  # noqa: E402  (the preset's count from its shape)
 
-FLAGS = ["--user-dir", str(REPO / "biofairseq"), "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
-         "--arch", "bio_megatron_345m", "--tokens-per-sample", "512", "--sample-break-mode", "doc",
+# fairseq's masked_lm with --sample-break-mode none: every sequence holds exactly 512 tokens. document_mlm's
+# blocks end with their document (a third of them are full at 512), and batches group similar lengths, so the
+# peak would depend on which batches come first.
+FLAGS = ["--user-dir", str(REPO / "biofairseq"), "--task", "masked_lm", "--criterion", "masked_lm",
+         "--tokens-per-sample", "512", "--sample-break-mode", "none",
          "--optimizer", "adam", "--lr", "1e-4", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "1",
-         "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--log-interval", "1",
+         "--num-workers", "0", "--seed", "1", "--log-format", "json", "--log-interval", "1",
          "--disable-validation", "--no-save", "--required-batch-size-multiple", "1"]
+
+
+# Bytes per parameter of training state: fairseq's --fp16/--bf16 keeps 16-bit weights and gradients, an fp32
+# master copy and its gradient, and Adam's two fp32 moments; fp32 keeps weights, gradients and the two moments.
+STATE_BYTES = {"fp16": 2 + 2 + 4 + 4 + 8, "bf16": 2 + 2 + 4 + 4 + 8, "fp32": 4 + 4 + 8}
+
+
+def shape(arch):
+    """(layers, width, FFN) of a preset, read from fairseq's registered architecture function."""
+    from argparse import Namespace
+
+    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY  # noqa: F401  (registers on import)
+
+    import biofairseq.models  # noqa: F401
+
+    args = Namespace()
+    ARCH_CONFIG_REGISTRY[arch](args)
+    return args.encoder_layers, args.encoder_embed_dim, args.encoder_ffn_embed_dim
+
+
+def peak_mib(result, gpu):
+    return result["cuda_allocated_mb"] if gpu else result["peak_rss_mb"]
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--archs", default="bio_megatron_345m", help="presets, comma-separated")
     parser.add_argument("--batches", default="1,2", help="two batch sizes (sequences of 512 tokens)")
     parser.add_argument("--updates", type=int, default=2)
+    parser.add_argument("--train-docs", type=int, default=200, help="clinical cases to learn the vocabulary on")
+    parser.add_argument("--vocab-size", type=int, default=6000)
+    parser.add_argument("--gpu", action="store_true", help="train on the GPU (fp16, or --bf16)")
+    parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--fit", action="store_true", help="on a GPU, train the last preset at the predicted capacity")
     parser.add_argument("--output", type=Path)
     args = parser.parse_args()
+    archs = args.archs.split(",")
     small, large = map(int, args.batches.split(","))
     work = Path(tempfile.mkdtemp(prefix="megatron_memory."))
-    corpus = build_corpus(work / "corpus", "sentencepiece", train_docs=200, valid_docs=10, vocab_size=6000)
+    corpus = build_corpus(work / "corpus", "sentencepiece", train_docs=args.train_docs, valid_docs=10,
+                          vocab_size=args.vocab_size)
+    common = [*FLAGS, *precision_flags(args)]
     results = {}
-    for checkpointing in (False, True):
-        for batch in (small, large):
-            flags = [*FLAGS, "--batch-size", batch, *(["--checkpoint-activations"] if checkpointing else [])]
-            r = fairseq_train_speed(corpus.data_bin, flags, args.updates, work / "save")
-            results[checkpointing, batch] = r
-            print(f"checkpointing {checkpointing}, batch {batch}: {r}", flush=True)
+    for arch in archs:
+        for checkpointing in (False, True):
+            for batch in (small, large):
+                flags = [*common, "--arch", arch, "--batch-size", batch,
+                         *(["--checkpoint-activations"] if checkpointing else [])]
+                r = fairseq_train_speed(corpus.data_bin, flags, args.updates, work / "save")
+                results[arch, checkpointing, batch] = r
+                print(f"{arch}, checkpointing {checkpointing}, batch {batch}: {r}", flush=True)
     from biofairseq.convert.fairseq_side import load_dictionary
 
     vocabulary = len(load_dictionary(corpus.data_bin / "dict.txt"))
-    layers, width, ffn = 24, 1024, 4096
-    params = expected_parameters(vocabulary, layers, width, ffn, pre_ln=True)
-    mib = 2 ** 20
-    static = params * 4 * 4 / mib  # fp32 weights, gradients, Adam's two moments
+    per_sequence = {key: (peak_mib(results[(*key, large)], args.gpu) - peak_mib(results[(*key, small)], args.gpu))
+                    / (large - small) for key in {(a, c) for a, c, _ in results}}
+    fit = None
+    if args.fit and args.gpu:
+        arch = archs[-1]
+        r = results[arch, False, small]
+        batch = int(small + (0.9 * r["cuda_total_mb"] - r["cuda_allocated_mb"]) // per_sequence[arch, False])
+        flags = [*common, "--arch", arch, "--batch-size", batch]
+        fit = (arch, batch, fairseq_train_speed(corpus.data_bin, flags, args.updates, work / "save", allow_oom=True))
+        print(f"fit {arch}, batch {batch}: {fit[2]}", flush=True)
+    publish(report(args, archs, vocabulary, results, per_sequence, fit, small, large), args.output)
+
+
+def report(args, archs, vocabulary, results, per_sequence, fit, small, large):
+    device = next(iter(results.values())).get("device", "CPU") if args.gpu else "CPU"
+    precision = ("bf16" if args.bf16 else "fp16") if args.gpu else "fp32"
+    measure = "torch's peak memory allocated on the GPU (MiB)" if args.gpu else "peak RSS (MiB)"
     lines = [
-        "# bio_megatron_345m: peak memory of a training step, activation checkpointing off and on",
+        f"# bio_megatron: peak memory of a training step, activation checkpointing off and on ({device}, {precision})",
         "",
-        f"`.venv/bin/python benchmarks/megatron_memory.py --batches {args.batches} --updates {args.updates}` on CPU (fp32, "
-        f"{layers} x {width}, FFN {ffn}, pre-LN, a {vocabulary:,}-entry SentencePiece vocabulary: {params / 1e6:.1f}M "
-        f"parameters; 512-token samples of real clinical cases; fairseq-train with Adam). Peak RSS of each process "
-        f"(os.wait4). Weights + gradients + Adam moments in fp32 = {static:,.0f} MiB of it.",
+        f"`python benchmarks/megatron_memory.py {' '.join(sys.argv[1:])}`: fairseq-train (masked_lm) with Adam on "
+        f"sequences of exactly 512 tokens of real clinical cases, a "
+        f"{vocabulary:,}-entry SentencePiece vocabulary learned on {args.train_docs:,} cases, {args.updates} "
+        f"updates per run; {measure} of each run.",
         "",
-        "| activation checkpointing | sequences of 512 | peak RSS (MiB) | s/update |",
-        "|---|---|---|---|",
+        "| preset | shape | parameters | activation checkpointing | sequences | peak (MiB) | s/update |",
+        "|---|---|---|---|---|---|---|",
     ]
-    for (checkpointing, batch), r in results.items():
-        lines.append(f"| {'on' if checkpointing else 'off'} | {batch} | {r['peak_rss_mb']:,.0f} | {1 / r['ups']:.1f} |")
-    per_sequence = {c: (results[c, large]["peak_rss_mb"] - results[c, small]["peak_rss_mb"]) / (large - small) for c in (False, True)}
-    lines += [
-        "",
-        f"Activations per 512-token sequence (the peak's growth from {small} to {large} sequences): "
-        f"**{per_sequence[False]:,.0f} MiB** without checkpointing, **{per_sequence[True]:,.0f} MiB** with it "
-        f"({per_sequence[False] / max(per_sequence[True], 1):.1f}x less).",
-    ]
-    publish(lines, args.output)
+    for (arch, checkpointing, batch), r in results.items():
+        layers, width, ffn = shape(arch)
+        params = expected_parameters(vocabulary, layers, width, ffn, pre_ln=True)
+        seconds = f"{1 / r['ups']:.2f}" if r["ups"] else "-"
+        lines.append(f"| {arch} | {layers} x {width}, FFN {ffn} | {params / 1e6:,.0f}M | "
+                     f"{'on' if checkpointing else 'off'} | {batch} | {peak_mib(r, args.gpu):,.0f} | {seconds} |")
+    lines += ["", f"Growth of the peak per added sequence (from {small} to {large} sequences):", ""]
+    for arch in archs:
+        off, on = per_sequence[arch, False], per_sequence[arch, True]
+        layers, width, ffn = shape(arch)
+        state = expected_parameters(vocabulary, layers, width, ffn, pre_ln=True) * STATE_BYTES[precision] / 2 ** 20
+        flat = on < 0.05 * off
+        lines.append(f"- {arch}: **{off:,.0f} MiB** without checkpointing, **{max(on, 0):,.0f} MiB** with it"
+                     + (" (with checkpointing the peak is the same at both sizes: the kept activations stay below the "
+                        "peak reached outside the forward and backward passes)" if flat else f" ({off / on:.1f}x less)")
+                     + f"; training state {state:,.0f} MiB ({STATE_BYTES[precision]} bytes per parameter).")
+    if fit:
+        arch, batch, r = fit
+        verdict = ("fits: no out-of-memory batch" if r["ooms"] == 0 else f"does not fit: {r['ooms']} out-of-memory warnings")
+        lines += ["", f"Capacity, measured: {arch} without checkpointing, at the {batch} sequences that the line "
+                      f"above predicts to fill 90% of this {r['cuda_total_mb'] / 1024:,.1f} GiB device, {verdict} "
+                      f"(peak {r['cuda_allocated_mb']:,.0f} MiB allocated, {r['cuda_reserved_mb']:,.0f} MiB reserved)."]
+    return lines
 
 
 if __name__ == "__main__":

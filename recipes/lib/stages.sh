@@ -79,7 +79,8 @@ recipe_check_settings() {
     NER_LABELLINGS=${NER_LABELLINGS:-}
     local labelling
     for labelling in $NER_LABELLINGS; do one_of NER_LABELLINGS "$labelling" whole-word sub-token; done
-    [[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16 bf16
+    [[ ${PRECISION:-} != bf16 ]] || die "PRECISION=bf16: fairseq 0.12.3 takes --bf16 for TPU training and fails on a GPU; use PRECISION=fp16"
+    [[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16
     check_whole VALID_DOCS VOCAB_SIZE TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE BATCH_PER_DEVICE WARMUP_UPDATES MAX_UPDATE \
         SAVE_INTERVAL_UPDATES LOG_INTERVAL NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS \
         PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE ${NUM_GPUS:+NUM_GPUS}
