@@ -16,8 +16,27 @@ from biofairseq.finetune import NERFormatError, bio, brat, data, metrics, traini
 
 
 def ner(*args, check=True):
-    proc = subprocess.run([str(BIN / "biofairseq-ner"), *map(str, args)], cwd=REPO, capture_output=True, text=True,
-                          env={**__import__("os").environ, "OMP_NUM_THREADS": "1"})
+    """biofairseq-ner's main, run in this process on one thread, as a finished process (exit status, stdout, stderr).
+    Its console script runs as a process of its own in every recipe test; here that would cost the import of
+    transformers and torch (3 s) on each of ten calls."""
+    import contextlib
+    import io
+
+    import torch
+
+    from biofairseq.finetune import cli
+
+    out, err, threads = io.StringIO(), io.StringIO(), torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                status = cli.main([str(a) for a in args])
+            except SystemExit as exit:  # argparse's usage errors
+                status = exit.code
+    finally:
+        torch.set_num_threads(threads)
+    proc = subprocess.CompletedProcess(["biofairseq-ner", *map(str, args)], status, out.getvalue(), err.getvalue())
     if check and proc.returncode != 0:
         raise AssertionError(f"biofairseq-ner {args[0]} failed ({proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
     return proc

@@ -57,13 +57,17 @@ def test_the_report_has_the_break_out_table_and_both_labellings(study):
 
 
 def test_continual_pretraining_keeps_the_models_vocabulary_and_weights(study, sample, tmp_path):
+    """From a fairseq checkpoint: converted to transformers, then back (the path a transformers folder takes too)."""
     run_dir, _ = study
-    start = run_dir / "hf" / "bio_1k"
+    start = run_dir / "pretrain" / "bio_1k" / "checkpoints" / "checkpoint_last.pt"
     continued = tmp_path / "continued"
     proc = recipe(continued, script=BIOMEGATRON, **{**TINY, "SOURCES": sample["SOURCES"], "VALID_DOCS": "10",
                                                      "NER_DATA": "", "MAX_UPDATE": "3", "INIT_FROM": str(start)})
     printed = commands(proc.stderr)
-    assert [c[:2] for c in printed if c[0] == "biofairseq-convert"] == [["biofairseq-convert", "from-hf"], ["biofairseq-convert", "to-hf"]]
+    conversions = [c for c in printed if c[0] == "biofairseq-convert"]
+    assert [c[1] for c in conversions] == ["to-hf", "from-hf", "to-hf"]  # the start, back, and the continued model
+    assert conversions[0][2] == str(start) and conversions[1][2] == str(continued / "init.hf")
+    assert not (continued / "init.hf").exists()  # the intermediate transformers copy is not kept
     assert not [c for c in printed if c[1:2] and c[1].endswith("train_vocab.py")]  # no vocabulary learned
     train = next(c for c in printed if c[0] == "fairseq-train")
     assert value(train, "--finetune-from-model") == str(continued / "init" / "model.pt")
