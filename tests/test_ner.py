@@ -240,6 +240,21 @@ def test_a_two_layer_head_trains_saves_and_predicts_the_same(model, tmp_path):
     assert "input F1" in proc.stdout
 
 
+def test_a_two_layer_head_loads_from_a_sharded_save(model, tmp_path):
+    """transformers shards a save above max_shard_size (5 GB by default: BioMegatron-1.2b's fine-tuned model in fp32)."""
+    import torch
+
+    from biofairseq.finetune import head
+
+    built = head.build(model, ["O", "B-X", "I-X"], fc_layers=2, fc_hidden_size=24).eval()
+    built.save_pretrained(tmp_path / "sharded", max_shard_size="200KB")
+    assert len(list((tmp_path / "sharded").glob("model-*.safetensors"))) > 1
+    loaded = head.load(tmp_path / "sharded")
+    ids = torch.tensor([[0, 40, 41, 42, 2]])
+    with torch.no_grad():
+        assert torch.equal(built(input_ids=ids).logits, loaded(input_ids=ids).logits)
+
+
 # ---- metrics
 
 

@@ -45,9 +45,21 @@ def load(model_dir):
     fc_layers = getattr(config, "fc_layers", 1)
     if fc_layers == 1:
         return AutoModelForTokenClassification.from_pretrained(model_dir)
+    model = _attach(AutoModelForTokenClassification.from_config(config), fc_layers, config.fc_hidden_size)
+    model.load_state_dict(_saved_weights(Path(model_dir)), strict=True)
+    return model.eval()
+
+
+def _saved_weights(model_dir):
+    """The state dict of a save_pretrained folder: model.safetensors, or the shards its index names (transformers
+    shards saves above max_shard_size, 5 GB by default)."""
+    import json
+
     from safetensors.torch import load_file
 
-    model = _attach(AutoModelForTokenClassification.from_config(config), fc_layers, config.fc_hidden_size)
-    weights = load_file(Path(model_dir) / "model.safetensors")
-    model.load_state_dict(weights, strict=True)
-    return model.eval()
+    index = model_dir / "model.safetensors.index.json"
+    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
+    weights = {}
+    for name in files:
+        weights.update(load_file(model_dir / name))
+    return weights
