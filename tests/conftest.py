@@ -71,11 +71,13 @@ def bpe_flags(data_bin):
 
 @pytest.fixture(scope="session")
 def trained_bytebpe(bytebpe_corpus, once):
-    """(save dir, fairseq's log): the session's one trained byte-level BPE model, 3 epochs with validation."""
+    """(save dir, fairseq's log): the session's one trained byte-level BPE model, 102 updates (1.5 epochs), validated
+    and saved every 34."""
 
     def train(save_dir):
         proc = run_fairseq(
-            "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--max-epoch", "3", "--total-num-update", "204",
+            "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--max-update", "102", "--total-num-update", "102",
+            "--validate-interval-updates", "34", "--save-interval-updates", "34", "--keep-interval-updates", "1",
             "--save-dir", save_dir, *bpe_flags(bytebpe_corpus.data_bin),
         )
         return save_dir, proc.stdout + proc.stderr

@@ -55,7 +55,7 @@ def held_out_sentences():
 
 @pytest.fixture(scope="module")
 def checkpoints(request, tmp_path_factory):
-    """name -> (checkpoint, data-bin, log): the session's model trained on the real clinical cases (3 epochs), and
+    """name -> (checkpoint, data-bin, log): the session's model trained on the real clinical cases (102 updates), and
     models of the other shapes built as fairseq-train builds them on those vocabularies, every weight moved off its
     initial value (LayerNorms off 1, biases off 0, so that a swapped tensor shows), saved in fairseq-train's format."""
     from biofairseq.convert.fairseq_side import load_dictionary, new_model, save
