@@ -40,17 +40,17 @@ FLAGS = ["--user-dir", str(REPO / "biofairseq"), "--task", "masked_lm", "--crite
 STATE_BYTES = {"fp16": 2 + 2 + 4 + 4 + 8, "bf16": 2 + 2 + 4 + 4 + 8, "fp32": 4 + 4 + 8}
 
 
-def shape(arch):
-    """(layers, width, FFN) of a preset, read from fairseq's registered architecture function."""
-    from argparse import Namespace
+def shapes(archs, data_bin):
+    """preset -> (layers, width, FFN, parameters), as fairseq-train configures the preset on this data-bin."""
+    from biofairseq.convert.fairseq_side import load_dictionary, training_config
 
-    from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY  # noqa: F401  (registers on import)
-
-    import biofairseq.models  # noqa: F401
-
-    args = Namespace()
-    ARCH_CONFIG_REGISTRY[arch](args)
-    return args.encoder_layers, args.encoder_embed_dim, args.encoder_ffn_embed_dim
+    vocabulary = len(load_dictionary(data_bin / "dict.txt"))
+    out = {}
+    for arch in archs:
+        m = training_config(["--arch", arch], data_bin).model
+        layers, width, ffn = m.encoder_layers, m.encoder_embed_dim, m.encoder_ffn_embed_dim
+        out[arch] = layers, width, ffn, expected_parameters(vocabulary, layers, width, ffn, pre_ln=True)
+    return vocabulary, out
 
 
 def peak_mib(result, gpu):
@@ -84,9 +84,7 @@ def main():
                 r = fairseq_train_speed(corpus.data_bin, flags, args.updates, work / "save")
                 results[arch, checkpointing, batch] = r
                 print(f"{arch}, checkpointing {checkpointing}, batch {batch}: {r}", flush=True)
-    from biofairseq.convert.fairseq_side import load_dictionary
-
-    vocabulary = len(load_dictionary(corpus.data_bin / "dict.txt"))
+    vocabulary, models = shapes(archs, corpus.data_bin)
     per_sequence = {key: (peak_mib(results[(*key, large)], args.gpu) - peak_mib(results[(*key, small)], args.gpu))
                     / (large - small) for key in {(a, c) for a, c, _ in results}}
     fit = None
@@ -97,10 +95,10 @@ def main():
         flags = [*common, "--arch", arch, "--batch-size", batch]
         fit = (arch, batch, fairseq_train_speed(corpus.data_bin, flags, args.updates, work / "save", allow_oom=True))
         print(f"fit {arch}, batch {batch}: {fit[2]}", flush=True)
-    publish(report(args, archs, vocabulary, results, per_sequence, fit, small, large), args.output)
+    publish(report(args, vocabulary, models, results, per_sequence, fit, small, large), args.output)
 
 
-def report(args, archs, vocabulary, results, per_sequence, fit, small, large):
+def report(args, vocabulary, models, results, per_sequence, fit, small, large):
     device = next(iter(results.values())).get("device", "CPU") if args.gpu else "CPU"
     precision = ("bf16" if args.bf16 else "fp16") if args.gpu else "fp32"
     measure = "torch's peak memory allocated on the GPU (MiB)" if args.gpu else "peak RSS (MiB)"
@@ -116,16 +114,14 @@ def report(args, archs, vocabulary, results, per_sequence, fit, small, large):
         "|---|---|---|---|---|---|---|",
     ]
     for (arch, checkpointing, batch), r in results.items():
-        layers, width, ffn = shape(arch)
-        params = expected_parameters(vocabulary, layers, width, ffn, pre_ln=True)
+        layers, width, ffn, params = models[arch]
         seconds = f"{1 / r['ups']:.2f}" if r["ups"] else "-"
         lines.append(f"| {arch} | {layers} x {width}, FFN {ffn} | {params / 1e6:,.0f}M | "
                      f"{'on' if checkpointing else 'off'} | {batch} | {peak_mib(r, args.gpu):,.0f} | {seconds} |")
     lines += ["", f"Growth of the peak per added sequence (from {small} to {large} sequences):", ""]
-    for arch in archs:
+    for arch, (*_, params) in models.items():
         off, on = per_sequence[arch, False], per_sequence[arch, True]
-        layers, width, ffn = shape(arch)
-        state = expected_parameters(vocabulary, layers, width, ffn, pre_ln=True) * STATE_BYTES[precision] / 2 ** 20
+        state = params * STATE_BYTES[precision] / 2 ** 20
         flat = on < 0.05 * off
         lines.append(f"- {arch}: **{off:,.0f} MiB** without checkpointing, **{max(on, 0):,.0f} MiB** with it"
                      + (" (with checkpointing the peak is the same at both sizes: the kept activations stay below the "

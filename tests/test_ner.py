@@ -9,7 +9,7 @@ from collections import defaultdict
 import pytest
 
 from brat_scorer import score as official_score
-from corpus import BIN, NCBI, PHARMACONER, REPO
+from corpus import NCBI, PHARMACONER
 from ner_models import tiny_roberta
 
 from biofairseq.finetune import NERFormatError, bio, brat, data, metrics, training, windows
