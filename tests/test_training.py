@@ -134,11 +134,11 @@ def test_two_process_gloo_training(bytebpe_corpus, tmp_path):
 
 def test_memory_efficient_fp16_on_cpu(bytebpe_corpus, tmp_path):
     proc = run_fairseq(
-        "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--memory-efficient-fp16", "--max-update", "8",
-        "--total-num-update", "8", "--disable-validation", "--save-dir", tmp_path,
-    )
+        "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--memory-efficient-fp16", "--max-update", "4",
+        "--total-num-update", "4", "--batch-size", "4", "--disable-validation", "--save-dir", tmp_path,
+    )  # fp16 on a CPU is slow: 4 sequences an update
     records = json_logs(proc.stdout + proc.stderr, "train_inner")
-    assert len(records) == 8 and all(math.isfinite(float(r["loss"])) for r in records)
+    assert len(records) == 4 and all(math.isfinite(float(r["loss"])) for r in records)
     assert all("loss_scale" in r for r in records)  # fairseq's fp16 optimizer ran (checkpoints are saved in fp32)
 
 
