@@ -151,11 +151,12 @@ def json_logs(output, tag):
     return records
 
 
-# Test files by their time on 2 cores, longest first. pytest-xdist (--dist loadfile) hands whole files to the
-# workers in collection order, one at a time as each finishes; longest first keeps the two workers' loads even.
-LONGEST_FIRST = ("test_recipe_biomegatron.py", "test_recipe_bio_lm.py", "test_convert.py", "test_training.py",
-                 "test_recipe.py", "test_electra.py", "test_recipe_bioelectra.py", "test_recipe_beto.py",
-                 "test_corpus_preparation.py", "test_ner.py", "test_distillation.py")
+# Test files by their time on 2 cores, longest first. pytest-xdist (--dist loadfile --no-loadscope-reorder) hands
+# whole files to the workers in collection order as each finishes; longest first keeps the two workers' loads even.
+# (Without --no-loadscope-reorder, xdist sends the files with the most tests first, and the long recipe files last.)
+LONGEST_FIRST = ("test_recipe_biomegatron.py", "test_recipe_bio_lm.py", "test_recipe.py", "test_convert.py",
+                 "test_training.py", "test_electra.py", "test_recipe_bioelectra.py", "test_corpus_preparation.py",
+                 "test_recipe_beto.py", "test_ner.py", "test_distillation.py")
 
 
 def pytest_collection_modifyitems(items):
