@@ -1,6 +1,6 @@
 """biofairseq: biomedical language models on fairseq. Also a fairseq ``--user-dir``.
 
-Importing registers the tasks, criterions, models and the safe checkpoint loader with fairseq: at once when
+Importing registers the tasks, criterions, models, optimizers and the safe checkpoint loader with fairseq: at once when
 fairseq is loaded (as it is when fairseq imports its --user-dir), otherwise as soon as fairseq is imported.
 fairseq's ``--user-dir``/``user_dir=`` skips a package that is already imported, so code that imports
 biofairseq first and fairseq later would otherwise find neither ``document_mlm`` nor a loader for our
@@ -16,9 +16,9 @@ __version__ = "0.1.0"
 
 
 def register():
-    """Registers document_mlm and electra, their criterions, the bio_roberta_* and electra_* architectures and the
-    safe loader."""
-    from . import criterions, models, tasks  # noqa: F401
+    """Registers document_mlm and electra, their criterions, the bio_roberta_* and electra_* architectures,
+    fused_adamw and the safe loader."""
+    from . import criterions, models, optim, tasks  # noqa: F401
 
 
 class _RegisterAfterFairseq(importlib.abc.MetaPathFinder):

@@ -33,14 +33,18 @@ def test_training_lowers_validation_loss_and_logs_ppl_and_accuracy(trained):
 
 
 def test_resuming_from_checkpoint_last_gives_the_same_losses(bytebpe_corpus, tmp_path):
-    common = [bytebpe_corpus.data_bin, *TINY, "--total-num-update", "20", "--disable-validation"]
-    whole = run_fairseq("fairseq-train", *common, "--max-update", "20", "--save-dir", tmp_path / "whole")
-    run_fairseq("fairseq-train", *common, "--max-update", "10", "--save-dir", tmp_path / "halves")
-    resumed = run_fairseq("fairseq-train", *common, "--max-update", "20", "--save-dir", tmp_path / "halves")
+    """On the fast path (SDPA attention, torch's fused AdamW), whose state must resume as fairseq's does."""
+    common = [bytebpe_corpus.data_bin, *TINY, "--attention", "sdpa", "--optimizer", "fused_adamw",
+              "--total-num-update", "12", "--disable-validation"]
+    whole = run_fairseq("fairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "whole")
+    run_fairseq("fairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
+    resumed = run_fairseq("fairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "halves")
     assert "Loaded checkpoint" in resumed.stdout + resumed.stderr
     losses = lambda proc: [(r["num_updates"], r["loss"]) for r in json_logs(proc.stdout + proc.stderr, "train_inner")]
-    assert len(losses(whole)) == 20
-    assert losses(resumed) == losses(whole)[10:]
+    assert len(losses(whole)) == 12
+    assert losses(resumed) == losses(whole)[6:]
+    state = torch.load(tmp_path / "halves" / "checkpoint_last.pt", weights_only=False)
+    assert state["cfg"]["model"].attention == "sdpa" and state["last_optimizer_state"]["param_groups"][0]["fused"]
 
 
 def test_fairseq_validate_from_any_folder(trained, bytebpe_corpus, tmp_path):

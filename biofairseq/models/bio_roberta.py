@@ -1,18 +1,20 @@
 """Named encoder shapes of the papers: RoBERTa (post-LN), BETO's BERT-base, BioMegatron's pre-LN encoders.
 
 They are registered on ``bio_roberta``, fairseq's own RoBERTa model with the two activation-memory flags that
-fairseq's transformer encoder implements but RoBERTa's command line does not expose. The weights, checkpoints
-and conversions are RoBERTa's.
+fairseq's transformer encoder implements but RoBERTa's command line does not expose, and ``--attention``. The
+weights, checkpoints and conversions are RoBERTa's.
 """
 
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaModel, base_architecture
 from fairseq.utils import safe_getattr
 
+from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
+
 
 @register_model("bio_roberta")
 class BioRobertaModel(RobertaModel):
-    """RoBERTa, with --checkpoint-activations and --offload-activations on the command line."""
+    """RoBERTa, with --checkpoint-activations, --offload-activations and --attention on the command line."""
 
     @staticmethod
     def add_args(parser):
@@ -22,6 +24,14 @@ class BioRobertaModel(RobertaModel):
                             "less memory (BioMegatron-size encoders), about a third more compute")
         parser.add_argument("--offload-activations", action="store_true",
                             help="with --checkpoint-activations, keep the checkpointed activations in CPU memory")
+        parser.add_argument("--attention", choices=ATTENTION_CHOICES,
+                            help=f"self-attention: sdpa, torch's fused scaled_dot_product_attention; fairseq, fairseq's "
+                            f"MultiheadAttention (default {DEFAULT_ATTENTION}); same weights and checkpoints either way")
+
+    @classmethod
+    def build_model(cls, args, task):
+        # a checkpoint saved before --attention existed gets the default
+        return use_attention(super().build_model(args, task), safe_getattr(args, "attention", None) or DEFAULT_ATTENTION)
 
 
 def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
@@ -37,6 +47,7 @@ def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
             args.layernorm_embedding = safe_getattr(args, "layernorm_embedding", False)
         args.checkpoint_activations = safe_getattr(args, "checkpoint_activations", False)
         args.offload_activations = safe_getattr(args, "offload_activations", False)
+        args.attention = safe_getattr(args, "attention", None) or DEFAULT_ATTENTION
         base_architecture(args)  # dropout 0.1, attention dropout 0.1, GELU, tied output (and post-LN unless pre_ln)
 
     norm = "pre-LN" if pre_ln else "post-LN"

@@ -24,6 +24,7 @@ from fairseq.utils import safe_getattr
 from torch import nn
 
 from biofairseq.data import special_symbols
+from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +51,11 @@ class ElectraModelConfig(FairseqDataclass):
                                   "(DeBERTa-v3); none: each tower its own"}
     )
     activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(default="gelu")
+    attention: ChoiceEnum(ATTENTION_CHOICES) = field(
+        default=DEFAULT_ATTENTION, metadata={"help": "self-attention of both towers: sdpa, torch's fused "
+                                             "scaled_dot_product_attention; fairseq, fairseq's MultiheadAttention; "
+                                             "same weights and checkpoints either way"}
+    )
     dropout: float = 0.1
     attention_dropout: float = 0.1
     activation_dropout: float = 0.0
@@ -205,7 +211,7 @@ class ElectraModel(BaseFairseqModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        return cls(cfg, task.source_dictionary)
+        return use_attention(cls(cfg, task.source_dictionary), cfg.attention)
 
     def max_positions(self):
         return self.cfg.max_positions

@@ -1,0 +1,46 @@
+"""``--optimizer fused_adamw``: torch's fused AdamW, for what apex's FusedAdam gave fairseq, with nothing to compile.
+
+fairseq's ``adam`` falls back to its own Python loop over the parameters (several kernels each) unless apex is
+installed. This is the same decoupled weight decay ("AdamW") and takes the same flags (``--adam-betas``,
+``--adam-eps``, ``--weight-decay``), so a recipe switches by the optimizer's name alone. One difference: fairseq's
+``adam`` adds eps to sqrt(v) before the bias correction, torch after it, so early updates differ slightly (eps is
+1e-6 against gradients far larger). Checkpoints of one optimizer do not resume with the other (fairseq refuses
+unless ``--reset-optimizer``).
+"""
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any, List
+
+import torch
+from fairseq.dataclass import FairseqDataclass
+from fairseq.optim import FairseqOptimizer, register_optimizer
+from omegaconf import II, OmegaConf
+
+
+@dataclass
+class FusedAdamWConfig(FairseqDataclass):
+    adam_betas: Any = field(default=(0.9, 0.999), metadata={"help": "betas for AdamW"})
+    adam_eps: float = field(default=1e-8, metadata={"help": "epsilon for AdamW"})
+    weight_decay: float = field(default=0.0, metadata={"help": "decoupled weight decay"})
+    lr: List[float] = II("optimization.lr")
+
+
+@register_optimizer("fused_adamw", dataclass=FusedAdamWConfig)
+class FusedAdamW(FairseqOptimizer):
+    """``torch.optim.AdamW(fused=True)``: one fused kernel per step on GPUs (and on CPUs) for all parameters."""
+
+    def __init__(self, cfg: FusedAdamWConfig, params):
+        super().__init__(cfg)
+        self._optimizer = torch.optim.AdamW(params, fused=True, **self.optimizer_config)
+
+    @property
+    def optimizer_config(self):
+        """The settings a resumed run takes from the command line, not from the checkpoint (fairseq's way)."""
+        betas = self.cfg.adam_betas
+        return {
+            "lr": self.cfg.lr[0] if isinstance(self.cfg.lr, Collection) else self.cfg.lr,
+            "betas": tuple(eval(betas) if isinstance(betas, str) else OmegaConf.to_container(betas)),
+            "eps": self.cfg.adam_eps,
+            "weight_decay": self.cfg.weight_decay,
+        }
