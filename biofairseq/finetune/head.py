@@ -46,20 +46,13 @@ def load(model_dir):
     if fc_layers == 1:
         return AutoModelForTokenClassification.from_pretrained(model_dir)
     model = _attach(AutoModelForTokenClassification.from_config(config), fc_layers, config.fc_hidden_size)
-    model.load_state_dict(_saved_weights(Path(model_dir)), strict=True)
+    folder = Path(model_dir)
+    if (folder / "model.safetensors.index.json").is_file():  # transformers shards saves above 5 GB (1.2b in fp32)
+        from transformers.trainer_utils import load_sharded_checkpoint
+
+        load_sharded_checkpoint(model, folder, strict=True)
+    else:
+        from safetensors.torch import load_file
+
+        model.load_state_dict(load_file(folder / "model.safetensors"), strict=True)
     return model.eval()
-
-
-def _saved_weights(model_dir):
-    """The state dict of a save_pretrained folder: model.safetensors, or the shards its index names (transformers
-    shards saves above max_shard_size, 5 GB by default)."""
-    import json
-
-    from safetensors.torch import load_file
-
-    index = model_dir / "model.safetensors.index.json"
-    files = sorted(set(json.loads(index.read_text())["weight_map"].values())) if index.is_file() else ["model.safetensors"]
-    weights = {}
-    for name in files:
-        weights.update(load_file(model_dir / name))
-    return weights
