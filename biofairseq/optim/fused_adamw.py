@@ -8,14 +8,14 @@ installed. This is the same decoupled weight decay ("AdamW") and takes the same 
 unless ``--reset-optimizer``).
 """
 
-from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any, List
 
 import torch
 from fairseq.dataclass import FairseqDataclass
 from fairseq.optim import FairseqOptimizer, register_optimizer
-from omegaconf import II, OmegaConf
+from fairseq.optim.adam import FairseqAdam
+from omegaconf import II
 
 
 @dataclass
@@ -34,13 +34,5 @@ class FusedAdamW(FairseqOptimizer):
         super().__init__(cfg)
         self._optimizer = torch.optim.AdamW(params, fused=True, **self.optimizer_config)
 
-    @property
-    def optimizer_config(self):
-        """The settings a resumed run takes from the command line, not from the checkpoint (fairseq's way)."""
-        betas = self.cfg.adam_betas
-        return {
-            "lr": self.cfg.lr[0] if isinstance(self.cfg.lr, Collection) else self.cfg.lr,
-            "betas": tuple(eval(betas) if isinstance(betas, str) else OmegaConf.to_container(betas)),
-            "eps": self.cfg.adam_eps,
-            "weight_decay": self.cfg.weight_decay,
-        }
+    # lr, betas, eps and weight decay from the command line, read as fairseq's adam reads its same-named flags
+    optimizer_config = FairseqAdam.optimizer_config
