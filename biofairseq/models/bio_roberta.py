@@ -24,14 +24,14 @@ class BioRobertaModel(RobertaModel):
                             "less memory (BioMegatron-size encoders), about a third more compute")
         parser.add_argument("--offload-activations", action="store_true",
                             help="with --checkpoint-activations, keep the checkpointed activations in CPU memory")
-        parser.add_argument("--attention", choices=ATTENTION_CHOICES,
-                            help=f"self-attention: sdpa, torch's fused scaled_dot_product_attention; fairseq, fairseq's "
-                            f"MultiheadAttention (default {DEFAULT_ATTENTION}); same weights and checkpoints either way")
+        parser.add_argument("--attention", choices=ATTENTION_CHOICES, default=DEFAULT_ATTENTION,
+                            help="self-attention: sdpa, torch's fused scaled_dot_product_attention; fairseq, fairseq's "
+                            "MultiheadAttention (default: %(default)s); same weights and checkpoints either way")
 
     @classmethod
     def build_model(cls, args, task):
         # a checkpoint saved before --attention existed gets the default
-        return use_attention(super().build_model(args, task), safe_getattr(args, "attention", None) or DEFAULT_ATTENTION)
+        return use_attention(super().build_model(args, task), safe_getattr(args, "attention", DEFAULT_ATTENTION))
 
 
 def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
@@ -47,7 +47,6 @@ def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
             args.layernorm_embedding = safe_getattr(args, "layernorm_embedding", False)
         args.checkpoint_activations = safe_getattr(args, "checkpoint_activations", False)
         args.offload_activations = safe_getattr(args, "offload_activations", False)
-        args.attention = safe_getattr(args, "attention", None) or DEFAULT_ATTENTION
         base_architecture(args)  # dropout 0.1, attention dropout 0.1, GELU, tied output (and post-LN unless pre_ln)
 
     norm = "pre-LN" if pre_ln else "post-LN"
