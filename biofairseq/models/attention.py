@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from fairseq.modules.multihead_attention import MultiheadAttention
 
 ATTENTION_CHOICES = ("fairseq", "sdpa")
-DEFAULT_ATTENTION = "fairseq"  # until a GPU measurement (benchmarks/pretrain_speed.py) shows sdpa faster; on 2 CPU cores it is 0.94-1.01x
+DEFAULT_ATTENTION = "fairseq"  # until a measurement (benchmarks/pretrain_speed.py, to come) shows sdpa faster
 
 
 class SdpaSelfAttention(MultiheadAttention):
