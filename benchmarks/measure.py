@@ -47,10 +47,10 @@ cli_main()
 MIB = 2 ** 20
 
 
-def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=False):
+def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=False, curve=False):
     """fairseq-train with these flags for a number of updates: its own updates/s and tokens/s, averaged over
     the logged intervals after the first (start-up), the process's peak RSS (MiB), and on a GPU the peak memory
-    allocated and reserved by torch (MiB). fairseq skips a batch that runs out of GPU memory and goes on, so its
+    allocated and reserved by torch (MiB); with curve, the (update, loss) of every logged interval. fairseq skips a batch that runs out of GPU memory and goes on, so its
     OOM warnings are counted ("ooms"); any is an error unless allow_oom."""
     import json
     import statistics
@@ -63,7 +63,8 @@ def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=
     ooms = sum("OOM" in l or "out of memory" in l for l in output.splitlines())
     if status != 0 or (ooms and not allow_oom):
         raise SystemExit(f"fairseq-train {' '.join(cmd[3:])} failed:\n{output[-3000:]}")
-    intervals = [json.loads(l[l.index("{"):]) for l in output.splitlines() if "| train_inner |" in l][1:]
+    logged = [json.loads(l[l.index("{"):]) for l in output.splitlines() if "| train_inner |" in l]
+    intervals = logged[1:]
     result = {
         "ups": statistics.mean(float(r["ups"]) for r in intervals) if intervals else None,
         "wps": statistics.mean(float(r["wps"]) for r in intervals) if intervals else None,
@@ -76,16 +77,18 @@ def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=
                           cuda_total_mb=peak["total"] / MIB, device=peak["device"])
     if allow_oom:
         result["ooms"] = ooms
+    if curve:
+        result["curve"] = [(int(r["num_updates"]), float(r["loss"])) for r in logged]
     return result
 
 
-def interleaved(systems, data_bin, rounds, updates, save_dir, cwd=None):
+def interleaved(systems, data_bin, rounds, updates, save_dir, cwd=None, curve=False):
     """name -> one fairseq_train_speed per round of each system's flags; each round runs every system in turn, so
     that machine noise hits all alike."""
     results = {name: [] for name in systems}
     for r in range(rounds):
         for name, flags in systems.items():
-            results[name].append(fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=cwd))
+            results[name].append(fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=cwd, curve=curve))
             print(f"round {r + 1} {name}: {results[name][-1]}", flush=True)
     return results
 
@@ -118,18 +121,20 @@ def per_run(results):
 
 def device_label(args):
     """The device and precision of a benchmark's --gpu/--bf16 arguments, in words."""
-    return "GPU, " + ("bf16" if args.bf16 else "fp16") if args.gpu else f"{os.cpu_count()} CPU cores, fp32"
+    return "GPU, " + ("bf16 (--amp-bf16)" if args.bf16 else "fp16") if args.gpu else f"{os.cpu_count()} CPU cores, fp32"
 
 
 def precision_flags(args):
-    return ["--bf16" if args.bf16 else "--fp16"] if args.gpu else ["--cpu"]
+    """--bf16 runs our --amp-bf16 (a biofairseq model's flag): fairseq 0.12.3's own --bf16 means a TPU."""
+    return ["--amp-bf16" if args.bf16 else "--fp16"] if args.gpu else ["--cpu"]
 
 
 def medians(results):
     """name -> {measure: median over rounds} of interleaved fairseq_train_speed runs."""
     import statistics
 
-    return {n: {k: statistics.median(x[k] for x in runs) for k in runs[0] if k != "device"} for n, runs in results.items()}
+    return {n: {k: statistics.median(x[k] for x in runs) for k in runs[0] if k not in ("device", "curve")}
+            for n, runs in results.items()}
 
 
 def round_ratios(results, numerator, denominator, key):

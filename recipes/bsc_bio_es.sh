@@ -31,7 +31,8 @@
 #                  each NER run one (the paper's batch of 32 x 2 is per device).
 #   NUM_NODES      machines for pretraining (default 1). Above 1, fairseq-train runs under Slurm's srun and
 #                  fairseq's own launcher (--distributed-port) from inside an sbatch allocation.
-#   PRECISION      fp16 (on GPU, the paper's; fairseq 0.12.3's --bf16 means TPU); ignored on CPU, which trains in fp32.
+#   PRECISION      on GPU: fp16 (the paper's, fairseq's --fp16) or bf16 (--amp-bf16: bf16 autocast, fp32 weights and
+#                  checkpoints; fairseq 0.12.3's own --bf16 means a TPU); ignored on CPU, which trains in fp32.
 #   WORKERS        processes for cleaning and binarizing (default: all cores)
 # Pretraining (preset values; each can be overridden):
 #   ARCH, TOKENS_PER_SAMPLE, SEQUENCES_PER_UPDATE (the batch, split over devices and --update-freq),

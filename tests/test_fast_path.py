@@ -1,5 +1,6 @@
-"""The fast path of issue 17: self-attention through torch's SDPA (--attention sdpa) and torch's fused AdamW
-(--optimizer fused_adamw), against fairseq's own on real batches. Resuming with both: test_training.py."""
+"""The fast path of issue 17: self-attention through torch's SDPA (--attention sdpa), torch's fused AdamW
+(--optimizer fused_adamw) and bf16 autocast (--amp-bf16), against fairseq's own on real batches. Resuming with all
+three: test_training.py."""
 
 import copy
 
@@ -75,6 +76,7 @@ def test_flags_select_the_fast_path_and_the_default_is_fairseqs(bytebpe_corpus):
     torch_adamw = optimizer.optimizer
     assert type(torch_adamw) is torch.optim.AdamW and torch_adamw.defaults["fused"] is True
     assert (torch_adamw.defaults["betas"], torch_adamw.defaults["eps"], torch_adamw.defaults["weight_decay"]) == ((0.9, 0.98), 1e-6, 0.01)
+    assert optimizer.supports_flat_params  # or --fp16 (fairseq's flat fp32 master copy) refuses it
 
 
 def test_fused_adamw_takes_the_steps_of_fairseqs_adam(bytebpe_corpus):
@@ -102,3 +104,29 @@ def test_fused_adamw_takes_the_steps_of_fairseqs_adam(bytebpe_corpus):
         assert not torch.equal(p, p0), name  # every parameter moved (weight decay moves even the unused ones)
         torch.testing.assert_close(q, p, rtol=0, atol=0.01 * settings["lr"], msg=lambda m: f"{name}: {m}")
     assert max((p - p0).abs().max() for p, p0 in zip(model.parameters(), start.parameters())) > 4 * settings["lr"]
+
+
+@pytest.mark.parametrize("flags", [mlm("bio_roberta_tiny"), ELECTRA], ids=["roberta", "electra"])
+def test_amp_bf16_computes_in_bf16_with_fp32_weights_and_gradients(bytebpe_corpus, flags):
+    task, model, criterion = build_in_process(bytebpe_corpus.data_bin, *flags, *NO_DROPOUT, "--amp-bf16")
+    _, fp32, _ = build_in_process(bytebpe_corpus.data_bin, *flags, *NO_DROPOUT)
+    assert model.amp_bf16 and not fp32.amp_bf16
+    batch = valid_batch(task, 0, 8)
+    tokens = batch["net_input"]["src_tokens"]
+    dtypes = []  # of what every feed-forward layer computes
+    for module in model.modules():
+        if isinstance(module, torch.nn.Linear) and module.out_features > module.in_features:
+            module.register_forward_hook(lambda module, args, output: dtypes.append(output.dtype))
+    if hasattr(model, "discriminator_features"):
+        # the generator's (the discriminator reads the generator's random samples)
+        logits = model(tokens, batch["target"])["generator_logits"]
+        reference = fp32(tokens, batch["target"])["generator_logits"]
+    else:
+        logits, reference = model(tokens)[0], fp32(tokens)[0]
+    assert dtypes and set(dtypes) == {torch.bfloat16}
+    # bf16 keeps 8 bits of mantissa: the same function, to about 1%
+    assert (logits.float() - reference).abs().mean() < 0.02 * reference.abs().mean()
+    loss, _, _ = criterion(model, batch)
+    loss.backward()
+    assert loss.dtype == torch.float32
+    assert all(p.dtype == torch.float32 and (p.grad is None or p.grad.dtype == torch.float32) for p in model.parameters())

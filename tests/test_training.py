@@ -33,8 +33,9 @@ def test_training_lowers_validation_loss_and_logs_ppl_and_accuracy(trained):
 
 
 def test_resuming_from_checkpoint_last_gives_the_same_losses(bytebpe_corpus, tmp_path):
-    """On the fast path (SDPA attention, torch's fused AdamW), whose state must resume as fairseq's does."""
-    common = [bytebpe_corpus.data_bin, *TINY, "--attention", "sdpa", "--optimizer", "fused_adamw",
+    """On the fast path (SDPA attention, torch's fused AdamW, bf16 autocast), whose state must resume as fairseq's
+    does; the checkpoints keep fp32 weights."""
+    common = [bytebpe_corpus.data_bin, *TINY, "--attention", "sdpa", "--optimizer", "fused_adamw", "--amp-bf16",
               "--total-num-update", "12", "--disable-validation"]
     whole = run_fairseq("fairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "whole")
     run_fairseq("fairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
@@ -45,6 +46,7 @@ def test_resuming_from_checkpoint_last_gives_the_same_losses(bytebpe_corpus, tmp
     assert losses(resumed) == losses(whole)[6:]
     state = torch.load(tmp_path / "halves" / "checkpoint_last.pt", weights_only=False)
     assert state["cfg"]["model"].attention == "sdpa" and state["last_optimizer_state"]["param_groups"][0]["fused"]
+    assert state["cfg"]["model"].amp_bf16 and {w.dtype for w in state["model"].values()} == {torch.float32}
 
 
 def test_fairseq_validate_from_any_folder(trained, bytebpe_corpus, tmp_path):

@@ -123,6 +123,7 @@ def load(path, dict_path=None):
         model.load_state_dict(state["model"], strict=True, model_cfg=args)
     except RuntimeError as error:
         raise ConvertError(f"{path}: weights do not fit a '{arch}' model ({str(error).splitlines()[0]})") from None
+    model.amp_bf16 = False  # conversion and parity compute in fp32, whatever the training precision
     return FairseqRoberta(
         model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads, issubclass(model_class, ElectraModel)
     )

@@ -36,12 +36,13 @@ class MaskedLmAccuracy(MaskedLmLoss):
         finally:
             handle.remove()
         logits = captured[-1]
-        with torch.no_grad():
-            targets = sample["target"]
-            masked = targets.ne(self.padding_idx)
+        with torch.no_grad():  # without host-device synchronisation: shapes are known on the host
+            targets = sample["target"].view(-1)
             predictions = logits.argmax(-1).view(-1)
-            # fairseq projects only the masked positions, or every position when none is masked.
-            gold = targets[masked] if predictions.numel() == masked.sum() else targets.view(-1)
+            if predictions.numel() == targets.numel():  # fairseq projected every position (none was masked)
+                gold = targets
+            else:  # the masked positions, in order, as many as fairseq projected
+                gold = targets[torch.nonzero_static(targets.ne(self.padding_idx), size=predictions.numel()).squeeze(1)]
             real = ~self.special.to(gold.device)[gold]
             logging_output["n_correct"] = (predictions.eq(gold) & real).sum().data
             logging_output["n_real"] = real.sum().data
@@ -54,7 +55,12 @@ class MaskedLmAccuracy(MaskedLmLoss):
 
 
 def log_accuracy(logging_outputs):
-    correct = utils.item(sum(log.get("n_correct", 0) for log in logging_outputs))
-    total = utils.item(sum(log.get("n_real", 0) for log in logging_outputs))
-    if total > 0:
-        metrics.log_scalar("accuracy", 100.0 * correct / total, total, round=2)
+    """Sums the counts as tensors and divides only when a log line is printed: no synchronisation per step."""
+    metrics.log_scalar_sum("_n_correct", sum(log.get("n_correct", 0) for log in logging_outputs))
+    metrics.log_scalar_sum("_n_real", sum(log.get("n_real", 0) for log in logging_outputs))
+    metrics.log_derived("accuracy", _accuracy)
+
+
+def _accuracy(meters):
+    total = utils.item(meters["_n_real"].sum)
+    return round(100.0 * utils.item(meters["_n_correct"].sum) / total, 2) if total > 0 else float("nan")

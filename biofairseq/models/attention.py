@@ -19,6 +19,8 @@ DEFAULT_ATTENTION = "fairseq"  # until a measurement (benchmarks/pretrain_speed.
 class SdpaSelfAttention(MultiheadAttention):
     """fairseq's MultiheadAttention, computed by ``F.scaled_dot_product_attention`` for encoder self-attention."""
 
+    documents = None  # per token, its document's id in the row, when rows hold several (--pack-documents)
+
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
         if (need_weights or need_head_weights or before_softmax or incremental_state is not None or static_kv
@@ -34,6 +36,9 @@ class SdpaSelfAttention(MultiheadAttention):
         mask = None
         if key_padding_mask is not None:  # True where a key is padding; SDPA's boolean mask is True where it attends
             mask = ~key_padding_mask.to(torch.bool).view(batch, 1, 1, length)
+        if self.documents is not None:  # rows of several documents (models/documents.py): attend within one's own
+            same = self.documents.view(batch, 1, length, 1) == self.documents.view(batch, 1, 1, length)
+            mask = same if mask is None else same & mask
         dropout = self.dropout_module.p if (self.training or self.dropout_module.apply_during_inference) else 0.0
         x = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=mask, dropout_p=dropout)
         return self.out_proj(x.permute(2, 0, 1, 3).reshape(length, batch, width)), None

@@ -1,7 +1,8 @@
 """Named encoder shapes of the papers: RoBERTa (post-LN), BETO's BERT-base, BioMegatron's pre-LN encoders.
 
 They are registered on ``bio_roberta``, fairseq's own RoBERTa model with the two activation-memory flags that
-fairseq's transformer encoder implements but RoBERTa's command line does not expose, and ``--attention``. The
+fairseq's transformer encoder implements but RoBERTa's command line does not expose, ``--attention`` and
+``--amp-bf16``. The
 weights, checkpoints and conversions are RoBERTa's.
 """
 
@@ -10,11 +11,12 @@ from fairseq.models.roberta.model import RobertaModel, base_architecture
 from fairseq.utils import safe_getattr
 
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
+from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16
 
 
 @register_model("bio_roberta")
-class BioRobertaModel(RobertaModel):
-    """RoBERTa, with --checkpoint-activations, --offload-activations and --attention on the command line."""
+class BioRobertaModel(AmpBf16, RobertaModel):
+    """RoBERTa, with --checkpoint-activations, --offload-activations, --attention and --amp-bf16 on the command line."""
 
     @staticmethod
     def add_args(parser):
@@ -27,11 +29,18 @@ class BioRobertaModel(RobertaModel):
         parser.add_argument("--attention", choices=ATTENTION_CHOICES, default=DEFAULT_ATTENTION,
                             help="self-attention: sdpa, torch's fused scaled_dot_product_attention; fairseq, fairseq's "
                             "MultiheadAttention (default: %(default)s); same weights and checkpoints either way")
+        parser.add_argument("--amp-bf16", action="store_true", help=AMP_BF16_HELP)
+
+    def forward(self, *args, **kwargs):
+        with self.autocast():
+            return super().forward(*args, **kwargs)
 
     @classmethod
     def build_model(cls, args, task):
         # a checkpoint saved before --attention existed gets the default
-        return use_attention(super().build_model(args, task), safe_getattr(args, "attention", DEFAULT_ATTENTION))
+        model = use_attention(super().build_model(args, task), safe_getattr(args, "attention", DEFAULT_ATTENTION))
+        model.amp_bf16 = safe_getattr(args, "amp_bf16", False)
+        return model
 
 
 def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):

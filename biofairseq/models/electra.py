@@ -25,6 +25,7 @@ from torch import nn
 
 from biofairseq.data import special_symbols
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
+from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16
 
 logger = logging.getLogger(__name__)
 
@@ -56,6 +57,7 @@ class ElectraModelConfig(FairseqDataclass):
                                              "scaled_dot_product_attention; fairseq, fairseq's MultiheadAttention; "
                                              "same weights and checkpoints either way"}
     )
+    amp_bf16: bool = field(default=False, metadata={"help": AMP_BF16_HELP})
     dropout: float = 0.1
     attention_dropout: float = 0.1
     activation_dropout: float = 0.0
@@ -183,7 +185,7 @@ def gumbel_max(logits, disallowed):
 
 
 @register_model("electra", dataclass=ElectraModelConfig)
-class ElectraModel(BaseFairseqModel):
+class ElectraModel(AmpBf16, BaseFairseqModel):
     """The generator, the discriminator and the embeddings they share, trained together by one forward."""
 
     def __init__(self, cfg, dictionary):
@@ -211,7 +213,9 @@ class ElectraModel(BaseFairseqModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        return use_attention(cls(cfg, task.source_dictionary), cfg.attention)
+        model = use_attention(cls(cfg, task.source_dictionary), cfg.attention)
+        model.amp_bf16 = safe_getattr(cfg, "amp_bf16", False)  # False for checkpoints from before the flag
+        return model
 
     def max_positions(self):
         return self.cfg.max_positions
@@ -245,20 +249,21 @@ class ElectraModel(BaseFairseqModel):
         discriminator's logit per token, which tokens were replaced (sample != original) and the
         discriminator's last hidden states.
         """
-        selected = targets.ne(self.padding_idx)
-        generator_logits = self.generator_head(self.generator_features(src_tokens)[selected])
-        with torch.no_grad():
-            samples = gumbel_max(generator_logits.detach(), self.special)
-            corrupted = src_tokens.masked_scatter(selected, samples)
-            replaced = corrupted.ne(torch.where(selected, targets, src_tokens))
-        hidden = self.discriminator_features(corrupted)
-        return {
-            "generator_logits": generator_logits,
-            "samples": samples,
-            "discriminator_logits": self.discriminator_head(hidden),
-            "replaced": replaced,
-            "discriminator_hidden": hidden,
-        }
+        with self.autocast():  # --amp-bf16; the sampling is in fp32 either way
+            selected = targets.ne(self.padding_idx)
+            generator_logits = self.generator_head(self.generator_features(src_tokens)[selected])
+            with torch.no_grad():
+                samples = gumbel_max(generator_logits.detach(), self.special)
+                corrupted = src_tokens.masked_scatter(selected, samples)
+                replaced = corrupted.ne(torch.where(selected, targets, src_tokens))
+            hidden = self.discriminator_features(corrupted)
+            return {
+                "generator_logits": generator_logits,
+                "samples": samples,
+                "discriminator_logits": self.discriminator_head(hidden),
+                "replaced": replaced,
+                "discriminator_hidden": hidden,
+            }
 
 
 def _preset(name, layers, width, heads, embedding_dim, fraction):

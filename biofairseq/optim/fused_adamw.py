@@ -36,3 +36,8 @@ class FusedAdamW(FairseqOptimizer):
 
     # lr, betas, eps and weight decay from the command line, read as fairseq's adam reads its same-named flags
     optimizer_config = FairseqAdam.optimizer_config
+
+    @property
+    def supports_flat_params(self):
+        """--fp16 steps one flat fp32 copy of all parameters (fairseq's FP16Optimizer); AdamW is elementwise."""
+        return True

@@ -22,10 +22,13 @@ from biofairseq.data import (
     BREAK_MODES,
     VOCAB_TYPES,
     DocumentBlockDataset,
+    PackedBlocksDataset,
     RealTokenMaskDataset,
     special_symbols,
     word_starts,
 )
+
+from biofairseq.models.documents import attend_within_documents
 
 logger = logging.getLogger(__name__)
 
@@ -58,6 +61,14 @@ class DocumentMLMConfig(MaskedLMConfig):
             "help": "vocab.json (bytebpe) or .model (sentencepiece) mapping dict.txt ids to pieces; "
             "needed with --mask-whole-words when dict.txt holds BPE ids rather than pieces, unless the "
             "data-bin came from preprocess/binarize.sh, which records its vocabulary (vocab_info.json)"
+        },
+    )
+    pack_documents: bool = field(
+        default=False,
+        metadata={
+            "help": "fill each row with several whole blocks (best fit), up to --tokens-per-sample: far less padding "
+            "and fuller batches. The model restarts positions at each block's <s> and attends only within a "
+            "block, so each computes what it would alone in a row. Needs --attention sdpa (a bio_roberta_* preset)"
         },
     )
     mask_special_tokens: bool = field(
@@ -101,6 +112,8 @@ class DocumentMLMTask(MaskedLMTask):
             raise ValueError("--shorten-method: document_mlm never truncates (long documents are cut into blocks); drop the flag")
         if cfg.d2v2_multi:
             raise ValueError("--d2v2-multi: not supported by document_mlm; use --task masked_lm for data2vec")
+        if cfg.pack_documents and cfg.mask_special_tokens:
+            raise ValueError("--pack-documents with --mask-special-tokens: a masked <s> would join two documents; drop one")
         if not cfg.mask_special_tokens and (cfg.mask_multiple_length != 1 or cfg.mask_stdev != 0):
             raise ValueError("--mask-multiple-length/--mask-stdev: span masking is stock fairseq's; add --mask-special-tokens to use fairseq's masking, or drop the flags")
         super().__init__(cfg, dictionary)
@@ -141,7 +154,17 @@ class DocumentMLMTask(MaskedLMTask):
             break_mode=self.cfg.sample_break_mode,
         )
         logger.info(f"loaded {len(blocks)} {self.cfg.sample_break_mode} blocks from {len(lines)} lines of {split_path}")
-        return PrependTokenDataset(blocks, self.source_dictionary.bos())
+        blocks = PrependTokenDataset(blocks, self.source_dictionary.bos())
+        if not self.cfg.pack_documents:
+            return blocks
+        rows = PackedBlocksDataset(blocks, self.cfg.tokens_per_sample)
+        logger.info(f"packed {len(blocks)} blocks into {len(rows)} rows of at most {self.cfg.tokens_per_sample} tokens "
+                    f"({100 * rows.sizes.sum() / (len(rows) * self.cfg.tokens_per_sample):.1f}% full)")
+        return rows
+
+    def build_model(self, cfg, from_checkpoint=False):
+        model = super().build_model(cfg, from_checkpoint)
+        return attend_within_documents(model, self.source_dictionary.bos()) if self.cfg.pack_documents else model
 
     def masking_options(self):
         """Options of our masking dataset beyond fairseq's; None: stock fairseq masking (--mask-special-tokens)."""

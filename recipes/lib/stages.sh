@@ -79,8 +79,7 @@ recipe_check_settings() {
     NER_LABELLINGS=${NER_LABELLINGS:-}
     local labelling
     for labelling in $NER_LABELLINGS; do one_of NER_LABELLINGS "$labelling" whole-word sub-token; done
-    [[ ${PRECISION:-} != bf16 ]] || die "PRECISION=bf16: fairseq 0.12.3 takes --bf16 for TPU training and fails on a GPU; use PRECISION=fp16"
-    [[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16
+    [[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16 bf16
     check_whole VALID_DOCS VOCAB_SIZE TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE BATCH_PER_DEVICE WARMUP_UPDATES MAX_UPDATE \
         SAVE_INTERVAL_UPDATES LOG_INTERVAL NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS \
         PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE ${NUM_GPUS:+NUM_GPUS}
@@ -293,7 +292,9 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
     if (( NUM_GPUS == 0 )); then
         HARDWARE_ARGS=(--cpu)
     else
-        HARDWARE_ARGS=("--${PRECISION:-fp16}" --distributed-world-size "$DEVICES")
+        local precision=--fp16
+        [[ ${PRECISION:-fp16} == fp16 ]] || precision=--amp-bf16  # fairseq 0.12.3's own --bf16 means a TPU
+        HARDWARE_ARGS=("$precision" --distributed-world-size "$DEVICES")
         if (( NUM_NODES > 1 )); then
             # fairseq's launcher reads Slurm's variables: one task per machine, one process per GPU.
             LAUNCH=(srun --nodes "$NUM_NODES" --ntasks-per-node 1 --gpus-per-node "$NUM_GPUS")

@@ -1,0 +1,263 @@
+"""Pretraining speed: stock fairseq's RoBERTa path against ours, on the same data and batch, interleaved.
+
+Systems, for each model and length:
+- **stock**: fairseq's own ``--arch roberta_base`` (its MultiheadAttention) with its ``--optimizer adam``, ``--fp16``
+  on a GPU: what fairseq's RoBERTa example runs. fairseq has no ELECTRA, so ELECTRA's stock is ours with fairseq's
+  parts (``--attention fairseq --optimizer adam``, fp16).
+- **ours fp16** (GPU only): ``--attention sdpa --optimizer fused_adamw``, fp16.
+- **ours bf16**: the same with ``--amp-bf16`` (bf16 autocast, fp32 weights); on a CPU, ours in fp32.
+- **ours, packed** (RoBERTa): and ``--pack-documents``, several document blocks per row (so more tokens per batch).
+All train ``document_mlm`` (ELECTRA: ``electra``) on one data-bin of real clinical cases with the same sequences
+per batch, the same seed and learning-rate schedule, and run in turn in each round so that machine noise hits
+all alike.
+
+Measured: fairseq's own tokens/s (real tokens; padding is not counted) and updates/s, averaged over the logged
+intervals after the first; step time = 1 / updates/s; model FLOP utilisation (MFU) = model FLOPs per token x
+tokens/s / peak FLOP/s. Model FLOPs count, per token, training = 3 x forward: 6 x the weights of the encoder
+layers' matmuls (q, k, v, out, FFN; biases, layer norms and embedding lookups not counted); attention 12 x layers
+x width x T, T the token-weighted mean length of the document block the token is in (the useful attention: none
+across documents or to padding); the output layer over the 15% masked tokens, 6 x (width^2 + vocabulary x
+width); ELECTRA adds its generator's layers (and embedding projection) the same way and the discriminator's head
+(width^2 + width) on every token. Recomputation and padding are not counted, so padding lowers MFU. Peak: the
+GPU's dense bf16/fp16 tensor-core figure where its name is known (H100 SXM and H200: 989 TFLOP/s), and a large
+matmul measured in this run (bf16 on a GPU, fp32 on a CPU). The padded share of the batches' tokens is counted
+from the batches fairseq builds. The loss curves of round 1 are printed side by side.
+
+    .venv/bin/python benchmarks/pretrain_speed.py --output benchmarks/results/pretrain_speed.md   # CPU, tiny shapes
+    python benchmarks/pretrain_speed.py --gpu --size base --models roberta --tokens 512 --updates 300 \\
+        --output benchmarks/results/pretrain_speed_gpu_roberta_512.md                           # GPU, one model x length
+"""
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO / "tests"))
+from measure import interleaved, per_run, publish, ratio_line, round_ratios  # noqa: E402
+
+SHAPES = {  # layers, width, FFN, heads
+    "tiny": (2, 128, 512, 2),
+    "base": (12, 768, 3072, 12),
+}
+ELECTRA_ARCH = {"tiny": "electra_tiny", "base": "electra_base"}
+SPEC_PEAK = {"H100 80GB HBM3": 989.4e12, "H100 SXM": 989.4e12, "H200": 989.4e12, "H100 PCIe": 756e12,
+             "H100 NVL": 835e12, "A100": 312e12}  # dense bf16/fp16 tensor-core FLOP/s
+MASK_PROB = 0.15
+
+
+def systems(model, size, tokens, batch, gpu, data_flags):
+    """name -> fairseq-train flags, stock first."""
+    layers, width, ffn, heads = SHAPES[size]
+    common = [
+        "--user-dir", REPO / "biofairseq", "--tokens-per-sample", tokens, "--batch-size", batch,
+        "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01", "--lr", "5e-4",
+        "--lr-scheduler", "polynomial_decay", "--warmup-updates", "50", "--num-workers", "2", "--seed", "1",
+        "--log-format", "json", "--disable-validation", "--no-save", *data_flags,
+        *([] if gpu else ["--cpu"]),
+    ]
+    if model == "roberta":
+        shape = ["--encoder-layers", layers, "--encoder-embed-dim", width, "--encoder-ffn-embed-dim", ffn,
+                 "--encoder-attention-heads", heads]
+        mlm = [*common, "--task", "document_mlm", *shape]
+        stock = [*mlm, "--arch", "roberta_base", "--criterion", "masked_lm", "--optimizer", "adam"]
+        ours = [*mlm, "--arch", "bio_roberta_base", "--criterion", "masked_lm_accuracy", "--attention", "sdpa",
+                "--optimizer", "fused_adamw"]
+    else:
+        electra = [*common, "--task", "electra", "--criterion", "electra", "--arch", ELECTRA_ARCH[size]]
+        stock = [*electra, "--attention", "fairseq", "--optimizer", "adam"]
+        ours = [*electra, "--attention", "sdpa", "--optimizer", "fused_adamw"]
+    packed = {} if model == "electra" else {"packed": ["--pack-documents"]}  # RoBERTa only, so far
+    if not gpu:
+        return {"stock (fp32)": stock, "ours (fp32)": ours, **{f"ours (fp32, {k})": [*ours, *f] for k, f in packed.items()}}
+    return {"stock (fp16)": [*stock, "--fp16"], "ours (fp16)": [*ours, "--fp16"], "ours (bf16)": [*ours, "--amp-bf16"],
+            **{f"ours (bf16, {k})": [*ours, "--amp-bf16", *f] for k, f in packed.items()}}
+
+
+def electra_shape(size):
+    from argparse import Namespace
+
+    from biofairseq.models.electra import ElectraModelConfig, generator_shape
+
+    layers, width, _, _ = SHAPES[size]
+    fraction = {"tiny": 1 / 2, "base": 1 / 3}[size]
+    embedding = width
+    cfg = Namespace(**{**ElectraModelConfig().__dict__, "encoder_embed_dim": width, "generator_width_fraction": fraction})
+    return layers, width, embedding, generator_shape(cfg)
+
+
+def flops_per_token(model, size, block_length, vocab):
+    """Model FLOPs of one trained token (forward and backward), as the module docstring counts them."""
+    layers, width, ffn, _ = SHAPES[size]
+    layer = lambda d, f: 6 * (4 * d * d + 2 * d * f) + 12 * d * block_length
+    if model == "roberta":
+        return layers * layer(width, ffn) + 6 * MASK_PROB * (width * width + vocab * width)
+    layers, width, embedding, (g, g_ffn, _) = electra_shape(size)
+    generator = layers * layer(g, g_ffn) + (6 * embedding * g if g != embedding else 0)
+    generator_head = 6 * MASK_PROB * (g * embedding + vocab * embedding)
+    discriminator = layers * layer(width, 4 * width) + 6 * (width * width + width)
+    return generator + generator_head + discriminator
+
+
+def measured_peak(gpu):
+    """FLOP/s of a large matmul here: bf16 8192^3 on the GPU, fp32 2048^3 on the CPU (best of 10)."""
+    import torch
+
+    device, dtype, n = ("cuda", torch.bfloat16, 8192) if gpu else ("cpu", torch.float32, 2048)
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    best = float("inf")
+    for _ in range(12):
+        if gpu:
+            torch.cuda.synchronize()
+        start = time.perf_counter()
+        a @ b
+        if gpu:
+            torch.cuda.synchronize()
+        best = min(best, time.perf_counter() - start)
+    return 2 * n ** 3 / best
+
+
+def batch_statistics(data_bin, tokens, batch, packed=False):
+    """(token-weighted mean block length, padded share of the tokens in the epoch's batches, rows), as
+    document_mlm builds them (the same blocks ELECTRA reads), packed or not."""
+    import numpy as np
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data_bin), "--user-dir", str(REPO / "biofairseq"), "--task", "document_mlm", "--arch", "bio_roberta_tiny",
+        "--tokens-per-sample", str(tokens), "--batch-size", str(batch), "--seed", "1", "--cpu",
+        *(["--pack-documents"] if packed else [])])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset("train")
+    dataset = task.dataset("train")
+    sizes = np.asarray(dataset.sizes[0] if isinstance(dataset.sizes, list) else dataset.sizes, dtype=np.float64)
+    if packed:  # the blocks inside the rows
+        from biofairseq.data import PackedBlocksDataset
+
+        rows = next(d for d in _wrapped(dataset) if isinstance(d, PackedBlocksDataset))
+        sizes = np.asarray(rows.dataset.sizes, dtype=np.float64)
+    iterator = task.get_batch_iterator(dataset, max_sentences=batch, seed=1, num_workers=0).next_epoch_itr(shuffle=True)
+    real = padded = 0
+    pad = task.source_dictionary.pad()
+    for sample in iterator:
+        src = sample["net_input"]["src_tokens"]
+        padded += src.numel()
+        real += int(src.ne(pad).sum())
+    return float((sizes ** 2).sum() / sizes.sum()), 1 - real / padded, len(dataset)
+
+
+def _wrapped(dataset):
+    """dataset and every dataset it wraps, depth first."""
+    yield dataset
+    for child in [getattr(dataset, "dataset", None), *getattr(dataset, "defn", {}).values()]:
+        if child is not None and hasattr(child, "__getitem__"):
+            yield from _wrapped(child)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--models", default="roberta,electra", help="comma-separated: roberta, electra")
+    parser.add_argument("--tokens", default="128,512", help="comma-separated --tokens-per-sample values")
+    parser.add_argument("--size", choices=SHAPES, default="tiny", help="tiny: 2 x 128 (CPU); base: 12 x 768")
+    parser.add_argument("--batch-tokens", type=int, help="sequences per batch x tokens (default: 16384 on a GPU, "
+                        "2048 on a CPU)")
+    parser.add_argument("--rounds", type=int, default=2, help="interleaved runs of each system")
+    parser.add_argument("--updates", type=int, default=40, help="updates per run")
+    parser.add_argument("--log-interval", type=int, default=10)
+    parser.add_argument("--train-docs", type=int, default=400, help="clinical cases in the data-bin")
+    parser.add_argument("--vocab-size", type=int, default=8000)
+    parser.add_argument("--data-bin", type=Path, help="a data-bin to use instead of building one from the cases")
+    parser.add_argument("--gpu", action="store_true", help="train on the GPU (stock in fp16; ours in fp16 and bf16)")
+    parser.add_argument("--output", type=Path, help="also write the Markdown result here")
+    args = parser.parse_args()
+    batch_tokens = args.batch_tokens or (16384 if args.gpu else 2048)
+    peak = measured_peak(args.gpu)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_bin = args.data_bin
+        if data_bin is None:
+            from corpus import build_corpus
+
+            data_bin = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=args.train_docs, valid_docs=20,
+                                    vocab_size=args.vocab_size).data_bin
+        vocab = sum(1 for _ in open(data_bin / "dict.txt")) + 4
+        sections = []
+        for model in args.models.split(","):
+            for tokens in map(int, args.tokens.split(",")):
+                batch = max(1, batch_tokens // tokens)
+                block_length, padded, blocks = batch_statistics(data_bin, tokens, batch)
+                if model == "roberta":
+                    _, padded_packed, rows = batch_statistics(data_bin, tokens, batch, packed=True)
+                    padded = (padded, padded_packed, rows)
+                runs = systems(model, args.size, tokens, batch, args.gpu, ["--log-interval", args.log_interval])
+                results = interleaved(runs, data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO, curve=True)
+                flops = flops_per_token(model, args.size, block_length, vocab)
+                sections.append(section(model, tokens, batch, results, flops, peak, block_length, padded, blocks))
+    publish(report(args, vocab, peak, sections), args.output)
+
+
+def spec_peak(device):
+    return next((flops for name, flops in SPEC_PEAK.items() if name in (device or "")), None)
+
+
+def section(model, tokens, batch, results, flops, peak, block_length, padded, blocks):
+    names = list(results)
+    device = results[names[0]][0].get("device")
+    spec = spec_peak(device)
+    stats = {n: {"wps": statistics.median(r["wps"] for r in runs), "ups": statistics.median(r["ups"] for r in runs)}
+             for n, runs in results.items()}
+    arch = {"roberta": "RoBERTa", "electra": "ELECTRA"}[model]
+    lines = [
+        f"## {arch}, {tokens} tokens, {batch} sequences per batch",
+        "",
+        f"{blocks:,} document blocks (rows of one block); token-weighted mean block length {block_length:.0f}; model FLOPs per token "
+        f"{flops / 1e6:.1f} M. " + (
+            f"Padding: {100 * padded[0]:.1f}% of the batches' tokens one block per row, {100 * padded[1]:.1f}% packed "
+            f"({padded[2]:,} rows)." if isinstance(padded, tuple) else f"Padding: {100 * padded:.1f}% of the batches' tokens."),
+        "",
+        "| system | tokens/s | step time (ms) | MFU vs measured matmul |" + (" MFU vs spec peak |" if spec else ""),
+        "|---|---|---|---|" + ("---|" if spec else ""),
+    ]
+    for name, s in stats.items():
+        row = f"| {name} | {s['wps']:,.0f} | {1000 / s['ups']:.1f} | {100 * flops * s['wps'] / peak:.1f}% |"
+        lines.append(row + (f" {100 * flops * s['wps'] / spec:.1f}% |" if spec else ""))
+    lines.append("")
+    for name in names[1:]:
+        lines.append(ratio_line(f"{name} tokens/s / {names[0]} tokens/s", round_ratios(results, name, names[0], "wps")))
+    curves = {n: dict(runs[0]["curve"]) for n, runs in results.items()}
+    updates = sorted(set.intersection(*(set(c) for c in curves.values())))
+    lines += ["", "Loss (fairseq's, in bits) of round 1 at each logged update:", "",
+              "| update | " + " | ".join(names) + " |", "|---|" + "---|" * len(names)]
+    lines += [f"| {u} | " + " | ".join(f"{curves[n][u]:.3f}" for n in names) + " |" for u in updates]
+    last = updates[len(updates) // 2:]
+    for name in names[1:]:
+        gap = max(abs(curves[name][u] - curves[names[0]][u]) for u in last)
+        lines.append(f"\n- {name} vs {names[0]}: largest loss gap over the second half of the run {gap:.3f} bits")
+    for runs in results.values():
+        for run in runs:
+            run.pop("curve")
+    lines += ["", per_run(results), ""]
+    return lines
+
+
+def report(args, vocab, peak, sections):
+    device = f"GPU ({'bf16 matmul' if args.gpu else ''})" if args.gpu else "CPU (fp32 matmul)"
+    return [
+        "# Pretraining speed: stock fairseq vs ours",
+        "",
+        f"Command: `python benchmarks/pretrain_speed.py {' '.join(sys.argv[1:])}`",
+        "",
+        f"{args.size} shapes ({' x '.join(map(str, SHAPES[args.size][:2]))}), {args.rounds} interleaved rounds of "
+        f"{args.updates} updates, vocabulary {vocab:,}, measured matmul peak here {peak / 1e12:.2f} TFLOP/s on the "
+        f"{device}. Medians over rounds. What is counted: see the module docstring.",
+        "",
+        *(line for lines in sections for line in lines),
+    ]
+
+
+if __name__ == "__main__":
+    main()

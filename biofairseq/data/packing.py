@@ -1,0 +1,63 @@
+"""Several document blocks in one row, so that short documents no longer leave a row mostly empty.
+
+Rows are filled best-fit decreasing (each block, longest first, goes to the row it leaves least room in). Every
+block keeps its leading ``<s>``, which is where the model restarts positions and where attention stops
+(``biofairseq.models.documents``); inside a row, blocks keep their corpus order.
+"""
+
+import numpy as np
+import torch
+from fairseq.data import BaseWrapperDataset
+
+
+def pack(sizes, capacity):
+    """Rows of block indices whose sizes sum to at most capacity: (flat block order, row offsets)."""
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if len(sizes) and sizes.max() > capacity:
+        raise ValueError(f"a block of {sizes.max()} tokens does not fit a row of {capacity}")
+    rows, room = [], [[] for _ in range(capacity + 1)]  # room[r]: rows with r tokens left
+    for block in np.argsort(-sizes, kind="stable"):
+        size = int(sizes[block])
+        left = next((r for r in range(size, capacity + 1) if room[r]), None)
+        row = room[left].pop() if left is not None else len(rows)
+        if left is None:
+            rows.append([])
+            left = capacity
+        rows[row].append(block)
+        if left - size:
+            room[left - size].append(row)
+    rows = sorted((sorted(row) for row in rows), key=lambda row: row[0])
+    order = np.fromiter((b for row in rows for b in row), dtype=np.int64, count=len(sizes))
+    offsets = np.cumsum([0] + [len(row) for row in rows])
+    return order, offsets
+
+
+class PackedBlocksDataset(BaseWrapperDataset):
+    """Rows of whole blocks of ``dataset`` (each beginning with <s>), at most ``capacity`` tokens each."""
+
+    def __init__(self, dataset, capacity):
+        super().__init__(dataset)
+        block_sizes = np.asarray(dataset.sizes)
+        self.order, self.offsets = pack(block_sizes, capacity)
+        self._sizes = np.add.reduceat(block_sizes[self.order], self.offsets[:-1]) if len(self.order) else block_sizes[:0]
+
+    def __len__(self):
+        return len(self.offsets) - 1
+
+    def __getitem__(self, index):
+        blocks = self.order[self.offsets[index]:self.offsets[index + 1]]
+        return torch.cat([self.dataset[int(b)] for b in blocks])
+
+    @property
+    def sizes(self):
+        return self._sizes
+
+    def num_tokens(self, index):
+        return int(self._sizes[index])
+
+    def size(self, index):
+        return int(self._sizes[index])
+
+    @property
+    def supports_prefetch(self):
+        return False

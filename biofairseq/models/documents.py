@@ -1,0 +1,58 @@
+"""A RoBERTa that reads rows of several documents (``--pack-documents``) as if each were alone in its row.
+
+Every document block begins with ``<s>``. ``attend_within_documents`` makes the model restart the learned
+positions at each ``<s>`` and keeps attention inside the span from one ``<s>`` to the next, so a row holding
+documents A and B computes for A exactly what a row holding A alone computes (tested). On rows of one document
+both are what fairseq computes. The positions come from the tokens inside the positional embedding; the document
+ids reach the attention layers, which see only hidden states, through a pre-hook on the encoder.
+"""
+
+import torch
+import torch.nn.functional as F
+from fairseq.models.transformer import TransformerEncoderBase
+from fairseq.modules import LearnedPositionalEmbedding
+
+from biofairseq.models.attention import SdpaSelfAttention
+
+
+def document_ids(tokens, bos):
+    """Per token, the number of <s> up to and including it: one id per document of the row."""
+    return tokens.eq(bos).cumsum(dim=1)
+
+
+class DocumentPositions(LearnedPositionalEmbedding):
+    """Learned positions counted from the last <s> (fairseq counts from the row's start)."""
+
+    bos = 0
+
+    def forward(self, input, incremental_state=None, positions=None):
+        if positions is not None or incremental_state is not None:
+            return super().forward(input, incremental_state, positions)
+        index = torch.arange(input.size(1), device=input.device).expand_as(input)
+        start = torch.where(input.eq(self.bos), index, torch.zeros_like(index)).cummax(dim=1).values
+        positions = torch.where(input.eq(self.padding_idx), self.padding_idx, index - start + self.padding_idx + 1)
+        # the lookup fairseq's forward makes after counting positions its own way
+        return F.embedding(positions, self.weight, self.padding_idx, self.max_norm, self.norm_type,
+                           self.scale_grad_by_freq, self.sparse)
+
+
+def attend_within_documents(model, bos):
+    """Switches ``model`` (a fairseq RoBERTa with --attention sdpa) to document-local positions and attention."""
+    encoders = [m for m in model.modules() if isinstance(m, TransformerEncoderBase)]
+    attentions = [m for m in model.modules() if isinstance(m, SdpaSelfAttention)]
+    if len(encoders) != 1 or not attentions:
+        raise ValueError("--pack-documents needs a RoBERTa encoder with --attention sdpa; add --attention sdpa")
+    positions = encoders[0].embed_positions
+    if type(positions) not in (LearnedPositionalEmbedding, DocumentPositions):
+        raise ValueError("--pack-documents needs learned positions; drop --no-token-positional-embeddings")
+    positions.__class__ = DocumentPositions
+    positions.bos = bos
+
+    def share_document_ids(encoder, args, kwargs):
+        tokens = args[0] if args else kwargs["src_tokens"]
+        ids = document_ids(tokens, bos)
+        for attention in attentions:
+            attention.documents = ids
+
+    encoders[0].register_forward_pre_hook(share_document_ids, with_kwargs=True)
+    return model
