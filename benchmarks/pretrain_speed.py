@@ -166,6 +166,8 @@ def main():
     parser.add_argument("--size", choices=SHAPES, default="tiny", help="tiny: 2 x 128 (CPU); base: 12 x 768")
     parser.add_argument("--batch-tokens", type=int, help="sequences per batch x tokens (default: 16384 on a GPU, "
                         "2048 on a CPU)")
+    parser.add_argument("--only", help="comma-separated words; run only the systems whose name holds one "
+                        "(the first system is the baseline), e.g. stock,packed")
     parser.add_argument("--rounds", type=int, default=2, help="interleaved runs of each system")
     parser.add_argument("--updates", type=int, default=40, help="updates per run")
     parser.add_argument("--log-interval", type=int, default=10)
@@ -194,6 +196,8 @@ def main():
                     _, padded_packed, rows = batch_statistics(data_bin, tokens, batch, packed=True)
                     padded = (padded, padded_packed, rows)
                 runs = systems(model, args.size, tokens, batch, args.gpu, ["--log-interval", args.log_interval])
+                if args.only:
+                    runs = {n: f for n, f in runs.items() if any(w in n for w in args.only.split(","))}
                 results = interleaved(runs, data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO, curve=True)
                 flops = flops_per_token(model, args.size, block_length, vocab)
                 sections.append(section(model, tokens, batch, results, flops, peak, block_length, padded, blocks))

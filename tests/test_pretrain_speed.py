@@ -1,4 +1,5 @@
-"""benchmarks/pretrain_speed.py at CPU shapes: every system trains, and the report holds what the issue asks."""
+"""benchmarks/pretrain_speed.py at CPU shapes: stock and our packed path train, and the report holds what the issue
+asks (our unpacked path trains in test_training.py and test_fast_path.py)."""
 
 import os
 import re
@@ -12,17 +13,18 @@ def test_pretrain_speed_benchmark_reports_speed_utilisation_padding_and_loss_cur
     output = tmp_path / "speed.md"
     subprocess.run(
         [sys.executable, REPO / "benchmarks" / "pretrain_speed.py", "--models", "roberta", "--tokens", "64",
+         "--only", "stock,packed",
          "--rounds", "1", "--updates", "4", "--log-interval", "2", "--data-bin", bytebpe_corpus.data_bin,
          "--output", output],
         cwd=REPO, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
     )
     report = output.read_text()
-    rows = re.findall(r"^\| (stock \(fp32\)|ours \(fp32\)|ours \(fp32, packed\)) \| ([\d,]+) \| [\d.]+ \| ([\d.]+)% \|$",
+    rows = re.findall(r"^\| (stock \(fp32\)|ours \(fp32, packed\)) \| ([\d,]+) \| [\d.]+ \| ([\d.]+)% \|$",
                       report, re.M)
-    assert len(rows) == 3 and all(0 < float(mfu) < 100 for _, _, mfu in rows), report
+    assert len(rows) == 2 and all(0 < float(mfu) < 100 for _, _, mfu in rows), report
     # the packed rows carry the same blocks with less padding
     unpacked, packed = map(float, re.search(r"Padding: ([\d.]+)% .* one block per row, ([\d.]+)% packed", report).groups())
     assert packed < unpacked
-    curve = re.findall(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$", report, re.M)
+    curve = re.findall(r"^\| (\d+) \| ([\d.]+) \| ([\d.]+) \|$", report, re.M)
     assert [int(u) for u, *_ in curve] == [2, 4] and all(8 < float(x) < 12 for row in curve for x in row[1:])
     assert "largest loss gap" in report and "tokens/s / stock (fp32) tokens/s" in report
