@@ -121,8 +121,8 @@ def measured_peak(gpu):
 
 
 def batch_statistics(data_bin, tokens, batch, packed=False):
-    """(token-weighted mean block length, padded share of the tokens in the epoch's batches, rows), as
-    document_mlm builds them (the same blocks ELECTRA reads), packed or not."""
+    """(token-weighted mean row length, padded share of the tokens in the epoch's batches, rows), as document_mlm
+    builds them (the same blocks ELECTRA reads), packed or not; unpacked, a row is one block."""
     import numpy as np
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -136,11 +136,6 @@ def batch_statistics(data_bin, tokens, batch, packed=False):
     task.load_dataset("train")
     dataset = task.dataset("train")
     sizes = np.asarray(dataset.sizes[0] if isinstance(dataset.sizes, list) else dataset.sizes, dtype=np.float64)
-    if packed:  # the blocks inside the rows
-        from biofairseq.data import PackedBlocksDataset
-
-        rows = next(d for d in _wrapped(dataset) if isinstance(d, PackedBlocksDataset))
-        sizes = np.asarray(rows.dataset.sizes, dtype=np.float64)
     iterator = task.get_batch_iterator(dataset, max_sentences=batch, seed=1, num_workers=0).next_epoch_itr(shuffle=True)
     real = padded = 0
     pad = task.source_dictionary.pad()
@@ -149,14 +144,6 @@ def batch_statistics(data_bin, tokens, batch, packed=False):
         padded += src.numel()
         real += int(src.ne(pad).sum())
     return float((sizes ** 2).sum() / sizes.sum()), 1 - real / padded, len(dataset)
-
-
-def _wrapped(dataset):
-    """dataset and every dataset it wraps, depth first."""
-    yield dataset
-    for child in [getattr(dataset, "dataset", None), *getattr(dataset, "defn", {}).values()]:
-        if child is not None and hasattr(child, "__getitem__"):
-            yield from _wrapped(child)
 
 
 def main():
@@ -249,7 +236,7 @@ def section(model, tokens, batch, results, flops, peak, block_length, padded, bl
 
 
 def report(args, vocab, peak, sections):
-    device = f"GPU ({'bf16 matmul' if args.gpu else ''})" if args.gpu else "CPU (fp32 matmul)"
+    device = "GPU (bf16 matmul)" if args.gpu else "CPU (fp32 matmul)"
     return [
         "# Pretraining speed: stock fairseq vs ours",
         "",

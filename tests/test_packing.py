@@ -37,6 +37,13 @@ def test_a_document_in_a_packed_row_computes_what_it_computes_alone(bytebpe_corp
             alone = model(tokens[a:b].unsqueeze(0), features_only=True)[0][0]
             torch.testing.assert_close(together[a:b], alone, rtol=1e-5, atol=1e-5)
     assert torch.isfinite(together).all()
+    # the same weights, reading the row as one document (no packing): the second document's states change
+    _, unpacked, _ = build_in_process(bytebpe_corpus.data_bin, *(f for f in PACKED if f != "--pack-documents"))
+    unpacked.load_state_dict(model.state_dict())
+    unpacked.eval()
+    a, b = starts[1], starts[2]
+    together, alone = (unpacked(t.unsqueeze(0), features_only=True)[0][0] for t in (tokens, tokens[a:b]))
+    assert (together[a:b] - alone).abs().max() > 0.1
 
 
 def test_packing_needs_sdpa_attention(bytebpe_corpus):

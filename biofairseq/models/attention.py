@@ -13,13 +13,15 @@ import torch.nn.functional as F
 from fairseq.modules.multihead_attention import MultiheadAttention
 
 ATTENTION_CHOICES = ("fairseq", "sdpa")
-DEFAULT_ATTENTION = "fairseq"  # until a measurement (benchmarks/pretrain_speed.py, to come) shows sdpa faster
+DEFAULT_ATTENTION = "fairseq"  # until benchmarks/pretrain_speed.py, run on a GPU, shows sdpa faster
 
 
 class SdpaSelfAttention(MultiheadAttention):
     """fairseq's MultiheadAttention, computed by ``F.scaled_dot_product_attention`` for encoder self-attention."""
 
-    documents = None  # per token, its document's id in the row, when rows hold several (--pack-documents)
+    # B x 1 x T x T, True where a query and a key are in the same document and the key is a token, when rows hold
+    # several documents (--pack-documents; set once per forward by models/documents.py for every layer)
+    document_mask = None
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -33,12 +35,9 @@ class SdpaSelfAttention(MultiheadAttention):
         bias = torch.cat((self.q_proj.bias, self.k_proj.bias, self.v_proj.bias))
         # T x B x 3C -> 3 x B x H x T x D
         qkv = F.linear(query, weight, bias).view(length, batch, 3, self.num_heads, self.head_dim).permute(2, 1, 3, 0, 4)
-        mask = None
-        if key_padding_mask is not None:  # True where a key is padding; SDPA's boolean mask is True where it attends
+        mask = self.document_mask  # it leaves out padding keys too
+        if mask is None and key_padding_mask is not None:  # True where a key is padding; SDPA's is True where it attends
             mask = ~key_padding_mask.to(torch.bool).view(batch, 1, 1, length)
-        if self.documents is not None:  # rows of several documents (models/documents.py): attend within one's own
-            same = self.documents.view(batch, 1, length, 1) == self.documents.view(batch, 1, 1, length)
-            mask = same if mask is None else same & mask
         dropout = self.dropout_module.p if (self.training or self.dropout_module.apply_during_inference) else 0.0
         x = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=mask, dropout_p=dropout)
         return self.out_proj(x.permute(2, 0, 1, 3).reshape(length, batch, width)), None

@@ -2,8 +2,7 @@
 
 They are registered on ``bio_roberta``, fairseq's own RoBERTa model with the two activation-memory flags that
 fairseq's transformer encoder implements but RoBERTa's command line does not expose, ``--attention`` and
-``--amp-bf16``. The
-weights, checkpoints and conversions are RoBERTa's.
+``--amp-bf16``. The weights, checkpoints and conversions are RoBERTa's.
 """
 
 from fairseq.models import register_model, register_model_architecture

@@ -4,7 +4,8 @@ Every document block begins with ``<s>``. ``attend_within_documents`` makes the 
 positions at each ``<s>`` and keeps attention inside the span from one ``<s>`` to the next, so a row holding
 documents A and B computes for A exactly what a row holding A alone computes (tested). On rows of one document
 both are what fairseq computes. The positions come from the tokens inside the positional embedding; the document
-ids reach the attention layers, which see only hidden states, through a pre-hook on the encoder.
+mask, computed once per forward, reaches the attention layers, which see only hidden states, through a pre-hook on
+the encoder.
 """
 
 import torch
@@ -15,9 +16,11 @@ from fairseq.modules import LearnedPositionalEmbedding
 from biofairseq.models.attention import SdpaSelfAttention
 
 
-def document_ids(tokens, bos):
-    """Per token, the number of <s> up to and including it: one id per document of the row."""
-    return tokens.eq(bos).cumsum(dim=1)
+def document_mask(tokens, bos, pad):
+    """B x 1 x T x T: True where query and key are in the same document (the same count of <s> up to them) and the
+    key is not padding."""
+    ids = tokens.eq(bos).cumsum(dim=1)
+    return (ids.unsqueeze(2) == ids.unsqueeze(1)).logical_and_(tokens.ne(pad).unsqueeze(1)).unsqueeze(1)
 
 
 class DocumentPositions(LearnedPositionalEmbedding):
@@ -48,11 +51,10 @@ def attend_within_documents(model, bos):
     positions.__class__ = DocumentPositions
     positions.bos = bos
 
-    def share_document_ids(encoder, args, kwargs):
-        tokens = args[0] if args else kwargs["src_tokens"]
-        ids = document_ids(tokens, bos)
+    def share_document_mask(encoder, args, kwargs):
+        mask = document_mask(args[0] if args else kwargs["src_tokens"], bos, positions.padding_idx)
         for attention in attentions:
-            attention.documents = ids
+            attention.document_mask = mask
 
-    encoders[0].register_forward_pre_hook(share_document_ids, with_kwargs=True)
+    encoders[0].register_forward_pre_hook(share_document_mask, with_kwargs=True)
     return model
