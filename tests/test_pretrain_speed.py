@@ -16,7 +16,8 @@ def test_pretrain_speed_benchmark_reports_speed_utilisation_padding_and_loss_cur
          "--only", "stock,packed",
          "--rounds", "1", "--updates", "4", "--log-interval", "2", "--data-bin", bytebpe_corpus.data_bin,
          "--output", output],
-        cwd=REPO, check=True, capture_output=True, text=True, env={**os.environ, "PYTHONWARNINGS": "ignore"},
+        cwd=REPO, check=True, capture_output=True, text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"},  # as run_fairseq: a thread per worker
     )
     report = output.read_text()
     rows = re.findall(r"^\| (stock \(fp32\)|ours \(fp32, packed\)) \| ([\d,]+) \| [\d.]+ \| ([\d.]+)% \|$",
