@@ -88,7 +88,7 @@ check_number LARGE_LR DISTIL_LR ALPHA_MLM ALPHA_KL TEMPERATURE ALPHA_COS
 [[ $PHASE2_SHARE == 0 ]] || die "PHASE2_SHARE=$PHASE2_SHARE: bio-lm pretrains at one length (512 tokens); leave it unset"
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZE BASE_ARCH LARGE_ARCH TOKENS_PER_SAMPLE \
+recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZE BASE_ARCH LARGE_ARCH TOKENS_PER_SAMPLE \
     SEQUENCES_PER_UPDATE BASE_LR LARGE_LR WARMUP_UPDATES MAX_UPDATE DISTIL_UPDATES DISTIL_LR DISTIL_WARMUP_UPDATES \
     ALPHA_MLM ALPHA_KL TEMPERATURE ALPHA_COS NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION \
     NER_WARMUP_RATIO NER_EXTRA BASELINE WEAK_PRETRAINING
@@ -102,7 +102,7 @@ MLM_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --sample-break-mode 
 model_and_optimizer() {  # model_and_optimizer ARCH LR WARMUP
     ARCH=$1
     MODEL_ARGS=(--arch "$ARCH" --dropout 0.1 --attention-dropout 0.1)
-    OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
+    OPTIM_ARGS=(--optimizer "$OPTIMIZER" --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
         --lr "$2" --lr-scheduler polynomial_decay --warmup-updates "$3")
 }
 

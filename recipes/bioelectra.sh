@@ -81,7 +81,7 @@ one_of VOCAB_TYPE "$VOCAB_TYPE" bytelevel-bpe sentencepiece
 check_number MASK_PROB
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_TYPE VOCAB_SIZE ARCH EMBEDDING_SHARING MASK_PROB \
+recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_TYPE VOCAB_SIZE ARCH EMBEDDING_SHARING MASK_PROB \
     TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PHASE2_SHARE PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PEAK_LR \
     WARMUP_UPDATES MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO \
     NER_LAYERWISE_DECAY NER_EXTRA BASELINE WEAK_PRETRAINING
@@ -93,7 +93,7 @@ recipe_corpus "$CORPUS_LANG" "$VOCAB_TYPE"
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight 50
     --sample-break-mode complete_doc --mask-prob "$MASK_PROB")
 MODEL_ARGS=(--arch "$ARCH" --embedding-sharing "$EMBEDDING_SHARING" --dropout 0.1 --attention-dropout 0.1)
-OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
+OPTIM_ARGS=(--optimizer "$OPTIMIZER" --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain
 

@@ -82,7 +82,7 @@ one_of CHECKPOINT_ACTIVATIONS "$CHECKPOINT_ACTIVATIONS" 0 1
 check_list VOCAB_SIZES
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZES INIT_FROM ARCH CHECKPOINT_ACTIVATIONS \
+recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZES INIT_FROM ARCH CHECKPOINT_ACTIVATIONS \
     TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR WARMUP_UPDATES MAX_UPDATE NER_LABELLINGS NER_LRS NER_SEEDS NER_EPOCHS \
     NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO NER_EXTRA BASELINE WEAK_PRETRAINING
 
@@ -107,7 +107,7 @@ recipe_breakout "$CORPUS_LANG"
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
     --sample-break-mode complete_doc --mask-prob 0.15)
-OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.999)" --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 1.0
+OPTIM_ARGS=(--optimizer "$OPTIMIZER" --adam-betas "(0.9,0.999)" --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 1.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout 0.1 --attention-dropout 0.1)
 [[ $CHECKPOINT_ACTIVATIONS == 0 ]] || MODEL_ARGS+=(--checkpoint-activations)

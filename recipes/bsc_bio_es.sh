@@ -7,6 +7,7 @@
 #   bash recipes/bsc_bio_es.sh                                    # PRESET=tiny: the bundled sample, CPU, minutes
 #   PRESET=paper SOURCES="scielo=raw/scielo cases=raw/cases.jsonl.gz" \
 #       NER_DATA="pharmaconer=data/pharmaconer cantemist=data/cantemist" NUM_GPUS=8 bash recipes/bsc_bio_es.sh
+#   PRESET=one_gpu SOURCES="cases=clinical_cases.jsonl" NER_DATA="pharmaconer=data/pharmaconer" bash recipes/bsc_bio_es.sh
 #
 # Every command is printed ("+ ...") before it runs, so any stage can be copied and run by hand. A stage
 # whose output exists is skipped, so running the recipe again resumes where it stopped: an interrupted
@@ -17,6 +18,9 @@
 # Variables (environment). Inputs and outputs:
 #   PRESET         tiny (default): the bundled sample (examples/data), bio_roberta_tiny, minutes on 2 CPU cores.
 #                  paper: the paper's Table 3 pretraining and Table 4 fine-tuning values; set SOURCES.
+#                  one_gpu: a small in-house corpus (a few million tokens) and one GPU for about an hour: BERT-Medium
+#                  (8 x 512), 128 tokens, many passes with dropout kept, the fast path in bf16, a random-init twin;
+#                  set SOURCES and NER_DATA. Its schedule is a starting point, not yet measured on a GPU (README).
 #   SOURCES        pretraining text, space-separated NAME=PATH; a PATH is a file or folder of JSON lines, plain
 #                  text or BRAT, optionally compressed (see preprocess/clean_corpus.py --help).
 #                  tiny: clinical=examples/data/clinical_cases.jsonl.gz
@@ -31,9 +35,10 @@
 #                  each NER run one (the paper's batch of 32 x 2 is per device).
 #   NUM_NODES      machines for pretraining (default 1). Above 1, fairseq-train runs under Slurm's srun and
 #                  fairseq's own launcher (--distributed-port) from inside an sbatch allocation.
-#   PRECISION      on GPU: fp16 (the paper's, fairseq's --fp16) or bf16 (--amp-bf16: bf16 autocast, fp32 weights and
+#   PRECISION      on GPU: fp16 (the paper's, fairseq's --fp16; one_gpu: bf16) or bf16 (--amp-bf16: bf16 autocast, fp32 weights and
 #                  checkpoints; fairseq 0.12.3's own --bf16 means a TPU); ignored on CPU, which trains in fp32.
 #   WORKERS        processes for cleaning and binarizing (default: all cores)
+#   FAST_PATH      1: --attention sdpa, --pack-documents, --optimizer fused_adamw (default one_gpu: 1; others: 0)
 # Pretraining (preset values; each can be overridden):
 #   ARCH, TOKENS_PER_SAMPLE, SEQUENCES_PER_UPDATE (the batch, split over devices and --update-freq),
 #   BATCH_PER_DEVICE, PEAK_LR, WARMUP_UPDATES, MAX_UPDATE, SAVE_INTERVAL_UPDATES, VALID_DOCS, VOCAB_SIZE
@@ -88,7 +93,38 @@ paper)
     NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0}
     BASELINE=${BASELINE:-none}
     ;;
-*) die "PRESET=$PRESET: unknown; use PRESET=tiny or PRESET=paper" ;;
+one_gpu)
+    # Small-budget pretraining (Turc et al. 2019's BERT-Medium shape; Izsak et al. 2021 and Geiping & Goldstein 2022,
+    # Cramming, for one GPU; BabyLM 2023 for small data): with ~3M tokens, data and not compute is the limit, so
+    # a model of ~25M weights in its layers, short sequences and hundreds of passes over the corpus (20,000 updates of
+    # 256 x 128 tokens: 650M tokens), dropout kept against over-fitting, the checkpoint of lowest validation
+    # perplexity, and a peak LR of 1e-3 with 5% warm-up and linear decay to zero.
+    [[ -n ${SOURCES:-} ]] || die "PRESET=one_gpu needs SOURCES=\"NAME=PATH ...\" (the in-house pretraining text, e.g. cases=clinical_cases.jsonl); see the top of $0"
+    [[ -v NER_DATA ]] || die "PRESET=one_gpu needs NER_DATA=\"NAME=DIR ...\" (e.g. pharmaconer=path/to/pharmaconer with train/ valid/ test/), or NER_DATA= to pretrain and convert only; see the top of $0"
+    VALID_DOCS=${VALID_DOCS:-100}
+    VOCAB_SIZE=${VOCAB_SIZE:-16000}  # ~1.7M words: a 50k vocabulary would leave most entries rare
+    ARCH=${ARCH:-bio_roberta_medium}
+    TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-128}
+    SEQUENCES_PER_UPDATE=${SEQUENCES_PER_UPDATE:-256}
+    BATCH_PER_DEVICE=${BATCH_PER_DEVICE:-256}
+    PEAK_LR=${PEAK_LR:-1e-3}
+    WARMUP_UPDATES=${WARMUP_UPDATES:-1000}
+    MAX_UPDATE=${MAX_UPDATE:-20000}
+    SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-1000}
+    LOG_INTERVAL=${LOG_INTERVAL:-100}
+    PRECISION=${PRECISION:-bf16}
+    FAST_PATH=${FAST_PATH:-1}
+    NER_LRS=${NER_LRS:-5e-5,1e-4,2e-4}
+    NER_SEEDS=${NER_SEEDS:-1,2,3}
+    NER_EPOCHS=${NER_EPOCHS:-20}
+    NER_MAX_LENGTH=${NER_MAX_LENGTH:-$TOKENS_PER_SAMPLE}
+    NER_BATCH=${NER_BATCH:-32}
+    NER_ACCUMULATION=${NER_ACCUMULATION:-1}
+    NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
+    BASELINE=${BASELINE:-random-init}
+    WEAK_PRETRAINING=${WEAK_PRETRAINING:-continue}  # the report says whether it beat word frequencies, either way
+    ;;
+*) die "PRESET=$PRESET: unknown; use PRESET=tiny, PRESET=one_gpu or PRESET=paper" ;;
 esac
 
 KEEP=best BEST_METRIC=ppl BEST_MAXIMIZE=0  # the paper's: the lowest validation perplexity
@@ -96,7 +132,7 @@ KEEP=best BEST_METRIC=ppl BEST_MAXIMIZE=0  # the paper's: the lowest validation 
 recipe_check_settings
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET SOURCES NER_DATA VALID_DOCS VOCAB_SIZE INIT_FROM ARCH TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR \
+recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA VALID_DOCS VOCAB_SIZE INIT_FROM ARCH TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR \
     WARMUP_UPDATES MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO \
     NER_EXTRA BASELINE WEAK_PRETRAINING PHASE2_SHARE
 
@@ -110,7 +146,7 @@ recipe_corpus es bytelevel-bpe
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
     --sample-break-mode complete_doc --mask-prob 0.15)
 MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout 0.1 --attention-dropout 0.1)
-OPTIM_ARGS=(--optimizer adam --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
+OPTIM_ARGS=(--optimizer "$OPTIMIZER" --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain
 

@@ -26,9 +26,11 @@ def build(data_bin, teacher, *flags):
 batch = valid_batch
 
 
-def test_the_teacher_as_its_own_student_leaves_only_the_mlm_term(bytebpe_corpus, trained_bytebpe):
+@pytest.mark.parametrize("packing", [[], ["--attention", "sdpa", "--pack-documents"]], ids=["rows", "packed"])
+def test_the_teacher_as_its_own_student_leaves_only_the_mlm_term(bytebpe_corpus, trained_bytebpe, packing):
+    """Packed: the teacher reads each document of a row alone too."""
     teacher = teacher_checkpoint(trained_bytebpe)
-    task, model, criterion = build(bytebpe_corpus.data_bin, teacher)
+    task, model, criterion = build(bytebpe_corpus.data_bin, teacher, *packing)
     model.load_state_dict(criterion.teacher.state_dict())
     model.eval()
     loss, sample_size, log = criterion(model, batch(task))

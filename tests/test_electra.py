@@ -2,6 +2,7 @@
 fp16 with two processes, resume). Conversion: test_electra_convert.py; the recipe: test_recipe_bioelectra.py."""
 
 import math
+import re
 
 import pytest
 import torch
@@ -145,12 +146,15 @@ def test_resuming_gives_identical_losses(bytebpe_corpus, tmp_path):
     assert len(losses(whole)) == 6 and losses(resumed) == losses(whole)[3:]
 
 
-def test_two_processes_in_memory_efficient_fp16(bytebpe_corpus, tmp_path):
-    """fairseq's legacy DDP over gloo, two processes, with its fp16 optimizer (a loss scale, λ = 50 inside)."""
+def test_two_processes_in_memory_efficient_fp16_on_packed_rows(bytebpe_corpus, tmp_path):
+    """fairseq's legacy DDP over gloo, two processes, with its fp16 optimizer (a loss scale, λ = 50 inside), on
+    packed rows (their segments collated with each batch and carried to the model by fairseq's trainer)."""
     output = train_two_processes(bytebpe_corpus.data_bin, *ELECTRA, "--max-update", "3", "--total-num-update", "3",
                                  "--disable-validation", "--no-save", "--memory-efficient-fp16", "--batch-size", "4",
-                                 "--save-dir", tmp_path)  # fp16 on a CPU is slow: 4 sequences an update
+                                 "--attention", "sdpa", "--pack-documents", "--tokens-per-sample", "64",
+                                 "--save-dir", tmp_path)  # fp16 on a CPU is slow: 4 rows of 64 an update
     assert "training on 2 devices" in output and "minimum loss scale reached" not in output
+    assert re.search(r"packed \d+ blocks into \d+ rows", output)
     records = json_logs(output, "train_inner")
     assert len(records) == 3 and all(math.isfinite(float(r["loss"])) and "loss_scale" in r for r in records)
 

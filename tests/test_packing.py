@@ -5,9 +5,14 @@ import pytest
 import torch
 
 from biofairseq.data.packing import pack
-from conftest import TINY, build_in_process
+from biofairseq.models import documents
+from biofairseq.models.attention import SdpaSelfAttention
+from conftest import TINY, build_in_process, valid_batch
+from test_fast_path import ELECTRA, NO_DROPOUT, features
 
-PACKED = [*TINY[2:], "--total-num-update", "10", "--attention", "sdpa", "--pack-documents", "--dropout", "0", "--attention-dropout", "0"]
+PACKED = [*TINY[2:], "--total-num-update", "10", "--attention", "sdpa", "--pack-documents", *NO_DROPOUT]
+ELECTRA_PACKED = [*ELECTRA, "--attention", "sdpa", "--pack-documents", *NO_DROPOUT]
+MODELS = pytest.mark.parametrize("flags", [PACKED, ELECTRA_PACKED], ids=["roberta", "electra"])
 
 
 def test_best_fit_rows_hold_every_block_once_and_never_overflow():
@@ -21,29 +26,54 @@ def test_best_fit_rows_hold_every_block_once_and_never_overflow():
         pack([129], 128)
 
 
-def test_a_document_in_a_packed_row_computes_what_it_computes_alone(bytebpe_corpus):
-    task, model, _ = build_in_process(bytebpe_corpus.data_bin, *PACKED)
+@MODELS
+def test_a_document_in_a_packed_row_computes_what_it_computes_alone(bytebpe_corpus, flags):
+    task, model, _ = build_in_process(bytebpe_corpus.data_bin, *flags)
     rows = task.dataset("valid")
     bos, pad = task.source_dictionary.bos(), task.source_dictionary.pad()
     row = next(i for i in range(len(rows)) if int(rows[i]["net_input.src_tokens"].eq(bos).sum()) >= 2)
     tokens = rows[row]["net_input.src_tokens"]
     starts = [*tokens.eq(bos).nonzero().view(-1).tolist(), len(tokens)]
     padded = torch.cat([tokens, torch.full((5,), pad)]).unsqueeze(0)  # and padding after the last document
-    model.eval()
     for mode in ("eval", "train"):  # train: without dropout, so that the two compare
         getattr(model, mode)()
-        together = model(padded, features_only=True)[0][0]
+        together = features(model, padded)[0]
         for a, b in zip(starts[:-1], starts[1:]):
-            alone = model(tokens[a:b].unsqueeze(0), features_only=True)[0][0]
+            alone = features(model, tokens[a:b].unsqueeze(0))[0]
             torch.testing.assert_close(together[a:b], alone, rtol=1e-5, atol=1e-5)
     assert torch.isfinite(together).all()
     # the same weights, reading the row as one document (no packing): the second document's states change
-    _, unpacked, _ = build_in_process(bytebpe_corpus.data_bin, *(f for f in PACKED if f != "--pack-documents"))
+    _, unpacked, _ = build_in_process(bytebpe_corpus.data_bin, *(f for f in flags if f != "--pack-documents"))
     unpacked.load_state_dict(model.state_dict())
     unpacked.eval()
     a, b = starts[1], starts[2]
-    together, alone = (unpacked(t.unsqueeze(0), features_only=True)[0][0] for t in (tokens, tokens[a:b]))
+    together, alone = (features(unpacked, t.unsqueeze(0))[0] for t in (tokens, tokens[a:b]))
     assert (together[a:b] - alone).abs().max() > 0.1
+
+
+@MODELS
+def test_segments_from_the_collater_give_the_dense_masks_result_and_gradients(bytebpe_corpus, monkeypatch, flags):
+    """The variable-length path (CUDA's; forced here on CPU) against the dense document mask."""
+    task, model, criterion = build_in_process(bytebpe_corpus.data_bin, *flags)
+    batch = valid_batch(task, size=4)
+    net_input = batch["net_input"]
+    lengths = net_input["segments"]["offsets"].diff()
+    assert len(lengths) > len(net_input["src_tokens"]) and lengths.sum() == net_input["src_tokens"].numel()
+    attention = next(m for m in model.modules() if isinstance(m, SdpaSelfAttention))
+    model.train()  # without dropout, so that the two compare
+    results = []
+    for varlen in ((), ("cpu",)):
+        monkeypatch.setattr(documents, "VARLEN_DEVICES", varlen)
+        model.zero_grad()
+        torch.manual_seed(0)  # ELECTRA's generator draws its samples
+        loss, _, _ = criterion(model, batch)
+        loss.backward()
+        assert isinstance(attention.documents, dict if varlen else torch.Tensor)
+        results.append((loss.detach(), [p.grad for p in model.parameters()]))
+    (dense, dense_grads), (jagged, jagged_grads) = results
+    torch.testing.assert_close(jagged, dense, rtol=1e-5, atol=1e-5)
+    for a, b in zip(jagged_grads, dense_grads):
+        torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
 
 
 def test_packing_needs_sdpa_attention(bytebpe_corpus):

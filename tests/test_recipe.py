@@ -127,7 +127,9 @@ def test_a_rerun_skips_every_finished_stage(run, sample):
 
 @pytest.mark.parametrize("variables, message", [
     ({"PRESET": "paper"}, "PRESET=paper needs SOURCES="),
-    ({"PRESET": "huge"}, "PRESET=huge: unknown; use PRESET=tiny or PRESET=paper"),
+    ({"PRESET": "one_gpu"}, "PRESET=one_gpu needs SOURCES="),
+    ({"PRESET": "huge"}, "PRESET=huge: unknown; use PRESET=tiny, PRESET=one_gpu or PRESET=paper"),
+    ({"FAST_PATH": "yes"}, "FAST_PATH=yes: unknown; use one of: 0 1"),
     ({"NER_DATA": "pharmaconer"}, "NER_DATA: 'pharmaconer': give NAME=DIR"),
     ({"SEQUENCES_PER_UPDATE": "48", "BATCH_PER_DEVICE": "32"}, "SEQUENCES_PER_UPDATE=48 is not a multiple of 1 device(s) x BATCH_PER_DEVICE=32"),
     ({"BASELINE": "randominit"}, "BASELINE=randominit: unknown; use one of: random-init none"),

@@ -15,6 +15,8 @@ from omegaconf import DictConfig
 from torch import nn
 
 from biofairseq.criterions.masked_lm_accuracy import MaskedLmAccuracy, log_accuracy
+from biofairseq.models.attention import use_attention
+from biofairseq.models.documents import attend_within_documents
 
 
 @dataclass
@@ -124,6 +126,8 @@ class MlmDistillation(MaskedLmAccuracy):
             raise ValueError(f"--temperature {cfg.temperature}: must be above 0 (bio-lm: 2.0)")
         # a tuple, so that nn.Module does not register the teacher as a submodule
         self._teacher = (load_teacher(cfg.teacher_path, cfg.teacher_dict, task.source_dictionary),)
+        if getattr(task.cfg, "pack_documents", False):  # the teacher reads each document of a row alone too
+            attend_within_documents(use_attention(self.teacher, "sdpa"), task.source_dictionary.bos())
         teacher_dim = self.teacher.encoder.lm_head.dense.in_features
         self.projection = None
         if cfg.alpha_cos:
@@ -157,7 +161,8 @@ class MlmDistillation(MaskedLmAccuracy):
         targets = sample["target"]
         masked = targets.ne(self.padding_idx)
         with torch.no_grad(), last_hidden_states(teacher) as teacher_hidden:
-            teacher_logits = teacher(tokens, masked_tokens=_projected_positions(masked))[0]
+            teacher_logits = teacher(tokens, masked_tokens=_projected_positions(masked),
+                                     segments=sample["net_input"].get("segments"))[0]
         vocabulary = logits.shape[-1]
         logits, teacher_logits = logits.view(-1, vocabulary), teacher_logits.view(-1, vocabulary)
         t = self.temperature

@@ -2,7 +2,7 @@
 
 from .document_blocks import BREAK_MODES, DocumentBlockDataset
 from .masking import RealTokenMaskDataset
-from .packing import PackedBlocksDataset
+from .packing import DocumentSegmentsDataset, PackedBlocksDataset
 from .whole_words import VOCAB_TYPES, WordStarts, special_symbols, word_starts
 
-__all__ = ["BREAK_MODES", "DocumentBlockDataset", "PackedBlocksDataset", "RealTokenMaskDataset", "special_symbols", "VOCAB_TYPES", "WordStarts", "word_starts"]
+__all__ = ["BREAK_MODES", "DocumentBlockDataset", "DocumentSegmentsDataset", "PackedBlocksDataset", "RealTokenMaskDataset", "special_symbols", "VOCAB_TYPES", "WordStarts", "word_starts"]

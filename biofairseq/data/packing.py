@@ -61,3 +61,33 @@ class PackedBlocksDataset(BaseWrapperDataset):
     @property
     def supports_prefetch(self):
         return False
+
+
+def segments(rows, bos):
+    """Where the documents of a right-padded batch of ``rows`` are, for variable-length attention.
+
+    Each segment is a document (from an <s> to the next) or the padding at a row's end, in the order of the
+    flattened B x T batch; counted here, on the host, so that the model needs no device-to-host copy to learn
+    the count and the longest. A dict, the form fairseq's move_to_cuda carries: offsets (int64, segments + 1),
+    shortest and longest (ints) and tokens (B x T).
+    """
+    width = max(len(row) for row in rows)
+    starts = []
+    for r, row in enumerate(rows):
+        cuts = {0, *row.eq(bos).nonzero().view(-1).tolist()} | ({len(row)} if len(row) < width else set())
+        starts.extend(r * width + cut for cut in sorted(cuts))
+    offsets = torch.tensor([*starts, len(rows) * width], dtype=torch.int64)
+    lengths = offsets.diff()
+    return {"offsets": offsets, "shortest": int(lengths.min()), "longest": int(lengths.max()),
+            "tokens": len(rows) * width}
+
+
+class DocumentSegmentsDataset(BaseWrapperDataset):
+    """The ``segments`` of each batch of ``dataset``'s rows, collated like fairseq's RightPadDataset collates them."""
+
+    def __init__(self, dataset, bos):
+        super().__init__(dataset)
+        self.bos = bos
+
+    def collater(self, samples):
+        return segments(samples, self.bos)

@@ -19,9 +19,9 @@ DEFAULT_ATTENTION = "fairseq"  # until benchmarks/pretrain_speed.py, run on a GP
 class SdpaSelfAttention(MultiheadAttention):
     """fairseq's MultiheadAttention, computed by ``F.scaled_dot_product_attention`` for encoder self-attention."""
 
-    # B x 1 x T x T, True where a query and a key are in the same document and the key is a token, when rows hold
-    # several documents (--pack-documents; set once per forward by models/documents.py for every layer)
-    document_mask = None
+    # where the documents of rows holding several are (--pack-documents; models/documents.py sets it before each
+    # forward): a B x 1 x T x T boolean mask (True: same document, key not padding), or the batch's segments
+    documents = None
 
     def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
                 static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False):
@@ -30,17 +30,35 @@ class SdpaSelfAttention(MultiheadAttention):
                 or query.device.type == "xla" or self.skip_embed_dim_check):
             return super().forward(query, key, value, key_padding_mask, incremental_state, need_weights, static_kv,
                                    attn_mask, before_softmax, need_head_weights)
-        length, batch, width = query.shape
         weight = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))
         bias = torch.cat((self.q_proj.bias, self.k_proj.bias, self.v_proj.bias))
+        qkv = F.linear(query, weight, bias)
+        dropout = self.dropout_module.p if (self.training or self.dropout_module.apply_during_inference) else 0.0
+        if isinstance(self.documents, dict):
+            return self.out_proj(self._over_segments(qkv, self.documents, dropout)), None
+        length, batch, width = query.shape
         # T x B x 3C -> 3 x B x H x T x D
-        qkv = F.linear(query, weight, bias).view(length, batch, 3, self.num_heads, self.head_dim).permute(2, 1, 3, 0, 4)
-        mask = self.document_mask  # it leaves out padding keys too
+        qkv = qkv.view(length, batch, 3, self.num_heads, self.head_dim).permute(2, 1, 3, 0, 4)
+        mask = self.documents  # it leaves out padding keys too
         if mask is None and key_padding_mask is not None:  # True where a key is padding; SDPA's is True where it attends
             mask = ~key_padding_mask.to(torch.bool).view(batch, 1, 1, length)
-        dropout = self.dropout_module.p if (self.training or self.dropout_module.apply_during_inference) else 0.0
         x = F.scaled_dot_product_attention(qkv[0], qkv[1], qkv[2], attn_mask=mask, dropout_p=dropout)
         return self.out_proj(x.permute(2, 0, 1, 3).reshape(length, batch, width)), None
+
+    def _over_segments(self, qkv, segments, dropout):
+        """T x B x C attention of each segment (a document, or a row's padding) to itself alone, as jagged tensors."""
+        length, batch, width = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
+        if segments["tokens"] != length * batch:
+            raise ValueError(f"segments cover {segments['tokens']} tokens, the batch has {batch} x {length}: collate "
+                             "them with the tokens (biofairseq.data.packing.DocumentSegmentsDataset)")
+        # T x B x 3C -> 3 x BT x H x D, rows one after the other (one copy, which leaves q, k and v contiguous)
+        qkv = qkv.view(length, batch, 3, self.num_heads, self.head_dim).permute(2, 1, 0, 3, 4).reshape(
+            3, batch * length, self.num_heads, self.head_dim)
+        q, k, v = (torch.nested.nested_tensor_from_jagged(
+            x, segments["offsets"], min_seqlen=segments["shortest"], max_seqlen=segments["longest"]).transpose(1, 2)
+            for x in qkv)
+        x = F.scaled_dot_product_attention(q, k, v, dropout_p=dropout).transpose(1, 2).values()
+        return x.view(batch, length, width).transpose(0, 1)
 
 
 def use_attention(model, attention):

@@ -1,11 +1,15 @@
-"""A RoBERTa that reads rows of several documents (``--pack-documents``) as if each were alone in its row.
+"""Encoders that read rows of several documents (``--pack-documents``) as if each were alone in its row.
 
-Every document block begins with ``<s>``. ``attend_within_documents`` makes the model restart the learned
-positions at each ``<s>`` and keeps attention inside the span from one ``<s>`` to the next, so a row holding
-documents A and B computes for A exactly what a row holding A alone computes (tested). On rows of one document
-both are what fairseq computes. The positions come from the tokens inside the positional embedding; the document
-mask, computed once per forward, reaches the attention layers, which see only hidden states, through a pre-hook on
-the encoder.
+Every document block begins with ``<s>``. A packed model restarts the learned positions at each ``<s>`` and keeps
+attention inside the span from one ``<s>`` to the next, so a row holding documents A and B computes for A exactly
+what a row holding A alone computes (tested). On rows of one document both are what fairseq computes.
+
+The attention layers see only hidden states, so ``Documents`` tells them, once per forward, where the documents
+are. On CUDA that is the batch's ``segments`` (``biofairseq.data.packing``: offsets counted on the host when the
+batch is collated, so nothing synchronises): attention then runs over variable-length sequences (torch's jagged
+tensors, the flash kernel, dropout included), computing no pair of tokens from different documents. Elsewhere,
+or without segments, it is a dense boolean mask computed from the tokens: the same result, by a kernel that
+computes every pair and discards the cross-document ones (on CPU the jagged path is an order of magnitude slower).
 """
 
 import torch
@@ -15,12 +19,46 @@ from fairseq.modules import LearnedPositionalEmbedding
 
 from biofairseq.models.attention import SdpaSelfAttention
 
+VARLEN_DEVICES = ("cuda",)  # where segments go to the variable-length kernels
+
+
+def document_positions(tokens, bos, pad):
+    """fairseq's learned-position indices (padding_idx + 1 onwards, padding_idx at padding), counted from the last <s>."""
+    index = torch.arange(tokens.size(1), device=tokens.device).expand_as(tokens)
+    start = torch.where(tokens.eq(bos), index, torch.zeros_like(index)).cummax(dim=1).values
+    return torch.where(tokens.eq(pad), pad, index - start + pad + 1)
+
 
 def document_mask(tokens, bos, pad):
     """B x 1 x T x T: True where query and key are in the same document (the same count of <s> up to them) and the
     key is not padding."""
     ids = tokens.eq(bos).cumsum(dim=1)
     return (ids.unsqueeze(2) == ids.unsqueeze(1)).logical_and_(tokens.ne(pad).unsqueeze(1)).unsqueeze(1)
+
+
+class Documents:
+    """Tells the attention layers of one model where a batch's documents are."""
+
+    def __init__(self, model, bos, pad):
+        self.attentions = [m for m in model.modules() if isinstance(m, SdpaSelfAttention)]
+        if not self.attentions:
+            raise ValueError("--pack-documents needs --attention sdpa; add --attention sdpa")
+        self.bos, self.pad = bos, pad
+
+    def positions(self, tokens):
+        return document_positions(tokens, self.bos, self.pad)
+
+    def share(self, tokens, segments=None):
+        """Before each forward: segments (from the collater) on CUDA, a dense mask from the tokens otherwise."""
+        if segments is not None and tokens.device.type in VARLEN_DEVICES:
+            if segments["offsets"].device != tokens.device:
+                raise ValueError(f"segments on {segments['offsets'].device}, tokens on {tokens.device}: move the whole "
+                                 "sample (fairseq's utils.move_to_cuda)")
+            documents = segments
+        else:
+            documents = document_mask(tokens, self.bos, self.pad)
+        for attention in self.attentions:
+            attention.documents = documents
 
 
 class DocumentPositions(LearnedPositionalEmbedding):
@@ -31,30 +69,42 @@ class DocumentPositions(LearnedPositionalEmbedding):
     def forward(self, input, incremental_state=None, positions=None):
         if positions is not None or incremental_state is not None:
             return super().forward(input, incremental_state, positions)
-        index = torch.arange(input.size(1), device=input.device).expand_as(input)
-        start = torch.where(input.eq(self.bos), index, torch.zeros_like(index)).cummax(dim=1).values
-        positions = torch.where(input.eq(self.padding_idx), self.padding_idx, index - start + self.padding_idx + 1)
+        positions = document_positions(input, self.bos, self.padding_idx)
         # the lookup fairseq's forward makes after counting positions its own way
         return F.embedding(positions, self.weight, self.padding_idx, self.max_norm, self.norm_type,
                            self.scale_grad_by_freq, self.sparse)
 
 
 def attend_within_documents(model, bos):
-    """Switches ``model`` (a fairseq RoBERTa with --attention sdpa) to document-local positions and attention."""
+    """Switches ``model`` (a fairseq RoBERTa or our ELECTRA, with --attention sdpa) to document-local positions and
+    attention.
+
+    ELECTRA places the documents itself, for each tower. In a RoBERTa, the encoder's pre-hook shares them before
+    every forward, from its tokens and from the segments that the model's forward received with those same tokens
+    (a batch's ``net_input``).
+    """
+    if hasattr(model, "attend_within_documents"):
+        model.attend_within_documents(Documents(model, bos, model.padding_idx))
+        return model
     encoders = [m for m in model.modules() if isinstance(m, TransformerEncoderBase)]
-    attentions = [m for m in model.modules() if isinstance(m, SdpaSelfAttention)]
-    if len(encoders) != 1 or not attentions:
-        raise ValueError("--pack-documents needs a RoBERTa encoder with --attention sdpa; add --attention sdpa")
+    if len(encoders) != 1:
+        raise ValueError("--pack-documents needs a RoBERTa encoder (a bio_roberta_* preset)")
     positions = encoders[0].embed_positions
     if type(positions) not in (LearnedPositionalEmbedding, DocumentPositions):
         raise ValueError("--pack-documents needs learned positions; drop --no-token-positional-embeddings")
+    documents = Documents(model, bos, positions.padding_idx)
     positions.__class__ = DocumentPositions
     positions.bos = bos
+    given = {}  # the tokens and segments of the model's last forward
 
-    def share_document_mask(encoder, args, kwargs):
-        mask = document_mask(args[0] if args else kwargs["src_tokens"], bos, positions.padding_idx)
-        for attention in attentions:
-            attention.document_mask = mask
+    def remember_segments(model, args, kwargs):
+        given.clear()
+        given.update(tokens=args[0] if args else kwargs.get("src_tokens"), segments=kwargs.get("segments"))
 
-    encoders[0].register_forward_pre_hook(share_document_mask, with_kwargs=True)
+    def share_documents(encoder, args, kwargs):
+        tokens = args[0] if args else kwargs["src_tokens"]
+        documents.share(tokens, given["segments"] if given.get("tokens") is tokens else None)
+
+    model.register_forward_pre_hook(remember_segments, with_kwargs=True)
+    encoders[0].register_forward_pre_hook(share_documents, with_kwargs=True)
     return model

@@ -77,9 +77,8 @@ def generator_shape(cfg):
     return width, 4 * width, heads
 
 
-def _embed(tokens, token_weight, position_weight, padding_idx, layer_norm, dropout):
+def _embed(tokens, positions, token_weight, position_weight, padding_idx, layer_norm, dropout):
     """fairseq's learned token + position embeddings (positions from padding_idx + 1), LayerNorm, dropout."""
-    positions = utils.make_positions(tokens, padding_idx)
     x = F.embedding(tokens, token_weight, padding_idx) + F.embedding(positions, position_weight, padding_idx)
     return dropout(layer_norm(x))
 
@@ -98,8 +97,8 @@ class Embeddings(nn.Module):
     def weights(self):
         return self.embed_tokens.weight, self.embed_positions.weight
 
-    def forward(self, tokens):
-        return _embed(tokens, *self.weights(), self.padding_idx, self.layernorm_embedding, self.dropout_module)
+    def forward(self, tokens, positions):
+        return _embed(tokens, positions, *self.weights(), self.padding_idx, self.layernorm_embedding, self.dropout_module)
 
 
 class DisentangledEmbeddings(nn.Module):
@@ -119,8 +118,9 @@ class DisentangledEmbeddings(nn.Module):
         tokens, positions = shared.weights()
         return tokens.detach() + self.token_delta, positions.detach() + self.position_delta
 
-    def forward(self, tokens, shared: Embeddings):
-        return _embed(tokens, *self.weights(shared), self.padding_idx, self.layernorm_embedding, self.dropout_module)
+    def forward(self, tokens, positions, shared: Embeddings):
+        return _embed(tokens, positions, *self.weights(shared), self.padding_idx, self.layernorm_embedding,
+                      self.dropout_module)
 
 
 class Tower(nn.Module):
@@ -140,12 +140,15 @@ class Tower(nn.Module):
         )
 
     def forward(self, x, padding_mask):
+        """padding_mask None: the attentions know the documents (packed rows) and padding is one of them."""
         if self.embed_proj is not None:
             x = self.embed_proj(x)
-        has_pads = padding_mask.any()
-        x = (x * (1 - padding_mask.unsqueeze(-1).type_as(x))).transpose(0, 1)
+        if padding_mask is not None:
+            x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))
+            padding_mask = padding_mask if padding_mask.any() else None
+        x = x.transpose(0, 1)
         for layer in self.layers:
-            x = layer(x, encoder_padding_mask=padding_mask if has_pads else None)
+            x = layer(x, encoder_padding_mask=padding_mask)
         return x.transpose(0, 1)
 
 
@@ -220,19 +223,33 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
     def max_positions(self):
         return self.cfg.max_positions
 
-    # ---- the towers one at a time (conversion, parity, diagnostics)
+    documents = None  # rows of several documents (--pack-documents): a biofairseq.models.documents.Documents
 
-    def generator_features(self, tokens):
-        return self.generator(self.embeddings(tokens), tokens.eq(self.padding_idx))
+    def attend_within_documents(self, documents):
+        self.documents = documents
 
-    def discriminator_features(self, tokens):
+    def _positions_and_padding(self, tokens, segments):
+        """Packed rows: positions from each <s>, and the documents shared with the attentions (no padding mask)."""
+        if self.documents is None:
+            return utils.make_positions(tokens, self.padding_idx), tokens.eq(self.padding_idx)
+        self.documents.share(tokens, segments)
+        return self.documents.positions(tokens), None
+
+    # ---- the towers one at a time (conversion, parity, diagnostics); segments: a packed batch's
+
+    def generator_features(self, tokens, segments=None):
+        positions, padding = self._positions_and_padding(tokens, segments)
+        return self.generator(self.embeddings(tokens, positions), padding)
+
+    def discriminator_features(self, tokens, segments=None):
+        positions, padding = self._positions_and_padding(tokens, segments)
         if self.discriminator_embeddings is None:
-            x = self.embeddings(tokens)
+            x = self.embeddings(tokens, positions)
         elif isinstance(self.discriminator_embeddings, DisentangledEmbeddings):
-            x = self.discriminator_embeddings(tokens, self.embeddings)
+            x = self.discriminator_embeddings(tokens, positions, self.embeddings)
         else:
-            x = self.discriminator_embeddings(tokens)
-        return self.discriminator(x, tokens.eq(self.padding_idx))
+            x = self.discriminator_embeddings(tokens, positions)
+        return self.discriminator(x, padding)
 
     def discriminator_embedding_weights(self):
         """(token, position) tables the discriminator computes with; GDES's sum materialised."""
@@ -242,7 +259,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
 
     # ---- one training step's forward
 
-    def forward(self, src_tokens, targets, **kwargs):
+    def forward(self, src_tokens, targets, segments=None, **kwargs):
         """src_tokens: the masked input; targets: the originals at the selected positions, padding elsewhere.
 
         Returns the generator's logits at the selected positions (in row-major order), its samples there, the
@@ -251,12 +268,12 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
         """
         with self.autocast():  # --amp-bf16; the sampling is in fp32 either way
             selected = targets.ne(self.padding_idx)
-            generator_logits = self.generator_head(self.generator_features(src_tokens)[selected])
+            generator_logits = self.generator_head(self.generator_features(src_tokens, segments)[selected])
             with torch.no_grad():
                 samples = gumbel_max(generator_logits.detach(), self.special)
                 corrupted = src_tokens.masked_scatter(selected, samples)
                 replaced = corrupted.ne(torch.where(selected, targets, src_tokens))
-            hidden = self.discriminator_features(corrupted)
+            hidden = self.discriminator_features(corrupted, segments)  # <s> and padding where they were
             return {
                 "generator_logits": generator_logits,
                 "samples": samples,

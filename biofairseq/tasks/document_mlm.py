@@ -9,6 +9,7 @@ import numpy as np
 from fairseq import utils
 from fairseq.data import (
     MaskTokensDataset,
+    NestedDictionaryDataset,
     PrependTokenDataset,
     RightPadDataset,
     SortDataset,
@@ -22,6 +23,7 @@ from biofairseq.data import (
     BREAK_MODES,
     VOCAB_TYPES,
     DocumentBlockDataset,
+    DocumentSegmentsDataset,
     PackedBlocksDataset,
     RealTokenMaskDataset,
     special_symbols,
@@ -68,7 +70,8 @@ class DocumentMLMConfig(MaskedLMConfig):
         metadata={
             "help": "fill each row with several whole blocks (best fit), up to --tokens-per-sample: far less padding "
             "and fuller batches. The model restarts positions at each block's <s> and attends only within a "
-            "block, so each computes what it would alone in a row. Needs --attention sdpa (a bio_roberta_* preset)"
+            "block, so each computes what it would alone in a row (on CUDA, attention runs over each block alone). Needs "
+            "--attention sdpa (a bio_roberta_* preset, or ELECTRA)"
         },
     )
     mask_special_tokens: bool = field(
@@ -165,6 +168,14 @@ class DocumentMLMTask(MaskedLMTask):
     def build_model(self, cfg, from_checkpoint=False):
         model = super().build_model(cfg, from_checkpoint)
         return attend_within_documents(model, self.source_dictionary.bos()) if self.cfg.pack_documents else model
+
+    def _regular_dataset(self, src_dataset, target_dataset):
+        dataset = super()._regular_dataset(src_dataset, target_dataset)
+        if not self.cfg.pack_documents:
+            return dataset
+        # where each batch's documents are, for the variable-length attention (biofairseq.models.documents)
+        segments = DocumentSegmentsDataset(src_dataset, self.source_dictionary.bos())
+        return NestedDictionaryDataset({**dataset.defn, "net_input.segments": segments}, sizes=dataset.sizes)
 
     def masking_options(self):
         """Options of our masking dataset beyond fairseq's; None: stock fairseq masking (--mask-special-tokens)."""

@@ -27,8 +27,6 @@ class ElectraTask(DocumentMLMTask):
     def __init__(self, cfg: ElectraTaskConfig, dictionary=None):
         if cfg.random_token_prob != 0:
             raise ValueError("--random-token-prob: ELECTRA replaces tokens with generator samples, not random ones; drop the flag")
-        if cfg.pack_documents:
-            raise ValueError("--pack-documents: not available for ELECTRA's towers yet (RoBERTa only); drop the flag")
         if cfg.mask_special_tokens:
             raise ValueError("--mask-special-tokens: ELECTRA selects real tokens only (a sample at <s> or </s> would "
                              "change the structure of the block); drop the flag")

@@ -13,6 +13,9 @@
 # state and one learning-rate schedule over --total-num-update MAX_UPDATE run on. The model's position table
 # has 512 rows from the first update (the presets' --max-positions), so it is not outgrown.
 #
+# FAST_PATH=1 (any recipe; PRESET=one_gpu's default) trains with --attention sdpa, --pack-documents and the recipe's
+# Adam settings in --optimizer fused_adamw (OPTIMIZER, which the recipes pass to --optimizer).
+#
 # Several models in one run (recipes/bio_lm.sh): recipe_model NAME before each model's stages 4-6 sends them to
 # pretrain/NAME and hf/NAME; without it a recipe has one model, in pretrain/ and hf/$RECIPE.
 
@@ -80,6 +83,12 @@ recipe_check_settings() {
     local labelling
     for labelling in $NER_LABELLINGS; do one_of NER_LABELLINGS "$labelling" whole-word sub-token; done
     [[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16 bf16
+    FAST_PATH=${FAST_PATH:-0}
+    one_of FAST_PATH "$FAST_PATH" 0 1
+    OPTIMIZER=adam FAST_ARGS=()
+    if [[ $FAST_PATH == 1 ]]; then  # issue 17's: same weights and schedule, other kernels; several documents per row
+        OPTIMIZER=fused_adamw FAST_ARGS=(--attention sdpa --pack-documents)
+    fi
     check_whole VALID_DOCS VOCAB_SIZE TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE BATCH_PER_DEVICE WARMUP_UPDATES MAX_UPDATE \
         SAVE_INTERVAL_UPDATES LOG_INTERVAL NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS \
         PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE ${NUM_GPUS:+NUM_GPUS}
@@ -271,7 +280,7 @@ pretrain_phase() {  # pretrain_phase TOKENS_PER_SAMPLE BATCH_PER_DEVICE UPDATE_F
     local tokens=$1 batch=$2 freq=$3 until=$4
     shift 4
     run "${LAUNCH[@]}" fairseq-train "$DATA_BIN" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
-        "${MODEL_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$UPDATES" --max-update "$until" \
+        "${MODEL_ARGS[@]}" "${FAST_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$UPDATES" --max-update "$until" \
         --batch-size "$batch" --update-freq "$freq" --num-workers 2 "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" \
         "${HARDWARE_ARGS[@]}" "$@"
 }
