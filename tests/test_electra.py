@@ -148,7 +148,7 @@ def test_resuming_gives_identical_losses(bytebpe_corpus, tmp_path):
 
 def test_two_processes_in_memory_efficient_fp16_on_packed_rows(bytebpe_corpus, tmp_path):
     """fairseq's legacy DDP over gloo, two processes, with its fp16 optimizer (a loss scale, λ = 50 inside), on
-    packed rows (their segments collated with each batch and carried to the model by fairseq's trainer)."""
+    packed rows (a CPU attends through the dense document mask; the segments path: tests/test_packing.py)."""
     output = train_two_processes(bytebpe_corpus.data_bin, *ELECTRA, "--max-update", "3", "--total-num-update", "3",
                                  "--disable-validation", "--no-save", "--memory-efficient-fp16", "--batch-size", "4",
                                  "--attention", "sdpa", "--pack-documents", "--tokens-per-sample", "64",
