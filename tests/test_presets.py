@@ -10,10 +10,10 @@ PRESETS = {  # name: (layers, width, FFN, heads, pre-LN)
     "bio_megatron_1_2b": (24, 2048, 8192, 32, True),
     "beto_base": (12, 768, 3072, 12, False),
     "bio_roberta_base": (12, 768, 3072, 12, False),
-    "bio_roberta_medium": (8, 512, 2048, 8, False),
+    "bio_roberta_l6_h512": (6, 512, 2048, 8, False),
 }
 VOCABULARY = {"bio_megatron_345m": 30000, "bio_megatron_800m": 50000, "bio_megatron_1_2b": 30000, "beto_base": 32000,
-              "bio_roberta_base": 50262, "bio_roberta_medium": 30522}
+              "bio_roberta_base": 50262, "bio_roberta_l6_h512": 8000}
 
 
 def expected_parameters(vocabulary, layers, width, ffn, pre_ln, positions=514):
@@ -52,11 +52,10 @@ def test_presets_have_the_papers_shapes_and_parameter_counts(arch, tmp_path):
     assert (m.encoder_normalize_before, m.layernorm_embedding) == (pre_ln, not pre_ln)
     count = sum(p.numel() for p in model.parameters())
     assert count == expected_parameters(vocabulary, layers, width, ffn, pre_ln)
-    # the names: BioMegatron's 345m/800m/1.2b counts, BERT-base's 110M and BERT-Medium's 41.7M (Turc et al., with
-    # BERT's vocabulary), within 10% (the vocabulary decides the rest)
+    # the names: BioMegatron's 345m/800m/1.2b counts and BERT-base's 110M, within 10% (the vocabulary decides the rest)
     nominal = {"bio_megatron_345m": 345e6, "bio_megatron_800m": 800e6, "bio_megatron_1_2b": 1.2e9, "beto_base": 110e6,
-               "bio_roberta_base": 125e6, "bio_roberta_medium": 41.7e6}[arch]
-    assert abs(count - nominal) / nominal < 0.1, f"{count:,}"
+               "bio_roberta_base": 125e6}.get(arch)
+    assert nominal is None or abs(count - nominal) / nominal < 0.1, f"{count:,}"
 
 
 def test_activation_checkpointing_recomputes_the_same_gradients(tmp_path):

@@ -66,9 +66,9 @@ def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
 bio_roberta_tiny = _preset("bio_roberta_tiny", layers=2, embed_dim=128, ffn_dim=512, heads=2)
 # the teacher of recipes/bio_lm.sh's tiny preset: twice bio_roberta_tiny's width and depth
 bio_roberta_small = _preset("bio_roberta_small", layers=4, embed_dim=256, ffn_dim=1024, heads=4)
-# BERT-Medium of Turc et al. 2019 ("Well-Read Students Learn Better"): recipes/bsc_bio_es.sh's PRESET=one_gpu, sized for
-# a few million tokens of in-house text
-bio_roberta_medium = _preset("bio_roberta_medium", layers=8, embed_dim=512, ffn_dim=2048, heads=8)
+# Turc et al. 2019's miniature BERT L-6_H-512_A-8, for a few million tokens of in-house text (recipes/bsc_bio_es.sh's
+# PRESET=one_gpu): the shape that beat its random-init twin on one H100 (benchmarks/results/pretraining_vs_random_init.md)
+bio_roberta_l6_h512 = _preset("bio_roberta_l6_h512", layers=6, embed_dim=512, ffn_dim=2048, heads=8)
 bio_roberta_base = _preset("bio_roberta_base", layers=12, embed_dim=768, ffn_dim=3072, heads=12)
 bio_roberta_large = _preset("bio_roberta_large", layers=24, embed_dim=1024, ffn_dim=4096, heads=16)
 # BETO (Cañete et al.): BERT-base, with a 32k SentencePiece vocabulary (the recipe's, not the shape's)
