@@ -50,8 +50,9 @@ MIB = 2 ** 20
 def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=False, curve=False):
     """fairseq-train with these flags for a number of updates: its own updates/s and tokens/s, averaged over
     the logged intervals after the first (start-up), the process's peak RSS (MiB), and on a GPU the peak memory
-    allocated and reserved by torch (MiB); with curve, the (update, loss) of every logged interval. fairseq skips a batch that runs out of GPU memory and goes on, so its
-    OOM warnings are counted ("ooms"); any is an error unless allow_oom."""
+    allocated and reserved by torch (MiB); with curve, the (update, loss) of every logged interval. fairseq skips
+    a batch that runs out of GPU memory and goes on, so its OOM warnings are counted ("ooms"); any is an error
+    unless allow_oom."""
     import json
     import statistics
 

@@ -121,12 +121,7 @@ one_gpu)
     NER_LRS=${NER_LRS:-1e-4,2e-4,4e-4}
     NER_SEEDS=${NER_SEEDS:-1,2,3}
     NER_EPOCHS=${NER_EPOCHS:-10}
-    NER_MAX_LENGTH=${NER_MAX_LENGTH:-$TOKENS_PER_SAMPLE}
-    NER_BATCH=${NER_BATCH:-32}
-    NER_ACCUMULATION=${NER_ACCUMULATION:-1}
-    NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
-    BASELINE=${BASELINE:-random-init}
-    WEAK_PRETRAINING=${WEAK_PRETRAINING:-continue}  # the report says whether it beat word frequencies, either way
+    recipe_small_model_ner_defaults
     ;;
 *) die "PRESET=$PRESET: unknown; use PRESET=tiny, PRESET=one_gpu or PRESET=paper" ;;
 esac

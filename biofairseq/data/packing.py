@@ -19,10 +19,11 @@ def pack(sizes, capacity):
     for block in np.argsort(-sizes, kind="stable"):
         size = int(sizes[block])
         left = next((r for r in range(size, capacity + 1) if room[r]), None)
-        row = room[left].pop() if left is not None else len(rows)
-        if left is None:
+        if left is None:  # no row has room: a new one
+            row, left = len(rows), capacity
             rows.append([])
-            left = capacity
+        else:
+            row = room[left].pop()
         rows[row].append(block)
         if left - size:
             room[left - size].append(row)
