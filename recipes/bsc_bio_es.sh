@@ -97,7 +97,7 @@ paper)
 one_gpu)
     # A small in-house corpus on one GPU. With ~3M tokens, data and not compute is the limit: on one H100 a 6 x 512
     # RoBERTa (this shape, 128 tokens, 256 sequences per update, LR 1e-3, dropout 0.1) had its lowest validation
-    # perplexity at update 1,500, about 16 passes over the corpus, then memorised it (training perplexity 1.00,
+    # perplexity at update 1,500, about 15 passes over the corpus, then memorised it (training perplexity 1.00,
     # validation 20x worse; benchmarks/results/pretraining_vs_random_init.md), and its early checkpoint beat its
     # random-init twin on PharmaCoNER by 16 F1 points. So: ~30 passes with the LR decaying to zero, validation every
     # 250 updates, the checkpoint of lowest validation perplexity. Pretraining takes minutes, not the hour; the NER
