@@ -14,7 +14,8 @@ all alike.
 
 Measured: fairseq's own tokens/s (real tokens; padding is not counted) and updates/s, averaged over the logged
 intervals after the first; step time = 1 / updates/s; model FLOP utilisation (MFU) = model FLOPs per token x
-tokens/s / peak FLOP/s. Model FLOPs count, per token, training = 3 x forward: 6 x the weights of the encoder
+tokens/s / peak FLOP/s; host-device synchronisations in one in-process training step (biofairseq.host_syncs), by
+the code that asks. Model FLOPs count, per token, training = 3 x forward: 6 x the weights of the encoder
 layers' matmuls (q, k, v, out, FFN; biases, layer norms and embedding lookups not counted); attention 12 x layers
 x width x T, T the token-weighted mean length of the document block the token is in (the useful attention: none
 across documents or to padding); the output layer over the 15% masked tokens, 6 x (width^2 + vocabulary x
@@ -186,8 +187,51 @@ def main():
                     runs = {n: f for n, f in runs.items() if any(w in n for w in args.only.split(","))}
                 results = interleaved(runs, data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO, curve=True)
                 flops = flops_per_token(model, args.size, block_length, vocab)
-                sections.append(section(model, tokens, batch, results, flops, peak, block_length, padded, blocks))
+                syncs = {name: host_syncs_per_step(flags, data_bin, batch) for name, flags in runs.items()}
+                sections.append(section(model, tokens, batch, results, flops, peak, block_length, padded, blocks)
+                                + sync_lines(syncs))
     publish(report(args, vocab, peak, sections), args.output)
+
+
+def host_syncs_per_step(flags, data_bin, batch):
+    """Where one training step of fairseq's Trainer (the second; the first builds optimizer state) makes the host
+    wait for the device, found by biofairseq.host_syncs: a list of (op, code) pairs."""
+    import torch
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq.trainer import Trainer
+
+    from biofairseq.host_syncs import HostSyncs
+
+    cfg = convert_namespace_to_omegaconf(
+        options.parse_args_and_arch(options.get_training_parser(), [str(data_bin), *map(str, flags), "--max-update", "10",
+                                                                "--total-num-update", "10"]))
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset("train")
+    trainer = Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
+    dataset = task.dataset("train")
+    samples = [dataset.collater([dataset[i] for i in range(start, start + batch)]) for start in (0, batch)]
+    trainer.train_step([samples[0]])
+    with HostSyncs().watch(trainer.model, trainer.criterion, samples[1], trainer.optimizer.optimizer) as syncs:
+        trainer.train_step([samples[1]])
+    del trainer
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+    return syncs.found
+
+
+def sync_lines(syncs):
+    """A table: each system's synchronisations per step, by the code that asked (its innermost frame)."""
+    lines = ["Host-device synchronisations in one training step (`biofairseq.host_syncs`; each makes the host wait "
+             "for all queued GPU work):", "", "| system | count | where (count) |", "|---|---|---|"]
+    for name, found in syncs.items():
+        sites = {}
+        for _, where in found:
+            frames = where.replace(str(REPO) + "/", "").split(" <- ")
+            site = next((f for f in frames if not f.startswith("fairseq/utils.py")), frames[0])  # item(): its caller
+            sites[site] = sites.get(site, 0) + 1
+        lines.append(f"| {name} | {len(found)} | " + ", ".join(f"{s} ({n})" for s, n in sites.items()) + " |")
+    return [*lines, ""]
 
 
 def spec_peak(device):

@@ -12,6 +12,8 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
+from biofairseq.data.host_counts import at_positions, real_positions, target_positions
+
 logger = logging.getLogger(__name__)
 
 # Below this accuracy on replaced tokens (%), the discriminator is taken to be at the trivial solution.
@@ -36,7 +38,7 @@ def _auc(scores, labels):
     positives = labels.sum()
     negatives = labels.numel() - positives
     ranks = scores.argsort().argsort().float() + 1
-    auc = (ranks[labels].sum() - positives * (positives + 1) / 2) / (positives * negatives).clamp_min(1)
+    auc = (torch.where(labels, ranks, 0).sum() - positives * (positives + 1) / 2) / (positives * negatives).clamp_min(1)
     defined = (positives > 0) & (negatives > 0)
     return torch.where(defined, auc, torch.zeros_like(auc)), defined.float()
 
@@ -46,6 +48,15 @@ def _mean_cosine(hidden):
     n = hidden.shape[0]
     total = F.normalize(hidden.float(), dim=-1).sum(0)
     return (total @ total - n) / max(n * (n - 1), 1)
+
+
+def _host_totals(logging_outputs):
+    """Each logged value summed over the batches, on the host; the device's sums come over in one copy."""
+    totals = {key: sum(log.get(key, 0) for log in logging_outputs) for key in set().union(*logging_outputs)}
+    on_device = [key for key, value in totals.items() if torch.is_tensor(value)]
+    if on_device:
+        totals.update(zip(on_device, torch.stack([totals[key].detach().double() for key in on_device]).tolist()))
+    return totals
 
 
 @register_criterion("electra", dataclass=ElectraLossConfig)
@@ -70,15 +81,14 @@ class ElectraLoss(FairseqCriterion):
         self.generator_weight, self.weight = cfg.generator_weight, cfg.discriminator_weight
 
     def forward(self, model, sample, reduce=True):
-        targets = sample["target"]
-        out = model(**sample["net_input"], targets=targets)
-        selected = targets.ne(self.padding_idx)
-        gold = targets[selected]
+        # positions counted on the host (biofairseq.data.host_counts): nothing here synchronises host and device
+        targets, selected, real = sample["target"], target_positions(sample, self.padding_idx), real_positions(sample, self.padding_idx)
+        out = model(**sample["net_input"], targets=targets, target_positions=selected)
+        gold = targets.view(-1)[selected]
         generator_logits = out["generator_logits"].float()
         generator_loss = F.cross_entropy(generator_logits, gold)
-        real = sample["net_input"]["src_tokens"].ne(self.padding_idx)
-        logits = out["discriminator_logits"].float()[real]
-        replaced = out["replaced"][real]
+        logits = out["discriminator_logits"].float().view(-1)[real]
+        replaced = out["replaced"].view(-1)[real]
         discriminator_loss = F.binary_cross_entropy_with_logits(logits, replaced.float())
         loss = self.generator_weight * generator_loss + self.weight * discriminator_loss
 
@@ -87,18 +97,19 @@ class ElectraLoss(FairseqCriterion):
             auc, auc_defined = _auc(logits, replaced)
             log = {
                 "loss": loss.detach(), "gen_loss": generator_loss.detach(), "disc_loss": discriminator_loss.detach(),
-                "gen_correct": generator_logits.argmax(-1).eq(gold).sum(), "n_selected": selected.sum(),
-                "n_real": real.sum(), "n_replaced": replaced.sum(), "disc_true_replaced": (predicted & replaced).sum(),
+                "gen_correct": generator_logits.argmax(-1).eq(gold).sum(), "n_selected": selected.numel(),
+                "n_real": real.numel(), "n_replaced": replaced.sum(), "disc_true_replaced": (predicted & replaced).sum(),
                 "disc_true_original": (~predicted & ~replaced).sum(), "disc_said_replaced": predicted.sum(),
                 "auc": auc, "auc_batches": auc_defined,
-                "cosine": _mean_cosine(out["discriminator_hidden"][real]), "batches": torch.ones((), device=loss.device),
+                "cosine": _mean_cosine(at_positions(out["discriminator_hidden"], real)), "batches": torch.ones((), device=loss.device),
                 "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": 1,
             }
         return loss, 1, log
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        total = lambda key: utils.item(sum(log.get(key, 0) for log in logging_outputs))
+        totals = _host_totals(logging_outputs)
+        total = lambda key: totals.get(key, 0)
         batches = total("batches") or 1
         for key in ("loss", "gen_loss", "disc_loss"):
             metrics.log_scalar(key, total(key) / batches / math.log(2), batches, round=3)

@@ -1,12 +1,13 @@
 """Masked LM loss that also logs masked-token accuracy over real tokens."""
 
 import torch
-from fairseq import utils
+from fairseq import modules, utils
 from fairseq.criterions import register_criterion
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
 from fairseq.logging import metrics
 
 from biofairseq.data import special_symbols
+from biofairseq.data.host_counts import target_positions
 
 
 @register_criterion("masked_lm_accuracy", dataclass=MaskedLmConfig)
@@ -14,8 +15,7 @@ class MaskedLmAccuracy(MaskedLmLoss):
     """fairseq's masked_lm loss (loss and perplexity) plus ``accuracy``, in % of the masked real tokens.
 
     Targets that are special symbols (``<s>``, ``</s>``, which only ``--mask-special-tokens`` selects) are
-    left out of the accuracy, as BERT and ELECTRA count it; the loss is fairseq's, unchanged. The logits
-    are captured with a forward hook.
+    left out of the accuracy, as BERT and ELECTRA count it; the loss is fairseq's.
     """
 
     def __init__(self, cfg, task):
@@ -27,26 +27,40 @@ class MaskedLmAccuracy(MaskedLmLoss):
         return loss, sample_size, logging_output
 
     def forward_with_logits(self, model, sample, reduce=True):
-        """fairseq's loss, sample size and log with the accuracy added, and the logits the loss was computed on
-        (of the masked tokens; of every token when none is masked, as fairseq does)."""
+        """fairseq's masked_lm loss, sample size and log with the accuracy added, and the logits the loss was computed
+        on, those of the predicted tokens. A model that takes their positions (a bio_roberta_*) gets them, counted on
+        the host (biofairseq.data.host_counts): then nothing here synchronises host and device; fairseq's loss selects
+        them by a boolean mask, which does."""
+        if not getattr(model, "takes_target_positions", False):
+            return self._forward_with_mask(model, sample, reduce)
+        positions = target_positions(sample, self.padding_idx)
+        logits = model(**sample["net_input"], masked_tokens=positions)[0]
+        targets = sample["target"].view(-1)[positions]
+        loss = modules.cross_entropy(logits.view(-1, logits.size(-1)), targets, reduction="sum",
+                                     ignore_index=self.padding_idx)
+        sample_size = positions.numel()  # a host int: fairseq's trainer divides by it without asking the device
+        log = {"loss": loss.data, "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": sample_size}
+        return loss, sample_size, self._log_accuracy(log, logits, targets), logits
+
+    def _forward_with_mask(self, model, sample, reduce):
+        """fairseq's own loss (stock models), the logits captured with a forward hook."""
         captured = []
         handle = model.register_forward_hook(lambda module, args, output: captured.append(output[0]))
         try:
-            loss, sample_size, logging_output = super().forward(model, sample, reduce)
+            loss, sample_size, log = super().forward(model, sample, reduce)
         finally:
             handle.remove()
-        logits = captured[-1]
-        with torch.no_grad():  # without host-device synchronisation: shapes are known on the host
-            targets = sample["target"].view(-1)
-            predictions = logits.argmax(-1).view(-1)
-            if predictions.numel() == targets.numel():  # fairseq projected every position (none was masked)
-                gold = targets
-            else:  # the masked positions, in order, as many as fairseq projected
-                gold = targets[torch.nonzero_static(targets.ne(self.padding_idx), size=predictions.numel()).squeeze(1)]
-            real = ~self.special.to(gold.device)[gold]
-            logging_output["n_correct"] = (predictions.eq(gold) & real).sum().data
-            logging_output["n_real"] = real.sum().data
-        return loss, sample_size, logging_output, logits
+        logits, targets = captured[-1], sample["target"].view(-1)
+        if logits.shape[0] != targets.numel():  # fairseq projected the masked positions only, in order
+            targets = targets[targets.ne(self.padding_idx)]
+        return loss, sample_size, self._log_accuracy(log, logits, targets), logits
+
+    def _log_accuracy(self, log, logits, targets):
+        with torch.no_grad():
+            real = ~self.special.to(targets.device)[targets]
+            log["n_correct"] = (logits.argmax(-1).view(-1).eq(targets) & real).sum().data
+            log["n_real"] = real.sum().data
+        return log
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:

@@ -15,6 +15,7 @@ from omegaconf import DictConfig
 from torch import nn
 
 from biofairseq.criterions.masked_lm_accuracy import MaskedLmAccuracy, log_accuracy
+from biofairseq.data.host_counts import at_positions, real_positions, target_positions
 from biofairseq.models.attention import use_attention
 from biofairseq.models.documents import attend_within_documents
 
@@ -57,10 +58,11 @@ def _student_dim(cfg):
 
 @contextlib.contextmanager
 def last_hidden_states(model):
-    """Catches the LM head's input, the last hidden states (B x T x C, after any final LayerNorm), with a pre-hook,
-    so that the model is still called through its one ``forward`` (and any DDP wrapper)."""
+    """Catches the last hidden states (B x T x C, after any final LayerNorm: what the LM head reads) with a hook on
+    fairseq's encoder, so that the model is still called through its one ``forward`` (and any DDP wrapper)."""
     captured = []
-    handle = model.encoder.lm_head.register_forward_pre_hook(lambda module, args: captured.append(args[0]))
+    handle = model.encoder.sentence_encoder.register_forward_hook(
+        lambda module, args, output: captured.append(output["encoder_out"][0].transpose(0, 1)))
     try:
         yield captured
     finally:
@@ -159,10 +161,14 @@ class MlmDistillation(MaskedLmAccuracy):
         teacher = self._teacher_like(model)
         tokens = sample["net_input"]["src_tokens"]
         targets = sample["target"]
-        masked = targets.ne(self.padding_idx)
+        if getattr(teacher, "takes_target_positions", False):  # as the student's were (see MaskedLmAccuracy)
+            predicted = target_positions(sample, self.padding_idx)
+            gold = targets.view(-1)[predicted]
+        else:
+            predicted = _projected_positions(targets.ne(self.padding_idx))
+            gold = targets.view(-1) if predicted is None else targets[predicted]
         with torch.no_grad(), last_hidden_states(teacher) as teacher_hidden:
-            teacher_logits = teacher(tokens, masked_tokens=_projected_positions(masked),
-                                     segments=sample["net_input"].get("segments"))[0]
+            teacher_logits = teacher(tokens, masked_tokens=predicted, segments=sample["net_input"].get("segments"))[0]
         vocabulary = logits.shape[-1]
         logits, teacher_logits = logits.view(-1, vocabulary), teacher_logits.view(-1, vocabulary)
         t = self.temperature
@@ -171,17 +177,16 @@ class MlmDistillation(MaskedLmAccuracy):
         kl_loss = F.kl_div(student_log_probs, teacher_log_probs, log_target=True, reduction="sum") * t * t
         loss = self.alpha_mlm * mlm_loss + self.alpha_kl * kl_loss
         if self.alpha_cos:
-            real = tokens.ne(self.padding_idx)
-            student = student_hidden[-1][real].float()
+            real = real_positions(sample, self.padding_idx)
+            student = at_positions(student_hidden[-1], real).float()
             if self.projection is not None:
                 student = F.linear(student, self.projection.weight.float(), self.projection.bias.float())
-            cosine = 1 - F.cosine_similarity(student, teacher_hidden[-1][real].float(), dim=-1)
+            cosine = 1 - F.cosine_similarity(student, at_positions(teacher_hidden[-1], real).float(), dim=-1)
             cos_loss = cosine.mean() * sample_size  # a mean over tokens, once fairseq divides by sample_size
             loss = loss + self.alpha_cos * cos_loss
         else:
             cos_loss = torch.zeros((), device=loss.device)
         with torch.no_grad():
-            gold = targets.view(-1) if logits.shape[0] == targets.numel() else targets[masked]
             teacher_mlm_loss = F.cross_entropy(teacher_logits.float(), gold, reduction="sum", ignore_index=self.padding_idx)
         log.update(loss=loss.detach(), mlm_loss=mlm_loss.detach(), kl_loss=kl_loss.detach(), cos_loss=cos_loss.detach(),
                    teacher_mlm_loss=teacher_mlm_loss)
@@ -189,7 +194,7 @@ class MlmDistillation(MaskedLmAccuracy):
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        total = lambda key: utils.item(sum(log.get(key, 0) for log in logging_outputs))
+        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # tensors stay on the device
         sample_size = total("sample_size")
         for key in ("loss", "mlm_loss", "kl_loss", "teacher_mlm_loss"):
             metrics.log_scalar(key, total(key) / sample_size / math.log(2), sample_size, round=3)

@@ -5,10 +5,12 @@ fairseq's transformer encoder implements but RoBERTa's command line does not exp
 ``--amp-bf16``. The weights, checkpoints and conversions are RoBERTa's.
 """
 
+import torch
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaModel, base_architecture
 from fairseq.utils import safe_getattr
 
+from biofairseq.data.host_counts import at_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16
 
@@ -16,6 +18,8 @@ from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16
 @register_model("bio_roberta")
 class BioRobertaModel(AmpBf16, RobertaModel):
     """RoBERTa, with --checkpoint-activations, --offload-activations, --attention and --amp-bf16 on the command line."""
+
+    takes_target_positions = True  # masked_tokens may be flat positions (see forward)
 
     @staticmethod
     def add_args(parser):
@@ -30,9 +34,16 @@ class BioRobertaModel(AmpBf16, RobertaModel):
                             "MultiheadAttention (default: %(default)s); same weights and checkpoints either way")
         parser.add_argument("--amp-bf16", action="store_true", help=AMP_BF16_HELP)
 
-    def forward(self, *args, **kwargs):
+    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
+                masked_tokens=None, **kwargs):
+        """fairseq's, where ``masked_tokens`` may also be the positions to predict in the flattened B x T batch
+        (``biofairseq.data.host_counts``): a boolean mask selects them by a host-device synchronisation."""
         with self.autocast():
-            return super().forward(*args, **kwargs)
+            if masked_tokens is None or masked_tokens.dtype == torch.bool or features_only or classification_head_name:
+                return super().forward(src_tokens, features_only, return_all_hiddens, classification_head_name,
+                                       masked_tokens=masked_tokens, **kwargs)
+            x, extra = super().forward(src_tokens, features_only=True, return_all_hiddens=return_all_hiddens, **kwargs)
+            return self.encoder.output_layer(at_positions(x, masked_tokens)), extra
 
     @classmethod
     def build_model(cls, args, task):

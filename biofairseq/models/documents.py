@@ -14,7 +14,7 @@ computes every pair and discards the cross-document ones (on CPU the jagged path
 
 import torch
 import torch.nn.functional as F
-from fairseq.models.transformer import TransformerEncoderBase
+from fairseq.models.transformer import TransformerEncoder, TransformerEncoderBase
 from fairseq.modules import LearnedPositionalEmbedding
 
 from biofairseq.models.attention import SdpaSelfAttention
@@ -75,12 +75,33 @@ class DocumentPositions(LearnedPositionalEmbedding):
                            self.scale_grad_by_freq, self.sparse)
 
 
+class PackedRowsEncoder(TransformerEncoder):
+    """fairseq's encoder for packed rows. Their attentions leave out padding keys by the documents they are given,
+    so the layers need no padding mask, and fairseq's test for padding, a host-device synchronisation at every
+    layer (``if has_pads``), goes. What it computes and returns is fairseq's."""
+
+    def forward_scriptable(self, src_tokens, src_lengths=None, return_all_hiddens=False, token_embeddings=None):
+        padding = src_tokens.eq(self.padding_idx)
+        x, embedding = self.forward_embedding(src_tokens, token_embeddings)
+        x = (x * (1 - padding.unsqueeze(-1).type_as(x))).transpose(0, 1)  # B x T x C -> T x B x C
+        states = [x] if return_all_hiddens else []
+        for layer in self.layers:
+            x = layer(x, encoder_padding_mask=None)
+            if return_all_hiddens:
+                states.append(x)
+        if self.layer_norm is not None:
+            x = self.layer_norm(x)
+        lengths = src_tokens.ne(self.padding_idx).sum(dim=1, dtype=torch.int32).reshape(-1, 1)
+        return {"encoder_out": [x], "encoder_padding_mask": [padding], "encoder_embedding": [embedding],
+                "encoder_states": states, "fc_results": [], "src_tokens": [], "src_lengths": [lengths]}
+
+
 def attend_within_documents(model, bos):
     """Switches ``model`` (a fairseq RoBERTa or our ELECTRA, with --attention sdpa) to document-local positions and
     attention.
 
-    ELECTRA places the documents itself, for each tower. In a RoBERTa, the encoder's pre-hook shares them before
-    every forward, from its tokens and from the segments that the model's forward received with those same tokens
+    ELECTRA places the documents itself, for each tower. In a RoBERTa, the encoder becomes a ``PackedRowsEncoder``
+    and its pre-hook shares them before every forward, from its tokens and from the segments that the model's forward received with those same tokens
     (a batch's ``net_input``).
     """
     if hasattr(model, "attend_within_documents"):
@@ -92,7 +113,10 @@ def attend_within_documents(model, bos):
     positions = encoders[0].embed_positions
     if type(positions) not in (LearnedPositionalEmbedding, DocumentPositions):
         raise ValueError("--pack-documents needs learned positions; drop --no-token-positional-embeddings")
+    if type(encoders[0]) not in (TransformerEncoder, PackedRowsEncoder):
+        raise ValueError(f"--pack-documents: {type(encoders[0]).__name__} is not fairseq's TransformerEncoder; use a bio_roberta_* preset")
     documents = Documents(model, bos, positions.padding_idx)
+    encoders[0].__class__ = PackedRowsEncoder
     positions.__class__ = DocumentPositions
     positions.bos = bos
     given = {}  # the tokens and segments of the model's last forward

@@ -24,6 +24,7 @@ from fairseq.utils import safe_getattr
 from torch import nn
 
 from biofairseq.data import special_symbols
+from biofairseq.data.host_counts import at_positions, flat_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16
 
@@ -259,20 +260,24 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
 
     # ---- one training step's forward
 
-    def forward(self, src_tokens, targets, segments=None, **kwargs):
-        """src_tokens: the masked input; targets: the originals at the selected positions, padding elsewhere.
+    def forward(self, src_tokens, targets, segments=None, target_positions=None, **kwargs):
+        """src_tokens: the masked input; targets: the originals at the selected positions, padding elsewhere;
+        target_positions: those positions in the flattened B x T batch (``biofairseq.data.host_counts``; without
+        them they are found from the targets, by a host-device synchronisation).
 
         Returns the generator's logits at the selected positions (in row-major order), its samples there, the
         discriminator's logit per token, which tokens were replaced (sample != original) and the
         discriminator's last hidden states.
         """
+        if target_positions is None:
+            target_positions = flat_positions(targets.ne(self.padding_idx))
         with self.autocast():  # --amp-bf16; the sampling is in fp32 either way
-            selected = targets.ne(self.padding_idx)
-            generator_logits = self.generator_head(self.generator_features(src_tokens, segments)[selected])
+            features = self.generator_features(src_tokens, segments)
+            generator_logits = self.generator_head(at_positions(features, target_positions))
             with torch.no_grad():
                 samples = gumbel_max(generator_logits.detach(), self.special)
-                corrupted = src_tokens.masked_scatter(selected, samples)
-                replaced = corrupted.ne(torch.where(selected, targets, src_tokens))
+                corrupted = src_tokens.flatten().index_copy(0, target_positions, samples).view_as(src_tokens)
+                replaced = corrupted.ne(torch.where(targets.ne(self.padding_idx), targets, src_tokens))
             hidden = self.discriminator_features(corrupted, segments)  # <s> and padding where they were
             return {
                 "generator_logits": generator_logits,

@@ -26,10 +26,10 @@ from biofairseq.data import (
     DocumentSegmentsDataset,
     PackedBlocksDataset,
     RealTokenMaskDataset,
+    TargetCountDataset,
     special_symbols,
     word_starts,
 )
-
 from biofairseq.models.documents import attend_within_documents
 
 logger = logging.getLogger(__name__)
@@ -171,11 +171,12 @@ class DocumentMLMTask(MaskedLMTask):
 
     def _regular_dataset(self, src_dataset, target_dataset):
         dataset = super()._regular_dataset(src_dataset, target_dataset)
-        if not self.cfg.pack_documents:
-            return dataset
-        # where each batch's documents are, for the variable-length attention (biofairseq.models.documents)
-        segments = DocumentSegmentsDataset(src_dataset, self.source_dictionary.bos())
-        return NestedDictionaryDataset({**dataset.defn, "net_input.segments": segments}, sizes=dataset.sizes)
+        # the count of predicted tokens, as fairseq counts ntokens: on the host (biofairseq.data.host_counts)
+        extra = {"ntargets": TargetCountDataset(target_dataset, self.source_dictionary.pad())}
+        if self.cfg.pack_documents:
+            # where each batch's documents are, for the variable-length attention (biofairseq.models.documents)
+            extra["net_input.segments"] = DocumentSegmentsDataset(src_dataset, self.source_dictionary.bos())
+        return NestedDictionaryDataset({**dataset.defn, **extra}, sizes=dataset.sizes)
 
     def masking_options(self):
         """Options of our masking dataset beyond fairseq's; None: stock fairseq masking (--mask-special-tokens)."""

@@ -1,0 +1,50 @@
+"""Counts that the collater makes on the host, so that a training step never asks the GPU for a size.
+
+A boolean index (``x[mask]``), ``nonzero()`` or ``if tensor:`` makes the host wait until the GPU has finished all
+the work queued before it (a host-device synchronisation), and then the GPU idles while the host queues more. The
+batches of ``document_mlm`` and ``electra`` carry ``ntargets``, the number of tokens the loss predicts, as a Python
+int beside fairseq's ``ntokens`` (the real, non-pad tokens); with either count the positions are found by
+``torch.nonzero_static``, which needs none.
+"""
+
+import torch
+from fairseq.data import BaseWrapperDataset
+
+
+class TargetCountDataset(BaseWrapperDataset):
+    """How many tokens of each target (padding where nothing is predicted) are predicted; a batch's sum."""
+
+    def __init__(self, targets, pad):
+        super().__init__(targets)
+        self.pad = pad
+
+    def __getitem__(self, index):
+        return int(self.dataset[index].ne(self.pad).sum())
+
+    def collater(self, samples):
+        return sum(samples)
+
+
+def flat_positions(mask, count=None):
+    """Where ``mask`` is True, as indices into its flattened (row-major) form; ``count``: how many, a host int.
+    Without it (a batch collated elsewhere) they are found by ``nonzero``, which synchronises."""
+    flat = mask.reshape(-1)
+    if count is None:
+        return flat.nonzero().squeeze(1)
+    return torch.nonzero_static(flat, size=count).squeeze(1)
+
+
+def at_positions(x, positions):
+    """The rows of a B x T x ... tensor at flat B x T ``positions`` (no copy of ``x``, which may be a transposed view)."""
+    length = x.shape[1]
+    return x[positions // length, positions % length]
+
+
+def target_positions(sample, pad):
+    """The predicted tokens of a batch, as positions in its flattened B x T targets."""
+    return flat_positions(sample["target"].ne(pad), sample.get("ntargets"))
+
+
+def real_positions(sample, pad):
+    """The real (non-pad) tokens of a batch, as positions in its flattened B x T ``src_tokens``."""
+    return flat_positions(sample["net_input"]["src_tokens"].ne(pad), sample.get("ntokens"))
