@@ -36,8 +36,7 @@ tiny)
     recipe_tiny_defaults
     ;;
 paper)
-    [[ -n ${SOURCES:-} ]] || die "PRESET=paper needs SOURCES=\"NAME=PATH ...\" (the raw pretraining corpora: Spanish Wikipedia and OPUS for BETO); see the top of $0"
-    [[ -v NER_DATA ]] || die "PRESET=paper needs NER_DATA=\"NAME=DIR ...\" (e.g. conll2002=path/to/conll2002_es with train, dev and test), or NER_DATA= to pretrain and convert only; see the top of $0"
+    require_inputs "the raw pretraining corpora: Spanish Wikipedia and OPUS for BETO" "conll2002=path/to/conll2002_es with train, dev and test"
     VALID_DOCS=${VALID_DOCS:-2000}
     VOCAB_SIZE=${VOCAB_SIZE:-32000}
     ARCH=${ARCH:-beto_base}

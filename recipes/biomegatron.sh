@@ -46,8 +46,7 @@ tiny)
     recipe_tiny_defaults
     ;;
 paper)
-    [[ -n ${SOURCES:-} ]] || die "PRESET=paper needs SOURCES=\"NAME=PATH ...\" (the raw pretraining corpora: PubMed abstracts and PMC for BioMegatron); see the top of $0"
-    [[ -v NER_DATA ]] || die "PRESET=paper needs NER_DATA=\"NAME=DIR ...\" (e.g. ncbi=path/to/ncbi_disease with train, devel and test), or NER_DATA= to pretrain and convert only; see the top of $0"
+    require_inputs "the raw pretraining corpora: PubMed abstracts and PMC for BioMegatron" "ncbi=path/to/ncbi_disease with train, devel and test"
     CORPUS_LANG=${CORPUS_LANG:-en}
     VALID_DOCS=${VALID_DOCS:-2000}
     VOCAB_SIZES=${VOCAB_SIZES:-30000,50000}

@@ -72,8 +72,7 @@ tiny)
     recipe_tiny_defaults
     ;;
 paper)
-    [[ -n ${SOURCES:-} ]] || die "PRESET=paper needs SOURCES=\"NAME=PATH ...\" (the raw pretraining corpora); see the top of $0"
-    [[ -v NER_DATA ]] || die "PRESET=paper needs NER_DATA=\"NAME=DIR ...\" (e.g. pharmaconer=path/to/pharmaconer with train/ valid/ test/), or NER_DATA= to pretrain and convert only; see the top of $0"
+    require_inputs "the raw pretraining corpora" "pharmaconer=path/to/pharmaconer with train/ valid/ test/"
     VALID_DOCS=${VALID_DOCS:-2000}
     VOCAB_SIZE=${VOCAB_SIZE:-50262}
     ARCH=${ARCH:-bio_roberta_base}
@@ -102,8 +101,7 @@ one_gpu)
     # random-init twin on PharmaCoNER by 16 F1 points. So: ~30 passes with the LR decaying to zero, validation every
     # 250 updates, the checkpoint of lowest validation perplexity. Pretraining takes minutes, not the hour; the NER
     # sweep and its random-init twin take most of it.
-    [[ -n ${SOURCES:-} ]] || die "PRESET=one_gpu needs SOURCES=\"NAME=PATH ...\" (the in-house pretraining text, e.g. cases=clinical_cases.jsonl); see the top of $0"
-    [[ -v NER_DATA ]] || die "PRESET=one_gpu needs NER_DATA=\"NAME=DIR ...\" (e.g. pharmaconer=path/to/pharmaconer with train/ valid/ test/), or NER_DATA= to pretrain and convert only; see the top of $0"
+    require_inputs "the in-house pretraining text, e.g. cases=clinical_cases.jsonl" "pharmaconer=path/to/pharmaconer with train/ valid/ test/"
     VALID_DOCS=${VALID_DOCS:-200}
     VOCAB_SIZE=${VOCAB_SIZE:-8000}
     ARCH=${ARCH:-bio_roberta_l6_h512}

@@ -39,6 +39,11 @@ check_list() {
     for v in "$@"; do [[ ${!v} =~ ^$NUMBER(,$NUMBER)*$ ]] || die "$v=${!v}: give comma-separated numbers, as 5e-5,1e-4"; done
 }
 
+require_inputs() {  # require_inputs "what SOURCES holds" "an NER_DATA example": what a full-size preset cannot guess
+    [[ -n ${SOURCES:-} ]] || die "PRESET=$PRESET needs SOURCES=\"NAME=PATH ...\" ($1); see the top of $0"
+    [[ -v NER_DATA ]] || die "PRESET=$PRESET needs NER_DATA=\"NAME=DIR ...\" (e.g. $2), or NER_DATA= to pretrain and convert only; see the top of $0"
+}
+
 recipe_tiny_defaults() {
     # PRESET=tiny of every recipe: the bundled sample and the schedule and NER sweep that fit it on 2 CPU cores,
     # the same for each so that their reports compare. A recipe sets what differs (ARCH, PEAK_LR, ...) first.
