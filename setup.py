@@ -33,6 +33,7 @@ setup(
     entry_points={"console_scripts": [
         "biofairseq-convert=biofairseq.convert.cli:main",
         "biofairseq-ner=biofairseq.finetune.cli:main",
+        "biofairseq-train=biofairseq.train:cli_main",
     ]},
     license="Apache-2.0",
 )

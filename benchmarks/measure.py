@@ -22,8 +22,9 @@ def run(cmd):
     return seconds, usage.ru_maxrss / 1024, out
 
 
-# fairseq's trainer, run by this Python (on PATH or not), keeping the GPU's peak memory over the whole run:
-# fairseq resets the peak after every update (to log gb_free), so each reset first folds it into PEAK.
+# fairseq's trainer (fairseq-train, or biofairseq-train where a system's flags start with that name), run by this
+# Python (on PATH or not), keeping the GPU's peak memory over the whole run: fairseq resets the peak after every
+# update (to log gb_free), so each reset first folds it into PEAK.
 TRAIN = """
 import atexit, json, sys, torch
 PEAK = {"allocated": 0, "reserved": 0}
@@ -40,15 +41,16 @@ def report():
         PEAK["device"] = torch.cuda.get_device_name(0)
         print("| cuda_peak |", json.dumps(PEAK), flush=True)
 atexit.register(report)
-from fairseq_cli.train import cli_main
-sys.argv[0] = "fairseq-train"
+from TRAIN_MODULE import cli_main
+sys.argv[0] = "TRAIN_COMMAND"
 cli_main()
 """
+TRAINERS = {"fairseq-train": "fairseq_cli.train", "biofairseq-train": "biofairseq.train"}
 MIB = 2 ** 20
 
 
 def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=False, curve=False):
-    """fairseq-train with these flags for a number of updates: its own updates/s and tokens/s, averaged over
+    """fairseq-train with these flags (biofairseq-train if they start with that name) for a number of updates: its own updates/s and tokens/s, averaged over
     the logged intervals after the first (start-up), the process's peak RSS (MiB), and on a GPU the peak memory
     allocated and reserved by torch (MiB); with curve, the (update, loss) of every logged interval. fairseq skips
     a batch that runs out of GPU memory and goes on, so its OOM warnings are counted ("ooms"); any is an error
@@ -56,14 +58,17 @@ def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=
     import json
     import statistics
 
-    cmd = [sys.executable, "-c", TRAIN, str(data_bin), *map(str, flags), "--max-update", str(updates),
+    command = flags[0] if flags and flags[0] in TRAINERS else "fairseq-train"
+    flags = flags[1:] if flags and flags[0] == command else flags
+    script = TRAIN.replace("TRAIN_MODULE", TRAINERS[command]).replace("TRAIN_COMMAND", command)
+    cmd = [sys.executable, "-c", script, str(data_bin), *map(str, flags), "--max-update", str(updates),
            "--total-num-update", str(updates), "--save-dir", str(save_dir)]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=cwd)
     output = proc.stdout.read()
     _, status, usage = os.wait4(proc.pid, 0)
     ooms = sum("OOM" in l or "out of memory" in l for l in output.splitlines())
     if status != 0 or (ooms and not allow_oom):
-        raise SystemExit(f"fairseq-train {' '.join(cmd[3:])} failed:\n{output[-3000:]}")
+        raise SystemExit(f"{command} {' '.join(cmd[3:])} failed:\n{output[-3000:]}")
     logged = [json.loads(l[l.index("{"):]) for l in output.splitlines() if "| train_inner |" in l]
     intervals = logged[1:]
     result = {

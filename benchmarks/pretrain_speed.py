@@ -3,8 +3,9 @@
 Systems, for each model and length:
 - **stock**: fairseq's own ``--arch roberta_base`` (its MultiheadAttention) with its ``--optimizer adam``, ``--fp16``
   on a GPU: what fairseq's RoBERTa example runs. fairseq has no ELECTRA, so ELECTRA's stock is ours with fairseq's
-  parts (``--attention fairseq --optimizer adam``, fp16).
-- **ours fp16** (GPU only): ``--attention sdpa --optimizer fused_adamw``, fp16.
+  parts (``--attention fairseq --optimizer adam``, fp16), under fairseq-train.
+- **ours fp16** (GPU only): ``--attention sdpa --optimizer fused_adamw``, fp16, under biofairseq-train (its trainer
+  reads the metrics only when it prints them).
 - **ours bf16**: the same with ``--amp-bf16`` (bf16 autocast, fp32 weights); on a CPU, ours in fp32.
 - **ours, packed**: and ``--pack-documents``, several document blocks per row (so more tokens per batch); on a GPU
   attention runs over each document alone (variable-length flash), on a CPU through a dense document mask.
@@ -52,7 +53,7 @@ MASK_PROB = 0.15
 
 
 def systems(model, size, tokens, batch, gpu, data_flags):
-    """name -> fairseq-train flags, stock first."""
+    """name -> fairseq-train flags, stock first; ours start with biofairseq-train, the trainer they run under."""
     layers, width, ffn, heads = SHAPES[size]
     common = [
         "--user-dir", REPO / "biofairseq", "--tokens-per-sample", tokens, "--batch-size", batch,
@@ -66,12 +67,12 @@ def systems(model, size, tokens, batch, gpu, data_flags):
                  "--encoder-attention-heads", heads]
         mlm = [*common, "--task", "document_mlm", *shape]
         stock = [*mlm, "--arch", "roberta_base", "--criterion", "masked_lm", "--optimizer", "adam"]
-        ours = [*mlm, "--arch", "bio_roberta_base", "--criterion", "masked_lm_accuracy", "--attention", "sdpa",
+        ours = ["biofairseq-train", *mlm, "--arch", "bio_roberta_base", "--criterion", "masked_lm_accuracy", "--attention", "sdpa",
                 "--optimizer", "fused_adamw"]
     else:
         electra = [*common, "--task", "electra", "--criterion", "electra", "--arch", ELECTRA_ARCH[size]]
         stock = [*electra, "--attention", "fairseq", "--optimizer", "adam"]
-        ours = [*electra, "--attention", "sdpa", "--optimizer", "fused_adamw"]
+        ours = ["biofairseq-train", *electra, "--attention", "sdpa", "--optimizer", "fused_adamw"]
     if not gpu:
         return {"stock (fp32)": stock, "ours (fp32)": ours, "ours (fp32, packed)": [*ours, "--pack-documents"]}
     return {"stock (fp16)": [*stock, "--fp16"], "ours (fp16)": [*ours, "--fp16"], "ours (bf16)": [*ours, "--amp-bf16"],
@@ -194,30 +195,26 @@ def main():
 
 
 def host_syncs_per_step(flags, data_bin, batch):
-    """Where one training step of fairseq's Trainer (the second; the first builds optimizer state) makes the host
-    wait for the device, found by biofairseq.host_syncs: a list of (op, code) pairs."""
+    """Where one update (the second; the first builds optimizer state) of the system's trainer (fairseq's, or
+    biofairseq-train's where its flags start with that name) makes the host wait for the device, found by
+    biofairseq.host_syncs: a list of (op, code) pairs."""
     import torch
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
     from fairseq.trainer import Trainer
 
-    from biofairseq.host_syncs import HostSyncs
+    from biofairseq.host_syncs import update_syncs
+    from biofairseq.train import MeteredTrainer
+    from conftest import trainer_in_process
 
-    cfg = convert_namespace_to_omegaconf(
-        options.parse_args_and_arch(options.get_training_parser(), [str(data_bin), *map(str, flags), "--max-update", "10",
-                                                                "--total-num-update", "10"]))
-    task = tasks.setup_task(cfg.task)
-    task.load_dataset("train")
-    trainer = Trainer(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
-    dataset = task.dataset("train")
-    samples = [dataset.collater([dataset[i] for i in range(start, start + batch)]) for start in (0, batch)]
-    trainer.train_step([samples[0]])
-    with HostSyncs().watch(trainer.model, trainer.criterion, samples[1], trainer.optimizer.optimizer) as syncs:
-        trainer.train_step([samples[1]])
+    metered = flags[0] == "biofairseq-train"
+    trainer = trainer_in_process(data_bin, *flags[metered:], "--max-update", "10", "--total-num-update", "10",
+                                 trainer=MeteredTrainer if metered else Trainer, split="train")
+    dataset = trainer.task.dataset("train")
+    first, second = (dataset.collater([dataset[i] for i in range(start, start + batch)]) for start in (0, batch))
+    found = update_syncs(trainer, first, second).found
     del trainer
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
-    return syncs.found
+    return found
 
 
 def sync_lines(syncs):

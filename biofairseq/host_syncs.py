@@ -109,3 +109,12 @@ class HostSyncs:
 
     def report(self):
         return "\n".join(f"{op} at {where}" for op, where in self.found) or "none"
+
+
+def update_syncs(trainer, first, second):
+    """Where one update of a fairseq Trainer makes the host wait, batch to optimizer step to meters: the update on
+    ``second``, after one on ``first`` (which builds the optimizer's state)."""
+    trainer.train_step([first])
+    with HostSyncs().watch(trainer.model, trainer.criterion, second, trainer.optimizer.optimizer) as syncs:
+        trainer.train_step([second])
+    return syncs

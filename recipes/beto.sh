@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # BETO (Cañete et al., "Spanish Pre-Trained BERT Model and Evaluation Data"): raw Spanish text -> cleaned corpus ->
-# a cased SentencePiece vocabulary of 32k -> data-bin -> BERT-base pretrained with whole-word masking (fairseq-train
+# a cased SentencePiece vocabulary of 32k -> data-bin -> BERT-base pretrained with whole-word masking (biofairseq-train
 # --task document_mlm --mask-whole-words, dynamic: fresh masks every epoch) in two length phases (batch 2,048 at 128
 # tokens, then 256 at 512) -> the final checkpoint -> transformers -> NER -> report.
 #

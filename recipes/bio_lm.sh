@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bio-lm's distillation study (Lewis et al. 2020, "Pretrained Language Models for Biomedical and Clinical Tasks",
 # sections 5.1 and 7, Table 6): raw text -> cleaned corpus -> byte-level BPE -> data-bin -> four models with
-# fairseq-train, all fine-tuned on NER and reported side by side:
+# biofairseq-train, all fine-tuned on NER and reported side by side:
 #   base         RoBERTa-base pretrained with masked LM (--task document_mlm)
 #   large        RoBERTa-large pretrained the same way: the teacher
 #   distilled    base distilled from large (--criterion mlm_distillation: 5.0 x MLM + 2.0 x KL at temperature 2 +

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # BioELECTRA (Kanakarajan et al. 2021, "BioELECTRA: Pretrained Biomedical text Encoder using Discriminators"):
-# raw text -> cleaned corpus -> vocabulary -> data-bin -> ELECTRA replaced-token detection with fairseq-train
+# raw text -> cleaned corpus -> vocabulary -> data-bin -> ELECTRA replaced-token detection with biofairseq-train
 # --task electra (90% of updates at 128 tokens, 10% at 512) -> the final checkpoint -> its discriminator in
 # transformers (and its generator) -> NER with layer-wise learning-rate decay -> report.
 #
@@ -87,7 +87,7 @@ recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA CORPUS_LANG VALID_DOCS VO
 
 recipe_corpus "$CORPUS_LANG" "$VOCAB_TYPE"
 
-# ---- 4. pretrain with fairseq-train --task electra --criterion electra (Table 5)
+# ---- 4. pretrain with biofairseq-train --task electra --criterion electra (Table 5)
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight 50
     --sample-break-mode complete_doc --mask-prob "$MASK_PROB")

@@ -2,7 +2,7 @@
 # BioMegatron's vocabulary and labelling study (Shin et al. 2020, "BioMegatron: Larger Biomedical Domain Language
 # Model"): raw text -> cleaned corpus -> SentencePiece vocabularies of 30k and 50k (cased) learned on it, and their
 # entity break-out rates on the NER training sets (Table 3) -> one data-bin and one pre-LN ("rearranged layer
-# norm") encoder pretrained per vocabulary (fairseq-train --task document_mlm) -> each in transformers
+# norm") encoder pretrained per vocabulary (biofairseq-train --task document_mlm) -> each in transformers
 # (XLMRobertaXLForMaskedLM, the pre-LN layout without an embedding LayerNorm) -> NER with whole-word labelling and
 # with sub-token labelling (Figure 1) -> one report, both labellings side by side.
 #

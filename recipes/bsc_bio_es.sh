@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # bsc-bio-es end to end (Carrino et al. 2022, "Pretrained Biomedical Language Models for Clinical NLP in
 # Spanish"): raw Spanish clinical text -> cleaned corpus -> byte-level BPE -> data-bin -> RoBERTa pretrained
-# with fairseq-train --task document_mlm -> the checkpoint with the lowest validation perplexity ->
+# with biofairseq-train --task document_mlm -> the checkpoint with the lowest validation perplexity ->
 # transformers -> NER fine-tuning with the paper's learning-rate x seed sweep -> report.
 #
 #   bash recipes/bsc_bio_es.sh                                    # PRESET=tiny: the bundled sample, CPU, minutes
@@ -33,7 +33,7 @@
 # Hardware:
 #   NUM_GPUS       GPUs per machine (default: all that torch sees; 0: CPU). Pretraining uses all of them,
 #                  each NER run one (the paper's batch of 32 x 2 is per device).
-#   NUM_NODES      machines for pretraining (default 1). Above 1, fairseq-train runs under Slurm's srun and
+#   NUM_NODES      machines for pretraining (default 1). Above 1, biofairseq-train runs under Slurm's srun and
 #                  fairseq's own launcher (--distributed-port) from inside an sbatch allocation.
 #   PRECISION      on GPU: fp16 (the paper's, fairseq's --fp16; one_gpu: bf16) or bf16 (--amp-bf16: bf16 autocast, fp32 weights and
 #                  checkpoints; fairseq 0.12.3's own --bf16 means a TPU); ignored on CPU, which trains in fp32.
@@ -140,7 +140,7 @@ recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA VALID_DOCS VOCAB_SIZE INI
 
 recipe_corpus es bytelevel-bpe
 
-# ---- 4. pretrain with fairseq-train --task document_mlm
+# ---- 4. pretrain with biofairseq-train --task document_mlm
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
     --sample-break-mode complete_doc --mask-prob 0.15)

@@ -72,11 +72,11 @@ def bpe_flags(data_bin):
 @pytest.fixture(scope="session")
 def trained_bytebpe(bytebpe_corpus, once):
     """(save dir, fairseq's log): the session's one trained byte-level BPE model, 102 updates (1.5 epochs), validated
-    and saved every 34."""
+    and saved every 34, by biofairseq-train (the recipes' trainer)."""
 
     def train(save_dir):
         proc = run_fairseq(
-            "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--max-update", "102", "--total-num-update", "102",
+            "biofairseq-train", bytebpe_corpus.data_bin, *TINY, "--max-update", "102", "--total-num-update", "102",
             "--validate-interval-updates", "34", "--save-interval-updates", "34", "--keep-interval-updates", "1",
             "--save-dir", save_dir, *bpe_flags(bytebpe_corpus.data_bin),
         )
@@ -103,6 +103,22 @@ def build_in_process(data_bin, *flags):
     return task, model, task.build_criterion(cfg.criterion)
 
 
+def trainer_in_process(data_bin, *flags, trainer=None, split="valid"):
+    """A fairseq Trainer (biofairseq-train's MeteredTrainer unless another class is given) as fairseq-train builds
+    it from these flags (after --user-dir biofairseq), with this split loaded."""
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from biofairseq.train import MeteredTrainer
+    from biofairseq.user_dir import USER_DIR
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [str(data_bin), "--user-dir", USER_DIR, *map(str, flags)])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    task.load_dataset(split)
+    return (trainer or MeteredTrainer)(cfg, task, task.build_model(cfg.model), task.build_criterion(cfg.criterion))
+
+
 def valid_batch(task, start=0, size=8):
     dataset = task.dataset("valid")
     return dataset.collater([dataset[i] for i in range(start, start + size)])
@@ -114,12 +130,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def train_two_processes(*args, cwd=REPO):
-    """fairseq-train as two CPU ranks (gloo, legacy DDP), one process each: rank 0's output, both having succeeded."""
+def train_two_processes(*args, cwd=REPO, command="fairseq-train"):
+    """fairseq-train (or biofairseq-train) as two CPU ranks (gloo, legacy DDP), one process each: rank 0's output, both
+    having succeeded."""
     port = free_port()
     ranks = [
         subprocess.Popen(
-            [str(BIN / "fairseq-train"), *map(str, args), "--distributed-world-size", "2", "--distributed-rank", str(rank),
+            [str(BIN / command), *map(str, args), "--distributed-world-size", "2", "--distributed-rank", str(rank),
              "--distributed-no-spawn", "--distributed-init-method", f"tcp://127.0.0.1:{port}",
              "--distributed-backend", "gloo", "--ddp-backend", "legacy_ddp"],
             cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,

@@ -126,7 +126,7 @@ def test_criterion_loss_is_the_generator_mean_plus_50_times_the_discriminator_me
 def test_the_discriminator_finds_easy_replacements_well_above_the_replace_rate(bytebpe_corpus, tmp_path):
     """With the generator left untrained (--generator-weight 0) its samples are near-uniform random tokens: the
     discriminator must find them. The real objective at this scale stays near the trivial solution (README)."""
-    proc = run_fairseq("fairseq-train", bytebpe_corpus.data_bin, *ELECTRA, "--generator-weight", "0", "--lr", "5e-4", "--batch-size", "8",
+    proc = run_fairseq("biofairseq-train", bytebpe_corpus.data_bin, *ELECTRA, "--generator-weight", "0", "--lr", "5e-4", "--batch-size", "8",
                        "--tokens-per-sample", "64",
                        "--max-update", "150", "--total-num-update", "150", "--disable-validation", "--no-save",
                        "--log-interval", "25", "--save-dir", tmp_path)
@@ -138,9 +138,9 @@ def test_the_discriminator_finds_easy_replacements_well_above_the_replace_rate(b
 
 def test_resuming_gives_identical_losses(bytebpe_corpus, tmp_path):
     common = [bytebpe_corpus.data_bin, *ELECTRA, "--total-num-update", "6", "--disable-validation"]
-    whole = run_fairseq("fairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "whole")
-    run_fairseq("fairseq-train", *common, "--max-update", "3", "--save-dir", tmp_path / "halves")
-    resumed = run_fairseq("fairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
+    whole = run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "whole")
+    run_fairseq("biofairseq-train", *common, "--max-update", "3", "--save-dir", tmp_path / "halves")
+    resumed = run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
     losses = lambda proc: [(r["num_updates"], r["loss"], r["disc_acc_replaced"])
                            for r in json_logs(proc.stdout + proc.stderr, "train_inner")]
     assert len(losses(whole)) == 6 and losses(resumed) == losses(whole)[3:]
@@ -152,7 +152,7 @@ def test_two_processes_in_memory_efficient_fp16_on_packed_rows(bytebpe_corpus, t
     output = train_two_processes(bytebpe_corpus.data_bin, *ELECTRA, "--max-update", "3", "--total-num-update", "3",
                                  "--disable-validation", "--no-save", "--memory-efficient-fp16", "--batch-size", "4",
                                  "--attention", "sdpa", "--pack-documents", "--tokens-per-sample", "64",
-                                 "--save-dir", tmp_path)  # fp16 on a CPU is slow: 4 rows of 64 an update
+                                 "--save-dir", tmp_path, command="biofairseq-train")  # fp16 on a CPU is slow: 4 rows of 64 an update
     assert "training on 2 devices" in output and "minimum loss scale reached" not in output
     assert re.search(r"packed \d+ blocks into \d+ rows", output)
     records = json_logs(output, "train_inner")

@@ -1,12 +1,13 @@
-"""No host-device synchronisation in a training step's forward, loss and backward on the fast path, found on CPU by
-biofairseq.host_syncs; and the count-based loss computes fairseq's masked_lm loss."""
+"""Host-device synchronisations, found on CPU by biofairseq.host_syncs: none in a training step's forward, loss and
+backward on the fast path, one in a whole update of biofairseq-train's trainer; and the count-based loss computes
+fairseq's masked_lm loss."""
 
 import pytest
 import torch
 from fairseq.criterions.masked_lm import MaskedLmLoss
 
-from biofairseq.host_syncs import HostSyncs
-from conftest import TINY, build_in_process, valid_batch
+from biofairseq.host_syncs import HostSyncs, update_syncs
+from conftest import TINY, build_in_process, trainer_in_process, valid_batch
 from test_distillation import NARROW, teacher_checkpoint
 from test_fast_path import ELECTRA, NO_DROPOUT
 
@@ -34,15 +35,19 @@ def step_syncs(model, criterion, batch):
 
 
 @pytest.mark.parametrize("flags", [MLM, ELECTRA], ids=["roberta", "electra"])
-def test_the_fast_path_computes_loss_and_gradients_without_a_synchronisation(bytebpe_corpus, flags):
-    task, model, criterion = build_in_process(bytebpe_corpus.data_bin, *flags, *FAST)
-    syncs, sample_size = step_syncs(model, criterion, valid_batch(task, size=8))
-    assert not syncs.found, syncs.report()
-    assert isinstance(sample_size, int)  # fairseq's trainer divides by it without asking the device
-    # fairseq's own path: its encoder asks whether there is padding, its loss selects by a boolean mask
-    task, model, criterion = build_in_process(bytebpe_corpus.data_bin, *flags)
-    syncs, _ = step_syncs(model, criterion, valid_batch(task, size=8))
-    assert len(syncs.found) >= 2, syncs.report()
+def test_an_update_of_biofairseq_train_waits_for_the_device_once(bytebpe_corpus, flags):
+    """On the fast path, from the batch to the optimizer step and the meters, the one wait left is fairseq's
+    finiteness test of the gradient norm, before the optimizer step. fairseq's trainer on fairseq's attention adds
+    its encoder's padding tests (ELECTRA's towers too), and its reading of the meters after every update."""
+    from fairseq.trainer import Trainer
+
+    found = {}
+    for name, extra, trainer in (("ours", [*FAST, "--optimizer", "fused_adamw"], None), ("fairseq's", [], Trainer)):
+        trainer = trainer_in_process(bytebpe_corpus.data_bin, *flags, *extra, trainer=trainer)
+        found[name] = update_syncs(trainer, valid_batch(trainer.task, size=4), valid_batch(trainer.task, 4, size=4))
+    assert [(op, where.split(" <- ")[0].rsplit(":", 1)[0]) for op, where in found["ours"].found] == [
+        ("_local_scalar_dense", "fairseq/trainer.py")], found["ours"].report()
+    assert len(found["fairseq's"].found) >= 4, found["fairseq's"].report()
 
 
 def test_distillation_on_packed_rows_computes_without_a_synchronisation(bytebpe_corpus, trained_bytebpe):

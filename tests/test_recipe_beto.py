@@ -32,7 +32,7 @@ def test_sentencepiece_whole_word_masking_in_two_length_phases(beto):
     vocabulary = next(c for c in printed if c[1:2] and c[1].endswith("train_vocab.py"))
     assert value(vocabulary, "--type") == "sentencepiece"
     assert json.loads((run_dir / "data-bin" / "vocab_info.json").read_text())["normalization"] == "identity"  # cased
-    phase1, phase2 = [c for c in printed if c[0] == "fairseq-train"]
+    phase1, phase2 = [c for c in printed if c[0] == "biofairseq-train"]
     for c in (phase1, phase2):
         assert "--mask-whole-words" in c and value(c, "--arch") == "bio_megatron_tiny" and value(c, "--total-num-update") == "10"
     assert (value(phase1, "--tokens-per-sample"), value(phase1, "--max-update"), value(phase1, "--batch-size")) == ("128", "8", "8")

@@ -31,7 +31,7 @@ def value(command, flag):
 
 def test_four_models_pretrain_with_the_papers_schedules_and_the_right_starts(bio_lm_run):
     run_dir, proc = bio_lm_run
-    trains = [c for c in commands(proc.stderr) if c[0] == "fairseq-train"]
+    trains = [c for c in commands(proc.stderr) if c[0] == "biofairseq-train"]
     assert [value(c, "--criterion") for c in trains] == ["masked_lm_accuracy", "masked_lm_accuracy", "mlm_distillation",
                                                          "masked_lm_accuracy"]
     assert [value(c, "--arch") for c in trains] == ["bio_roberta_tiny", "bio_roberta_small", "bio_roberta_tiny",

@@ -21,7 +21,7 @@ def electra_run(sample, tmp_path_factory):
 
 def test_bioelectra_runs_two_length_phases_on_one_schedule_and_reports_electra(electra_run):
     run_dir, proc = electra_run
-    phases = [c for c in commands(proc.stderr) if c[0] == "fairseq-train"]
+    phases = [c for c in commands(proc.stderr) if c[0] == "biofairseq-train"]
     value = lambda command, flag: command[command.index(flag) + 1]
     assert [value(c, "--task") for c in phases] == ["electra", "electra"]
     assert [value(c, "--tokens-per-sample") for c in phases] == ["128", "512"]

@@ -28,7 +28,7 @@ def test_each_vocabulary_is_learned_binarized_and_pretrained_pre_ln(study):
     printed = commands(proc.stderr)
     vocabularies = [c for c in printed if c[1:2] and c[1].endswith("train_vocab.py")]
     assert [(value(c, "--type"), value(c, "--vocab-size")) for c in vocabularies] == [("sentencepiece", "1000"), ("sentencepiece", "2000")]
-    trains = [c for c in printed if c[0] == "fairseq-train"]
+    trains = [c for c in printed if c[0] == "biofairseq-train"]
     assert [c[1] for c in trains] == [str(run_dir / "data-bin" / n) for n in ("bio_1k", "bio_2k")]
     assert {value(c, "--arch") for c in trains} == {"bio_megatron_tiny"}
     for name in ("bio_1k", "bio_2k"):
@@ -69,7 +69,7 @@ def test_continual_pretraining_keeps_the_models_vocabulary_and_weights(study, sa
     assert conversions[0][2] == str(start) and conversions[1][2] == str(continued / "init.hf")
     assert not (continued / "init.hf").exists()  # the intermediate transformers copy is not kept
     assert not [c for c in printed if c[1:2] and c[1].endswith("train_vocab.py")]  # no vocabulary learned
-    train = next(c for c in printed if c[0] == "fairseq-train")
+    train = next(c for c in printed if c[0] == "biofairseq-train")
     assert value(train, "--finetune-from-model") == str(continued / "init" / "model.pt")
     assert value(train, "--arch") == "bio_megatron_tiny"  # the shape read back from the transformers model
     # its vocabulary: the data-bin's entries are the model's, in its order

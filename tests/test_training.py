@@ -33,15 +33,15 @@ def test_training_lowers_validation_loss_and_logs_ppl_and_accuracy(trained):
 
 
 def test_resuming_from_checkpoint_last_gives_the_same_losses(bytebpe_corpus, tmp_path):
-    """On the fast path (SDPA attention, torch's fused AdamW, bf16 autocast), whose state must resume as fairseq's
-    does; the checkpoints keep fp32 weights."""
+    """On the fast path (SDPA attention, torch's fused AdamW, bf16 autocast) and biofairseq-train, whose state must
+    resume as fairseq's does; the checkpoints keep fp32 weights."""
     common = [bytebpe_corpus.data_bin, *TINY, "--attention", "sdpa", "--optimizer", "fused_adamw", "--amp-bf16",
               "--total-num-update", "12", "--disable-validation"]
-    whole = run_fairseq("fairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "whole")
-    run_fairseq("fairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
-    resumed = run_fairseq("fairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "halves")
+    whole = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "whole")
+    run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
+    resumed = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "halves")
     assert "Loaded checkpoint" in resumed.stdout + resumed.stderr
-    losses = lambda proc: [(r["num_updates"], r["loss"]) for r in json_logs(proc.stdout + proc.stderr, "train_inner")]
+    losses = lambda proc: [(r["num_updates"], r["loss"], r["accuracy"]) for r in json_logs(proc.stdout + proc.stderr, "train_inner")]
     assert len(losses(whole)) == 12
     assert losses(resumed) == losses(whole)[6:]
     state = torch.load(tmp_path / "halves" / "checkpoint_last.pt", weights_only=False)

@@ -12,13 +12,14 @@ from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
 
+from biofairseq.criterions.ratios import log_ratio, ratio
 from biofairseq.data.host_counts import at_positions, real_positions, target_positions
 
 logger = logging.getLogger(__name__)
 
 # Below this accuracy on replaced tokens (%), the discriminator is taken to be at the trivial solution.
 TRIVIAL_ACCURACY = 1.0
-_warned = [float("-inf")]  # when the warning was last given (fairseq reduces after every validation batch)
+_warned = [float("-inf")]  # when the warning was last given (under fairseq-train it is checked after every update)
 
 
 @dataclass
@@ -50,13 +51,22 @@ def _mean_cosine(hidden):
     return (total @ total - n) / max(n * (n - 1), 1)
 
 
-def _host_totals(logging_outputs):
-    """Each logged value summed over the batches, on the host; the device's sums come over in one copy."""
-    totals = {key: sum(log.get(key, 0) for log in logging_outputs) for key in set().union(*logging_outputs)}
-    on_device = [key for key, value in totals.items() if torch.is_tensor(value)]
-    if on_device:
-        totals.update(zip(on_device, torch.stack([totals[key].detach().double() for key in on_device]).tolist()))
-    return totals
+def _replaced_accuracy(meters):
+    """disc_acc_replaced, with the warning when the discriminator is at the trivial solution: computed when printed."""
+    accuracy = ratio(meters, "disc_acc_replaced")
+    if accuracy < TRIVIAL_ACCURACY and time.monotonic() - _warned[0] > 30:
+        _warned[0] = time.monotonic()
+        logger.warning(
+            f"the discriminator is at the trivial solution: {accuracy:.2f}% of replaced tokens found "
+            f"(disc_loss near disc_trivial); expect it to need more updates, or check the generator's gen_acc"
+        )
+    return accuracy
+
+
+def _trivial_loss(rate):
+    """Bits per token of always answering the replace rate: its binary entropy (0 at 0 and 1)."""
+    rate = torch.as_tensor(rate, dtype=torch.float64)
+    return (torch.special.entr(rate) + torch.special.entr(1 - rate)) / math.log(2)
 
 
 @register_criterion("electra", dataclass=ElectraLossConfig)
@@ -101,16 +111,16 @@ class ElectraLoss(FairseqCriterion):
                 "n_real": real.numel(), "n_replaced": replaced.sum(), "disc_true_replaced": (predicted & replaced).sum(),
                 "disc_true_original": (~predicted & ~replaced).sum(), "disc_said_replaced": predicted.sum(),
                 "auc": auc, "auc_batches": auc_defined,
-                "cosine": _mean_cosine(at_positions(out["discriminator_hidden"], real)), "batches": torch.ones((), device=loss.device),
+                "cosine": _mean_cosine(at_positions(out["discriminator_hidden"], real)), "batches": 1,
                 "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": 1,
             }
         return loss, 1, log
 
     @staticmethod
     def reduce_metrics(logging_outputs) -> None:
-        totals = _host_totals(logging_outputs)
-        total = lambda key: totals.get(key, 0)
-        batches = total("batches") or 1
+        """Nothing here reads the device: sums stay where they are, ratios divide when printed (criterions.ratios)."""
+        total = lambda key: sum(log.get(key, 0) for log in logging_outputs)
+        batches = total("batches") or 1  # host ints, as are n_selected and n_real
         for key in ("loss", "gen_loss", "disc_loss"):
             metrics.log_scalar(key, total(key) / batches / math.log(2), batches, round=3)
         metrics.log_derived("gen_ppl", lambda meters: utils.get_perplexity(meters["gen_loss"].avg))
@@ -118,26 +128,12 @@ class ElectraLoss(FairseqCriterion):
         if selected:
             metrics.log_scalar("gen_acc", 100 * total("gen_correct") / selected, selected, round=2)
         if real:
-            rate = replaced / real
-            metrics.log_scalar("replace_rate", 100 * rate, real, round=2)
-            trivial = 0.0 if rate in (0, 1) else -(rate * math.log2(rate) + (1 - rate) * math.log2(1 - rate))
-            metrics.log_scalar("disc_trivial", trivial, real, round=3)
-            if real > replaced:
-                metrics.log_scalar("disc_acc_original", 100 * total("disc_true_original") / (real - replaced), real, round=2)
-        if replaced:
-            accuracy = 100 * total("disc_true_replaced") / replaced
-            metrics.log_scalar("disc_acc_replaced", accuracy, replaced, round=2)
-            if accuracy < TRIVIAL_ACCURACY and time.monotonic() - _warned[0] > 30:
-                _warned[0] = time.monotonic()
-                logger.warning(
-                    f"the discriminator is at the trivial solution: {accuracy:.2f}% of replaced tokens found "
-                    f"(disc_loss near disc_trivial); expect it to need more updates, or check the generator's gen_acc"
-                )
-        said = total("disc_said_replaced")
-        if said:
-            metrics.log_scalar("disc_precision", 100 * total("disc_true_replaced") / said, said, round=2)
-        if total("auc_batches"):
-            metrics.log_scalar("disc_auc", total("auc") / total("auc_batches"), total("auc_batches"), round=4)
+            metrics.log_scalar("replace_rate", 100 * replaced / real, real, round=2)
+            metrics.log_scalar("disc_trivial", _trivial_loss(replaced / real), real, round=3)
+        log_ratio("disc_acc_original", total("disc_true_original"), real - replaced)
+        log_ratio("disc_acc_replaced", total("disc_true_replaced"), replaced, derive=_replaced_accuracy)
+        log_ratio("disc_precision", total("disc_true_replaced"), total("disc_said_replaced"))
+        log_ratio("disc_auc", total("auc"), total("auc_batches"), scale=1.0, ndigits=4)
         metrics.log_scalar("disc_cosine", total("cosine") / batches, batches, round=4)
         metrics.log_scalar("ntokens", total("ntokens"))
         metrics.log_scalar("nsentences", total("nsentences"))

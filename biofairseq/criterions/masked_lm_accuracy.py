@@ -1,11 +1,11 @@
 """Masked LM loss that also logs masked-token accuracy over real tokens."""
 
 import torch
-from fairseq import modules, utils
+from fairseq import modules
 from fairseq.criterions import register_criterion
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
-from fairseq.logging import metrics
 
+from biofairseq.criterions.ratios import log_ratio
 from biofairseq.data import special_symbols
 from biofairseq.data.host_counts import target_positions
 
@@ -69,12 +69,6 @@ class MaskedLmAccuracy(MaskedLmLoss):
 
 
 def log_accuracy(logging_outputs):
-    """Sums the counts as tensors and divides only when a log line is printed: no synchronisation per step."""
-    metrics.log_scalar_sum("_n_correct", sum(log.get("n_correct", 0) for log in logging_outputs))
-    metrics.log_scalar_sum("_n_real", sum(log.get("n_real", 0) for log in logging_outputs))
-    metrics.log_derived("accuracy", _accuracy)
-
-
-def _accuracy(meters):
-    total = utils.item(meters["_n_real"].sum)
-    return round(100.0 * utils.item(meters["_n_correct"].sum) / total, 2) if total > 0 else float("nan")
+    """accuracy: the masked real tokens predicted right, in %, pooled over the logged updates (biofairseq.criterions.ratios)."""
+    log_ratio("accuracy", sum(log.get("n_correct", 0) for log in logging_outputs),
+              sum(log.get("n_real", 0) for log in logging_outputs))

@@ -95,5 +95,5 @@ def objective_of(record):
 
 
 def percent(value):
-    """A percentage as the reports print it, '-' when not logged."""
-    return "-" if value is None else f"{value:.2f}"
+    """A percentage as the reports print it, '-' when not logged or undefined (NaN: nothing to divide by)."""
+    return "-" if value is None or value != value else f"{value:.2f}"

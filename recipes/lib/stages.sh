@@ -114,7 +114,7 @@ recipe_check_settings() {
 
 recipe_check_tools() {
     local tool
-    for tool in "$PYTHON" fairseq-train fairseq-preprocess biofairseq-convert biofairseq-ner; do
+    for tool in "$PYTHON" biofairseq-train fairseq-preprocess biofairseq-convert biofairseq-ner; do
         command -v "$tool" >/dev/null || die "$tool: not found; run 'make install' and 'source .venv/bin/activate' (or 'make demo'), then run this again"
     done
     if [[ -z ${NUM_GPUS:-} ]]; then
@@ -286,18 +286,18 @@ recipe_init_from() {
     ARCH=${ARCH_ARGS[1]} INIT_CHECKPOINT=$VOCAB/model.pt
 }
 
-# ---- 4. pretrain with fairseq-train (resumes from checkpoint_last.pt), in one or two length phases
+# ---- 4. pretrain with biofairseq-train (resumes from checkpoint_last.pt), in one or two length phases
 
 pretrain_phase() {  # pretrain_phase TOKENS_PER_SAMPLE BATCH_PER_DEVICE UPDATE_FREQ UNTIL_UPDATE [FLAG...]
     local tokens=$1 batch=$2 freq=$3 until=$4
     shift 4
-    run "${LAUNCH[@]}" fairseq-train "$DATA_BIN" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
+    run "${LAUNCH[@]}" biofairseq-train "$DATA_BIN" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
         "${MODEL_ARGS[@]}" "${FAST_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$UPDATES" --max-update "$until" \
         --batch-size "$batch" --update-freq "$freq" --num-workers 2 "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" \
         "${HARDWARE_ARGS[@]}" "$@"
 }
 
-recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX_UPDATE) updates; FLAGs go to fairseq-train
+recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX_UPDATE) updates; FLAGs go to biofairseq-train
     UPDATES=${1:-$MAX_UPDATE}
     (( $# == 0 )) || shift
     stage 4 "pretrain ${MODEL_NAME:+$MODEL_NAME, }$ARCH" "$PRETRAIN" "$PRETRAIN/finished" || return 0

@@ -1,0 +1,66 @@
+"""``biofairseq-train``: fairseq-train, flags and all, with a trainer that does not read the GPU's metrics every step.
+
+fairseq's ``Trainer`` ends every update by turning this update's meters into host numbers (the loss, perplexity,
+accuracy, and a second finiteness test of the gradient norm), each a host-device synchronisation: the GPU runs
+dry while the host then logs, fetches and collates the next batch and queues its kernels. Those numbers are only
+``train_step``'s return value, which ``fairseq_cli.train`` tests for None, so ``MeteredTrainer`` keeps the meters
+on the device and reads them when a log line or a validation prints them, as fairseq itself does on TPUs. One read stays per update, before the optimizer step: fairseq's test that the gradients are finite,
+which raises and writes ``crash.pt`` on a NaN (or skips the batch under ``--amp``). Kept on purpose; since it
+comes before the optimizer step is queued, the host's work between updates (logging, the next batch) now overlaps
+the optimizer step on the GPU instead of following it. What that saves on a GPU has not been measured.
+
+Everything else is fairseq's: ``biofairseq-train`` takes fairseq-train's arguments, and the biofairseq user
+directory is loaded with it (``--user-dir`` may be given or left out). Model-parallel runs keep fairseq's
+MegatronTrainer.
+"""
+
+import logging
+
+import fairseq_cli.train as fairseq_train
+import torch
+from fairseq.logging import metrics
+from fairseq.trainer import Trainer
+
+import biofairseq  # noqa: F401  (registers the tasks, models, criterions and optimizers)
+
+logger = logging.getLogger("biofairseq.train")
+_fairseq_main = fairseq_train.main
+
+
+class MeteredTrainer(Trainer):
+    """fairseq's Trainer whose updates leave their metrics on the device until something prints them."""
+
+    def _reduce_and_log_stats(self, logging_outputs, sample_size, grad_norm=None):
+        # train_step passes grad_norm here only when it was finite: otherwise it raised (FloatingPointError) or
+        # skipped the update (--amp overflow, fp16 OverflowError), so fairseq's second isfinite test is not repeated.
+        if grad_norm is not None:
+            metrics.log_speed("ups", 1.0, priority=100, round=2)
+            metrics.log_scalar("gnorm", grad_norm, priority=400, round=3)
+            clip = self.cfg.optimization.clip_norm
+            if clip > 0:
+                clipped = torch.where(grad_norm > clip, grad_norm.new_tensor(100), grad_norm.new_tensor(0))
+                metrics.log_scalar("clip", clipped, priority=500, round=1)
+        with metrics.aggregate() as step:
+            if logging_outputs is not None:
+                self.task.reduce_metrics(logging_outputs, self.get_criterion())
+            if "loss" not in step:
+                if "loss" not in self._warn_once:
+                    self._warn_once.add("loss")
+                    logger.warning("Criterion.reduce_metrics did not log a 'loss' value, which may break some functionality")
+                metrics.log_scalar("loss", -1)
+        return {}  # not None: the update happened (fairseq_cli.train reads nothing else from it)
+
+
+def main(cfg, **kwargs):
+    """fairseq_cli.train.main with MeteredTrainer; a module-level function, so that spawned ranks find it too."""
+    fairseq_train.Trainer = MeteredTrainer
+    return _fairseq_main(cfg, **kwargs)
+
+
+def cli_main():
+    fairseq_train.main = main  # the name fairseq's cli_main hands to distributed_utils.call_main
+    fairseq_train.cli_main()
+
+
+if __name__ == "__main__":
+    cli_main()
