@@ -35,11 +35,15 @@ def _caller():
     return " <- ".join(f"{f.filename.rsplit('site-packages/', 1)[-1]}:{f.lineno}" for f in frames[-3:][::-1])
 
 
-class _Reads(TorchFunctionMode):
+class _Recording:
+    """A torch mode that appends what it finds to a shared list."""
+
     def __init__(self, syncs):
         super().__init__()
         self.syncs = syncs
 
+
+class _Reads(_Recording, TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         name = getattr(func, "__name__", "")
@@ -48,11 +52,7 @@ class _Reads(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-class _Ops(TorchDispatchMode):
-    def __init__(self, syncs):
-        super().__init__()
-        self.syncs = syncs
-
+class _Ops(_Recording, TorchDispatchMode):
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         device = kwargs.get("device") is not None or any(_on_device(t) for t in tree_flatten((args, kwargs))[0])

@@ -3,8 +3,8 @@
 fairseq's usual ``metrics.log_scalar(name, part / whole, weight=whole)`` asks the device whether the weight is above
 zero on every update when the weight is a device tensor (a count of masked or replaced tokens). Here both sums stay
 where they are; the derived value reads them only when a log line or a validation prints it (and under stock
-fairseq-train, whose trainer evaluates its meters after every update, once per update). A ratio pooled over the
-logged updates is also the exact one: sum of parts over sum of wholes, not an average of per-update ratios.
+fairseq-train, whose trainer evaluates its meters after every update, once per update). The value is the one
+fairseq's mean weighted by the whole gives: sum of parts over sum of wholes, over the logged updates.
 """
 
 import functools
