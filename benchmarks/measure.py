@@ -46,6 +46,13 @@ sys.argv[0] = "TRAIN_COMMAND"
 cli_main()
 """
 TRAINERS = {"fairseq-train": "fairseq_cli.train", "biofairseq-train": "biofairseq.train"}
+
+
+def trainer_command(flags):
+    """(the trainer's command, the rest): a system's flags may start with one of TRAINERS; fairseq-train if not."""
+    if flags and flags[0] in TRAINERS:
+        return flags[0], flags[1:]
+    return "fairseq-train", flags
 MIB = 2 ** 20
 
 
@@ -58,8 +65,7 @@ def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=
     import json
     import statistics
 
-    command = flags[0] if flags and flags[0] in TRAINERS else "fairseq-train"
-    flags = flags[1:] if flags and flags[0] == command else flags
+    command, flags = trainer_command(flags)
     script = TRAIN.replace("TRAIN_MODULE", TRAINERS[command]).replace("TRAIN_COMMAND", command)
     cmd = [sys.executable, "-c", script, str(data_bin), *map(str, flags), "--max-update", str(updates),
            "--total-num-update", str(updates), "--save-dir", str(save_dir)]

@@ -40,7 +40,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from measure import interleaved, per_run, publish, ratio_line, round_ratios  # noqa: E402
+from measure import interleaved, per_run, publish, ratio_line, round_ratios, trainer_command  # noqa: E402
 
 SHAPES = {  # layers, width, FFN, heads
     "tiny": (2, 128, 512, 2),
@@ -205,9 +205,9 @@ def host_syncs_per_step(flags, data_bin, batch):
     from biofairseq.train import MeteredTrainer
     from conftest import trainer_in_process
 
-    metered = flags[0] == "biofairseq-train"
-    trainer = trainer_in_process(data_bin, *flags[metered:], "--max-update", "10", "--total-num-update", "10",
-                                 trainer=MeteredTrainer if metered else Trainer, split="train")
+    command, flags = trainer_command(flags)
+    trainer = trainer_in_process(data_bin, *flags, "--max-update", "10", "--total-num-update", "10",
+                                 trainer=MeteredTrainer if command == "biofairseq-train" else Trainer, split="train")
     dataset = trainer.task.dataset("train")
     first, second = (dataset.collater([dataset[i] for i in range(start, start + batch)]) for start in (0, batch))
     found = update_syncs(trainer, first, second).found

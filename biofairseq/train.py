@@ -4,10 +4,12 @@ fairseq's ``Trainer`` ends every update by turning this update's meters into hos
 accuracy, and a second finiteness test of the gradient norm), each a host-device synchronisation: the GPU runs
 dry while the host then logs, fetches and collates the next batch and queues its kernels. Those numbers are only
 ``train_step``'s return value, which ``fairseq_cli.train`` tests for None, so ``MeteredTrainer`` keeps the meters
-on the device and reads them when a log line or a validation prints them, as fairseq itself does on TPUs. One read stays per update, before the optimizer step: fairseq's test that the gradients are finite,
-which raises and writes ``crash.pt`` on a NaN (or skips the batch under ``--amp``). Kept on purpose; since it
-comes before the optimizer step is queued, the host's work between updates (logging, the next batch) now overlaps
-the optimizer step on the GPU instead of following it. What that saves on a GPU has not been measured.
+on the device and reads them when a log line or a validation prints them, as fairseq itself does on TPUs.
+
+One read stays per update, before the optimizer step: fairseq's test that the gradients are finite, which raises
+and writes ``crash.pt`` on a NaN (or skips the batch under ``--amp``). Kept on purpose; since it comes before the
+optimizer step is queued, the host's work between updates (logging, the next batch) now overlaps the optimizer
+step on the GPU instead of following it. What that saves on a GPU has not been measured.
 
 Everything else is fairseq's: ``biofairseq-train`` takes fairseq-train's arguments, and the biofairseq user
 directory is loaded with it (``--user-dir`` may be given or left out). Model-parallel runs keep fairseq's
