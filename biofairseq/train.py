@@ -13,10 +13,14 @@ step on the GPU instead of following it. What that saves on a GPU has not been m
 
 Everything else is fairseq's: ``biofairseq-train`` takes fairseq-train's arguments, and the biofairseq user
 directory is loaded with it (``--user-dir`` may be given or left out). Model-parallel runs keep fairseq's
-MegatronTrainer.
+MegatronTrainer. One argument is its own, ``--compile``: the trainer compiles the encoder layers it trains
+(``biofairseq.models.compiled_layers``); loading a checkpoint elsewhere (conversion, fine-tuning) never compiles.
 """
 
+import argparse
+import functools
 import logging
+import sys
 
 import fairseq_cli.train as fairseq_train
 import torch
@@ -24,6 +28,7 @@ from fairseq.logging import metrics
 from fairseq.trainer import Trainer
 
 import biofairseq  # noqa: F401  (registers the tasks, models, criterions and optimizers)
+from biofairseq.models.compiled_layers import COMPILE_CHOICES, compile_layers
 
 logger = logging.getLogger("biofairseq.train")
 _fairseq_main = fairseq_train.main
@@ -31,6 +36,9 @@ _fairseq_main = fairseq_train.main
 
 class MeteredTrainer(Trainer):
     """fairseq's Trainer whose updates leave their metrics on the device until something prints them."""
+
+    def __init__(self, cfg, task, model, criterion, quantizer=None, compile="none"):
+        super().__init__(cfg, task, compile_layers(model, compile), criterion, quantizer)
 
     def _reduce_and_log_stats(self, logging_outputs, sample_size, grad_norm=None):
         # train_step passes grad_norm here only when it was finite: otherwise it raised (FloatingPointError) or
@@ -53,15 +61,28 @@ class MeteredTrainer(Trainer):
         return {}  # not None: the update happened (fairseq_cli.train reads nothing else from it)
 
 
-def main(cfg, **kwargs):
+def add_arguments(parser):
+    if parser.get_default("compile") is not None:  # fairseq modifies its parser twice
+        return
+    parser.add_argument_group("biofairseq-train").add_argument(
+        "--compile", choices=COMPILE_CHOICES, default="none",
+        help="torch.compile the encoder layers: inductor (torch's compiler; needs a C++ compiler on CPU), aot_eager "
+             "(traced, not compiled: a check), none (default)")
+
+
+def main(cfg, compile="none", **kwargs):
     """fairseq_cli.train.main with MeteredTrainer; a module-level function, so that spawned ranks find it too."""
-    fairseq_train.Trainer = MeteredTrainer
+    fairseq_train.Trainer = functools.partial(MeteredTrainer, compile=compile)
     return _fairseq_main(cfg, **kwargs)
 
 
 def cli_main():
-    fairseq_train.main = main  # the name fairseq's cli_main hands to distributed_utils.call_main
-    fairseq_train.cli_main()
+    # fairseq's parser accepts --compile (and lists it in --help); its configuration has no place for it, so it is
+    # read here and handed to main, which fairseq's cli_main passes to distributed_utils.call_main
+    ours = argparse.ArgumentParser(prog="biofairseq-train", add_help=False)
+    add_arguments(ours)
+    fairseq_train.main = functools.partial(main, compile=ours.parse_known_args(sys.argv[1:])[0].compile)
+    fairseq_train.cli_main(modify_parser=add_arguments)
 
 
 if __name__ == "__main__":

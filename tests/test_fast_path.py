@@ -1,14 +1,16 @@
 """The fast path of issue 17: self-attention through torch's SDPA (--attention sdpa), torch's fused AdamW
 (--optimizer fused_adamw) and bf16 autocast (--amp-bf16), against fairseq's own on real batches. Resuming with all
-three: test_training.py."""
+three, and compiled layers (biofairseq-train --compile): test_training.py."""
 
 import copy
 
 import pytest
 import torch
 from fairseq.modules.multihead_attention import MultiheadAttention
+from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
 from biofairseq.models.attention import SdpaSelfAttention, use_attention
+from biofairseq.models.compiled_layers import compile_layers
 from conftest import TINY, build_in_process, valid_batch
 
 ELECTRA = ["--task", "electra", "--criterion", "electra", "--arch", "electra_tiny", "--tokens-per-sample", "128",
@@ -59,9 +61,14 @@ def test_flags_select_the_fast_path_and_the_default_is_fairseqs(bytebpe_corpus):
 
     _, default, _ = build_in_process(bytebpe_corpus.data_bin, *mlm("bio_roberta_tiny"))
     assert all(type(m) is MultiheadAttention for m in self_attentions(default))
-    for flags in (mlm("bio_roberta_tiny"), ELECTRA):
+    for flags, layers in ((mlm("bio_roberta_tiny"), 2), (ELECTRA, 4)):
         _, model, _ = build_in_process(bytebpe_corpus.data_bin, *flags, "--attention", "sdpa")
         assert all(type(m) is SdpaSelfAttention for m in self_attentions(model))
+        # biofairseq-train --compile (a compiled run: test_training.py): every layer, both towers', parameter names kept
+        names = list(model.state_dict())
+        compiled = [m for m in compile_layers(model, "aot_eager").modules() if getattr(m, "_compiled_call_impl", None)]
+        assert len(compiled) == layers and all(isinstance(m, TransformerEncoderLayerBase) for m in compiled)
+        assert list(model.state_dict()) == names
 
     from fairseq import options
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf

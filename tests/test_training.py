@@ -32,15 +32,19 @@ def test_training_lowers_validation_loss_and_logs_ppl_and_accuracy(trained):
     assert float(steps[-1]["accuracy"]) > float(steps[0]["accuracy"])
 
 
-def test_resuming_from_checkpoint_last_gives_the_same_losses(bytebpe_corpus, tmp_path):
+def test_resuming_from_checkpoint_last_compiled_or_not_gives_the_same_losses(bytebpe_corpus, tmp_path):
     """On the fast path (SDPA attention, torch's fused AdamW, bf16 autocast) and biofairseq-train, whose state must
-    resume as fairseq's does; the checkpoints keep fp32 weights."""
-    common = [bytebpe_corpus.data_bin, *TINY, "--attention", "sdpa", "--optimizer", "fused_adamw", "--amp-bf16",
+    resume as fairseq's does; the checkpoints keep fp32 weights. The second half runs its layers through
+    torch.compile (aot_eager: traced as for inductor, without generating code), dropout included: a compiled layer
+    computes what the uncompiled one does, and a checkpoint does not care which wrote it."""
+    common = [bytebpe_corpus.data_bin, *TINY, "--attention", "sdpa", "--pack-documents", "--optimizer", "fused_adamw", "--amp-bf16",
               "--total-num-update", "12", "--disable-validation"]
     whole = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "whole")
     run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
-    resumed = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "halves")
+    resumed = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "halves",
+                          "--compile", "aot_eager")
     assert "Loaded checkpoint" in resumed.stdout + resumed.stderr
+    assert "compiling 2 encoder layers with torch.compile (backend aot_eager)" in resumed.stdout + resumed.stderr
     losses = lambda proc: [(r["num_updates"], r["loss"], r["accuracy"]) for r in json_logs(proc.stdout + proc.stderr, "train_inner")]
     assert len(losses(whole)) == 12
     assert losses(resumed) == losses(whole)[6:]

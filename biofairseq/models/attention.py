@@ -32,7 +32,9 @@ class SdpaSelfAttention(MultiheadAttention):
                                    attn_mask, before_softmax, need_head_weights)
         weight = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))
         bias = torch.cat((self.q_proj.bias, self.k_proj.bias, self.v_proj.bias))
-        qkv = F.linear(query, weight, bias)
+        # the first layer gets fairseq's transposed view, which F.linear copies anyway; copied here, a compiled layer
+        # (biofairseq-train --compile) is not tied to one batch length
+        qkv = F.linear(query.contiguous(), weight, bias)
         dropout = self.dropout_module.p if (self.training or self.dropout_module.apply_during_inference) else 0.0
         if isinstance(self.documents, dict):
             return self.out_proj(self._over_segments(qkv, self.documents, dropout)), None

@@ -83,7 +83,8 @@ class PackedRowsEncoder(TransformerEncoder):
     def forward_scriptable(self, src_tokens, src_lengths=None, return_all_hiddens=False, token_embeddings=None):
         padding = src_tokens.eq(self.padding_idx)
         x, embedding = self.forward_embedding(src_tokens, token_embeddings)
-        x = (x * (1 - padding.unsqueeze(-1).type_as(x))).transpose(0, 1)  # B x T x C -> T x B x C
+        # B x T x C -> T x B x C, laid out as every layer returns it: compiled layers (--compile) share one graph
+        x = (x * (1 - padding.unsqueeze(-1).type_as(x))).transpose(0, 1).contiguous()
         states = [x] if return_all_hiddens else []
         for layer in self.layers:
             x = layer(x, encoder_padding_mask=None)

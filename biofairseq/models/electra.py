@@ -147,7 +147,7 @@ class Tower(nn.Module):
         if padding_mask is not None:
             x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))
             padding_mask = padding_mask if padding_mask.any() else None
-        x = x.transpose(0, 1)
+        x = x.transpose(0, 1).contiguous()  # as every layer returns it: compiled layers share one graph
         for layer in self.layers:
             x = layer(x, encoder_padding_mask=padding_mask)
         return x.transpose(0, 1)

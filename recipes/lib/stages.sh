@@ -14,7 +14,8 @@
 # has 512 rows from the first update (the presets' --max-positions), so it is not outgrown.
 #
 # FAST_PATH=1 (any recipe; PRESET=one_gpu's default) trains with --attention sdpa, --pack-documents and the recipe's
-# Adam settings in --optimizer fused_adamw (OPTIMIZER, which the recipes pass to --optimizer).
+# Adam settings in --optimizer fused_adamw (OPTIMIZER, which the recipes pass to --optimizer). COMPILE=inductor
+# (default none) adds biofairseq-train --compile inductor: the encoder layers through torch.compile.
 #
 # Several models in one run (recipes/bio_lm.sh): recipe_model NAME before each model's stages 4-6 sends them to
 # pretrain/NAME and hf/NAME; without it a recipe has one model, in pretrain/ and hf/$RECIPE.
@@ -101,6 +102,9 @@ recipe_check_settings() {
     if [[ $FAST_PATH == 1 ]]; then  # issue 17's: same weights and schedule, other kernels; several documents per row
         OPTIMIZER=fused_adamw FAST_ARGS=(--attention sdpa --pack-documents)
     fi
+    COMPILE=${COMPILE:-none}
+    one_of COMPILE "$COMPILE" none inductor aot_eager
+    [[ $COMPILE == none ]] || FAST_ARGS+=(--compile "$COMPILE")
     check_whole VALID_DOCS VOCAB_SIZE TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE BATCH_PER_DEVICE WARMUP_UPDATES MAX_UPDATE \
         SAVE_INTERVAL_UPDATES LOG_INTERVAL NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS \
         PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE ${NUM_GPUS:+NUM_GPUS}
