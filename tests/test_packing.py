@@ -1,5 +1,7 @@
 """--pack-documents: several document blocks per row, each computed as if alone in its row."""
 
+import copy
+
 import numpy as np
 import pytest
 import torch
@@ -42,6 +44,8 @@ def test_a_document_in_a_packed_row_computes_what_it_computes_alone(bytebpe_corp
             alone = features(model, tokens[a:b].unsqueeze(0))[0]
             torch.testing.assert_close(together[a:b], alone, rtol=1e-5, atol=1e-5)
     assert torch.isfinite(together).all()
+    # a copy (fairseq's --store-ema keeps one) tells its own attentions where the documents are, not the original's
+    torch.testing.assert_close(features(copy.deepcopy(model), padded)[0], together)
     # the same weights, reading the row as one document (no packing): the second document's states change
     _, unpacked, _ = build_in_process(bytebpe_corpus.data_bin, *(f for f in flags if f != "--pack-documents"))
     unpacked.load_state_dict(model.state_dict())

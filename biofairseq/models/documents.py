@@ -116,20 +116,27 @@ def attend_within_documents(model, bos):
         raise ValueError("--pack-documents needs learned positions; drop --no-token-positional-embeddings")
     if type(encoders[0]) not in (TransformerEncoder, PackedRowsEncoder):
         raise ValueError(f"--pack-documents: {type(encoders[0]).__name__} is not fairseq's TransformerEncoder; use a bio_roberta_* preset")
-    documents = Documents(model, bos, positions.padding_idx)
-    encoders[0].__class__ = PackedRowsEncoder
+    encoder = encoders[0]
+    encoder.__class__ = PackedRowsEncoder
+    encoder.documents, encoder.given = Documents(model, bos, positions.padding_idx), {}
     positions.__class__ = DocumentPositions
     positions.bos = bos
-    given = {}  # the tokens and segments of the model's last forward
-
-    def remember_segments(model, args, kwargs):
-        given.clear()
-        given.update(tokens=args[0] if args else kwargs.get("src_tokens"), segments=kwargs.get("segments"))
-
-    def share_documents(encoder, args, kwargs):
-        tokens = args[0] if args else kwargs["src_tokens"]
-        documents.share(tokens, given["segments"] if given.get("tokens") is tokens else None)
-
-    model.register_forward_pre_hook(remember_segments, with_kwargs=True)
-    encoders[0].register_forward_pre_hook(share_documents, with_kwargs=True)
+    model.register_forward_pre_hook(_remember_segments, with_kwargs=True)
+    encoder.register_forward_pre_hook(_share_documents, with_kwargs=True)
     return model
+
+
+# The hooks keep nothing of their own: what they share lives on the encoder, so that a copy of the model
+# (copy.deepcopy, as fairseq's --store-ema makes) tells its own attentions, not the original's.
+
+def _remember_segments(model, args, kwargs):
+    """The tokens and segments of the model's forward, for its encoder (fairseq's RoBERTa does not pass them on)."""
+    given = dict(tokens=args[0] if args else kwargs.get("src_tokens"), segments=kwargs.get("segments"))
+    for encoder in model.modules():
+        if isinstance(encoder, PackedRowsEncoder):
+            encoder.given = given
+
+
+def _share_documents(encoder, args, kwargs):
+    tokens = args[0] if args else kwargs["src_tokens"]
+    encoder.documents.share(tokens, encoder.given["segments"] if encoder.given.get("tokens") is tokens else None)
