@@ -44,6 +44,8 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from measure import interleaved, per_run, publish, ratio_line, round_ratios, trainer_command  # noqa: E402
 
+from biofairseq.models.compiled_layers import COMPILE_CHOICES  # noqa: E402
+
 SHAPES = {  # layers, width, FFN, heads
     "tiny": (2, 128, 512, 2),
     "base": (12, 768, 3072, 12),
@@ -172,7 +174,7 @@ def main():
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--data-bin", type=Path, help="a data-bin to use instead of building one from the cases")
     parser.add_argument("--gpu", action="store_true", help="train on the GPU (stock in fp16; ours in fp16 and bf16)")
-    parser.add_argument("--compile", choices=("none", "inductor", "aot_eager"), default="none",
+    parser.add_argument("--compile", choices=COMPILE_CHOICES, default="none",
                         help="also run ours packed with biofairseq-train --compile and this backend (inductor needs a "
                         "C++ compiler on a CPU; its compilation is in the first logged interval, which is not counted)")
     parser.add_argument("--output", type=Path, help="also write the Markdown result here")

@@ -102,8 +102,8 @@ def attend_within_documents(model, bos):
     attention.
 
     ELECTRA places the documents itself, for each tower. In a RoBERTa, the encoder becomes a ``PackedRowsEncoder``
-    and its pre-hook shares them before every forward, from its tokens and from the segments that the model's forward received with those same tokens
-    (a batch's ``net_input``).
+    and its pre-hook shares them before every forward, from its tokens and from the segments that the model's
+    forward received with those same tokens (a batch's ``net_input``).
     """
     if hasattr(model, "attend_within_documents"):
         model.attend_within_documents(Documents(model, bos, model.padding_idx))
