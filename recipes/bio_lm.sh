@@ -94,7 +94,7 @@ recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA CORPUS_LANG VALID_DOCS VO
 
 recipe_corpus "$CORPUS_LANG" bytelevel-bpe
 
-# ---- 4-5b. pretrain base and large (section 5.1: 15% masking, AdamW (0.9, 0.98, 1e-6), weight decay 0.01,
+# ---- 4-5. pretrain base and large (section 5.1: 15% masking, AdamW (0.9, 0.98, 1e-6), weight decay 0.01,
 # dropout 0.1, 5% warm-up then linear decay), then distil large into base and train base longer, each kept at its end
 
 MLM_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --sample-break-mode complete_doc --mask-prob 0.15)

@@ -51,7 +51,7 @@
 #   BASELINE       random-init: also fine-tune a randomly initialised copy of the model (same shape, same
 #                  tokenizer), so the report shows what pretraining adds; none: don't (default tiny: random-init)
 #   WEAK_PRETRAINING  stop: stop before fine-tuning when the kept checkpoint is not clearly better than word
-#                  frequencies or its last layer has collapsed (stage 5b); continue: say so and go on
+#                  frequencies or its last layer has collapsed (stage 5); continue: say so and go on
 #                  (default paper: stop; tiny: continue)
 #   INIT_FROM      continual pretraining: a transformers RoBERTa-family folder or a fairseq checkpoint (.pt) whose
 #                  weights are the start and whose vocabulary replaces the learned one (stage 2, biofairseq-convert

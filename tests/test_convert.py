@@ -6,7 +6,7 @@ import subprocess
 import pytest
 import torch
 
-from conftest import BIN, REPO, json_logs, run_fairseq
+from conftest import BIN, REPO, json_logs, run_fairseq, trainer_in_process
 from corpus import SHARED, read_documents, run_script
 
 TRAIN = [
@@ -284,12 +284,17 @@ def fails(capsys, *args):
 
 
 def test_a_checkpoint_of_another_architecture_fails_clearly(bytebpe_corpus, tmp_path):
-    """Through the console script: exit status 1, one line on stderr, no output folder."""
-    run_fairseq("fairseq-train", bytebpe_corpus.data_bin, "--task", "language_modeling", "--arch", "transformer_lm",
-                "--decoder-layers", "1", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
-                "--decoder-attention-heads", "2", "--tokens-per-sample", "64", "--batch-size", "8", "--optimizer",
-                "adam", "--lr", "1e-3", "--max-update", "1", "--cpu", "--num-workers", "0",
-                "--disable-validation", "--no-epoch-checkpoints", "--save-dir", tmp_path / "lm")
+    """Through the console script: exit status 1, one line on stderr, no output folder. The checkpoint: a language
+    model saved by fairseq's Trainer as fairseq-train builds it, in this process."""
+    from fairseq.trainer import Trainer
+
+    trainer = trainer_in_process(bytebpe_corpus.data_bin, "--task", "language_modeling", "--arch", "transformer_lm",
+                                 "--decoder-layers", "1", "--decoder-embed-dim", "32", "--decoder-ffn-embed-dim", "64",
+                                 "--decoder-attention-heads", "2", "--tokens-per-sample", "64", "--optimizer", "adam",
+                                 "--lr", "1e-3", "--cpu", trainer=Trainer)
+    (tmp_path / "lm").mkdir()
+    trainer.consolidate_optimizer()  # as fairseq's checkpoint_utils.save_checkpoint does first
+    trainer.save_checkpoint(str(tmp_path / "lm" / "checkpoint_last.pt"), {})
     proc = run_cli("to-hf", tmp_path / "lm" / "checkpoint_last.pt", tmp_path / "out")
     assert proc.returncode == 1
     message = proc.stderr.strip().splitlines()[-1]

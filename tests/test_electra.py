@@ -3,6 +3,7 @@ fp16 with two processes, resume). Conversion: test_electra_convert.py; the recip
 
 import math
 import re
+import shutil
 
 import pytest
 import torch
@@ -137,9 +138,12 @@ def test_the_discriminator_finds_easy_replacements_well_above_the_replace_rate(b
 
 
 def test_resuming_gives_identical_losses(bytebpe_corpus, tmp_path):
+    """From the whole run's checkpoint at update 3, as checkpoint_last.pt of a new folder."""
     common = [bytebpe_corpus.data_bin, *ELECTRA, "--total-num-update", "6", "--disable-validation"]
-    whole = run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "whole")
-    run_fairseq("biofairseq-train", *common, "--max-update", "3", "--save-dir", tmp_path / "halves")
+    whole = run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-interval-updates", "3",
+                        "--save-dir", tmp_path / "whole")
+    (tmp_path / "halves").mkdir()
+    shutil.copy(tmp_path / "whole" / "checkpoint_1_3.pt", tmp_path / "halves" / "checkpoint_last.pt")
     resumed = run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
     losses = lambda proc: [(r["num_updates"], r["loss"], r["disc_acc_replaced"])
                            for r in json_logs(proc.stdout + proc.stderr, "train_inner")]

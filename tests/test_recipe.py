@@ -119,7 +119,7 @@ def test_a_rerun_skips_every_finished_stage(run, sample):
     report = (run_dir / "report.md").stat().st_mtime_ns
     proc = recipe(run_dir, **sample)
     assert not commands(proc.stderr)  # nothing ran
-    assert proc.stderr.count("skipped: ") == 11  # 8 stages, the check, the random-init baseline and its NER sweep
+    assert proc.stderr.count("skipped: ") == 10  # 8 stages, the random-init baseline and its NER sweep
     assert (run_dir / "report.md").stat().st_mtime_ns == report
     changed = recipe(run_dir, **{**sample, "NER_EPOCHS": "3"})
     assert "settings differ from" in changed.stderr and "NER_EPOCHS=3" in changed.stderr

@@ -4,6 +4,7 @@ import json
 import math
 import os
 import re
+import shutil
 import subprocess
 import sys
 from fractions import Fraction
@@ -36,11 +37,14 @@ def test_resuming_from_checkpoint_last_compiled_or_not_gives_the_same_losses(byt
     """On the fast path (SDPA attention, torch's fused AdamW, bf16 autocast) and biofairseq-train, whose state must
     resume as fairseq's does; the checkpoints keep fp32 weights. The second half runs its layers through
     torch.compile (aot_eager: traced as for inductor, without generating code), dropout included: a compiled layer
-    computes what the uncompiled one does, and a checkpoint does not care which wrote it."""
+    computes what the uncompiled one does, and a checkpoint does not care which wrote it. The whole run saves at
+    update 6 as well; that checkpoint, as checkpoint_last.pt of a new folder, is where the second half starts."""
     common = [bytebpe_corpus.data_bin, *TINY, "--attention", "sdpa", "--pack-documents", "--optimizer", "fused_adamw", "--amp-bf16",
               "--total-num-update", "12", "--disable-validation"]
-    whole = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "whole")
-    run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
+    whole = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-interval-updates", "6",
+                        "--save-dir", tmp_path / "whole")
+    (tmp_path / "halves").mkdir()
+    shutil.copy(tmp_path / "whole" / "checkpoint_1_6.pt", tmp_path / "halves" / "checkpoint_last.pt")
     resumed = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "halves",
                           "--compile", "aot_eager")
     assert "Loaded checkpoint" in resumed.stdout + resumed.stderr
@@ -227,12 +231,12 @@ def test_pretraining_check_compares_with_word_frequencies_and_finds_a_collapsed_
     status, _ = pretraining_check(capsys, collapsed, bytebpe_corpus.data_bin, tmp_path / "collapsed_check.json")
     result = json.loads((tmp_path / "collapsed_check.json").read_text())
     assert status == 3 and result["mean_token_cosine"] > 0.99 and "collapsed" in result["problems"][0]
-    # the trained model itself: its own cosine is far from collapsed
-    status, _ = pretraining_check(capsys, _write(tmp_path / "best.json", best), bytebpe_corpus.data_bin,
-                                  tmp_path / "check.json", "--go-on")
-    assert status == 0 and json.loads((tmp_path / "check.json").read_text())["mean_token_cosine"] < 0.9
+    # the trained model itself, picked and checked in one process as the recipes do: its cosine is far from collapsed
+    from biofairseq.recipe.best_checkpoint import main as pick_main
 
-
-def _write(path, value):
-    path.write_text(json.dumps(value))
-    return path
+    pick = [str(save_dir), str(tmp_path / "train.log"), "--output", str(tmp_path / "best.json")]
+    with pytest.raises(SystemExit):  # the check's flags go together
+        pick_main([*pick, "--check", str(bytebpe_corpus.data_bin)])
+    assert pick_main([*pick, "--check", str(bytebpe_corpus.data_bin), "--check-output", str(tmp_path / "check.json"), "--go-on"]) == 0
+    assert json.loads((tmp_path / "best.json").read_text())["checkpoint"] == best["checkpoint"]
+    assert json.loads((tmp_path / "check.json").read_text())["mean_token_cosine"] < 0.9

@@ -1,13 +1,16 @@
 """The pretraining checkpoint to keep: the one with the lowest validation perplexity, or the last one.
 
     python -m biofairseq.recipe.best_checkpoint SAVE_DIR TRAIN_LOG --output best.json [--keep best|last]
+        [--check DATA_BIN --check-output check.json [--go-on]]
 
 fairseq-train already keeps it as SAVE_DIR/checkpoint_best.pt when it runs with ``--best-checkpoint-metric
 ppl``. (With its default, ``loss``, it compares losses rounded to 3 decimals and keeps the later of equal
 ones, whose perplexity, logged to 2 decimals, can be the higher.) This reads every validation of the run
 from its log (``--log-format json --log-file``, appended to when a run resumes), checks that
 checkpoint_best.pt holds the update with the best logged value of the metric it was chosen by, prints the
-validations and writes them, with the choice, to a JSON file.
+validations and writes them, with the choice, to a JSON file. With ``--check``, it then runs
+``biofairseq.recipe.pretraining_check`` on the kept checkpoint in the same process (its exit status and
+output), as the recipes do: importing fairseq is most of either's time.
 """
 
 import argparse
@@ -111,7 +114,15 @@ def main(argv=None):
     parser.add_argument("--output", type=Path, required=True, help="JSON file to write")
     parser.add_argument("--keep", choices=("best", "last"), default="best",
                         help="best: checkpoint_best.pt, checked against the log (default); last: checkpoint_last.pt")
+    parser.add_argument("--check", type=Path, metavar="DATA_BIN",
+                        help="then compare the kept checkpoint with word frequencies on this data-bin "
+                        "(python -m biofairseq.recipe.pretraining_check)")
+    parser.add_argument("--check-output", type=Path, help="with --check: the check's JSON file")
+    parser.add_argument("--go-on", action="store_true", help="with --check: exit 0 even when the model is not "
+                        "clearly better")
     args = parser.parse_args(argv)
+    if (args.check is None) != (args.check_output is None) or (args.go_on and args.check is None):
+        parser.error("--check DATA_BIN and --check-output FILE go together (--go-on needs them)")
     try:
         chosen = pick(args.save_dir, args.log_file, args.keep)
     except BestCheckpointError as error:
@@ -128,7 +139,12 @@ def main(argv=None):
     write_text(args.output, json.dumps(chosen, indent=1) + "\n")
     why = "the final checkpoint" if args.keep == "last" else f"the best validation {chosen['metric']}"
     print(f"{chosen['checkpoint']}: update {chosen['update']:,}, {why} ({objective.summary(chosen)}); wrote {args.output}")
-    return 0
+    if args.check is None:
+        return 0
+    from biofairseq.recipe import pretraining_check
+
+    return pretraining_check.main([str(args.output), str(args.check), "--output", str(args.check_output),
+                                   *(["--go-on"] if args.go_on else [])])
 
 
 if __name__ == "__main__":

@@ -348,20 +348,21 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
     date -Is >"$PRETRAIN/finished"
 }
 
-# ---- 5, 5b. the checkpoint to keep, and is it clearly better than word frequencies?
+# ---- 5. the checkpoint to keep, and is it clearly better than word frequencies? (one process: importing fairseq is
+# most of the time of either step)
 
 recipe_pick() {
-    if stage 5 "pick the checkpoint ($KEEP)" "$PRETRAIN/best.json"; then
-        run "$PYTHON" -m biofairseq.recipe.best_checkpoint "$PRETRAIN/checkpoints" "$PRETRAIN/train.log" --keep "$KEEP" \
-            --output "$PRETRAIN/best.json"
-    fi
-    if stage 5b "compare with word frequencies, look for a collapsed last layer" "$PRETRAIN/check.json"; then
-        local check_args=("$PRETRAIN/best.json" "$DATA_BIN" --output "$PRETRAIN/check.json")
-        [[ $WEAK_PRETRAINING == continue ]] && check_args+=(--go-on)
-        if ! run "$PYTHON" -m biofairseq.recipe.pretraining_check "${check_args[@]}"; then
+    if stage 5 "pick the checkpoint ($KEEP), check it against word frequencies and for a collapsed last layer" \
+        "$PRETRAIN/check.json"; then
+        local pick_args=("$PRETRAIN/checkpoints" "$PRETRAIN/train.log" --keep "$KEEP" --output "$PRETRAIN/best.json"
+            --check "$DATA_BIN" --check-output "$PRETRAIN/check.json") status=0
+        [[ $WEAK_PRETRAINING == continue ]] && pick_args+=(--go-on)
+        run "$PYTHON" -m biofairseq.recipe.best_checkpoint "${pick_args[@]}" || status=$?
+        if (( status == 3 )); then
             rm -f "$PRETRAIN/check.json"  # so that a rerun checks again (or goes on with WEAK_PRETRAINING=continue)
             die "stopped before fine-tuning (see the line above and $PRETRAIN/best.json); WEAK_PRETRAINING=continue goes on anyway"
         fi
+        (( status == 0 )) || die "the checkpoint could not be picked or checked (see the line above)"
     fi
 }
 
