@@ -9,6 +9,10 @@ import sys
 # Nothing in the tests may reach the network: transformers and huggingface_hub read these at import.
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
+# One thread per pytest-xdist worker: the workers already fill the cores, and torch's default (a thread per core) in
+# each made the in-process tests wait on each other (the subprocesses the tests start get OMP_NUM_THREADS=1 too).
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ["OMP_NUM_THREADS"] = "1"
 
 import pytest  # noqa: E402
 
