@@ -234,9 +234,9 @@ def test_pretraining_check_compares_with_word_frequencies_and_finds_a_collapsed_
     # the trained model itself, picked and checked in one process as the recipes do: its cosine is far from collapsed
     from biofairseq.recipe.best_checkpoint import main as pick_main
 
-    pick = [str(save_dir), str(tmp_path / "train.log"), "--output", str(tmp_path / "best.json")]
+    pick_args = [str(save_dir), str(tmp_path / "train.log"), "--output", str(tmp_path / "best.json")]
     with pytest.raises(SystemExit):  # the check's flags go together
-        pick_main([*pick, "--check", str(bytebpe_corpus.data_bin)])
-    assert pick_main([*pick, "--check", str(bytebpe_corpus.data_bin), "--check-output", str(tmp_path / "check.json"), "--go-on"]) == 0
+        pick_main([*pick_args, "--check", str(bytebpe_corpus.data_bin)])
+    assert pick_main([*pick_args, "--check", str(bytebpe_corpus.data_bin), "--check-output", str(tmp_path / "check.json"), "--go-on"]) == 0
     assert json.loads((tmp_path / "best.json").read_text())["checkpoint"] == best["checkpoint"]
     assert json.loads((tmp_path / "check.json").read_text())["mean_token_cosine"] < 0.9
