@@ -1,10 +1,16 @@
-"""Rebuilds the bundled sample in examples/data/ from the full corpora in ../shared/data.
+"""Rebuilds the bundled excerpts of public corpora from their full releases.
 
-    python examples/make_sample.py [--shared ../shared] [--docs 1000] [--ner 100,40,40] [--seed 1]
+    python examples/make_sample.py --shared PATH [--docs 1000] [--ner 100,40,40] [--seed 1]
 
-A seeded random draw of whole documents, copied unchanged: clinical case reports (JSON lines, gzip) for
-pretraining, and PharmaCoNER documents (BRAT .txt + .ann) for NER. The full corpora are described in
-../shared/data/README.md; the attribution is in examples/NOTICE.
+PATH holds the full releases as ``data/spanish_clinical_text/clinical_cases.jsonl``, ``data/pharmaconer/`` (BRAT,
+train/valid/test) and ``data/ncbi_disease/`` (CoNLL). Written:
+
+- ``examples/data/``, the sample ``make demo`` runs on: a seeded random draw of whole documents, copied unchanged,
+  of clinical case reports (JSON lines, gzip) for pretraining and PharmaCoNER documents (BRAT .txt + .ann) for NER;
+- ``tests/data/``, what the tests need beyond it: the first sentences of each NCBI-disease split (English, CoNLL),
+  and the one PharmaCoNER document whose official annotations disagree with its text.
+
+The attribution of both is in NOTICE.
 """
 
 import argparse
@@ -14,17 +20,24 @@ import shutil
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+NCBI_SENTENCES = {"train": 300, "devel": 300, "test": 200}
+# The PharmaCoNER training document with 5 entities whose offsets are shifted from their mention text.
+MISALIGNED = "S0211-69952015000200015-1"
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--shared", type=Path, default=HERE.parents[1] / "shared")
-    parser.add_argument("--output-dir", type=Path, default=HERE / "data")
+    parser.add_argument("--shared", type=Path, required=True, help="the folder holding data/ with the full releases")
+    parser.add_argument("--output-dir", type=Path, default=HERE / "data", help="the demo's sample")
+    parser.add_argument("--tests-dir", type=Path, default=REPO / "tests" / "data", help="the tests' extra excerpts")
     parser.add_argument("--docs", type=int, default=1000, help="clinical case reports for pretraining")
     parser.add_argument("--ner", default="100,40,40", help="PharmaCoNER documents drawn from train,valid,test")
     parser.add_argument("--seed", type=int, default=1)
     args = parser.parse_args()
     data = args.shared / "data"
+    if not (data / "spanish_clinical_text" / "clinical_cases.jsonl").is_file():
+        parser.error(f"{data / 'spanish_clinical_text' / 'clinical_cases.jsonl'}: missing; --shared names the folder holding data/")
     rng = random.Random(args.seed)
     out = args.output_dir
     if out.exists():
@@ -46,6 +59,17 @@ def main():
                 shutil.copy(path, out / "pharmaconer" / split / path.name)
     shutil.copy(data / "pharmaconer" / "LICENSE", out / "pharmaconer" / "LICENSE")
     print(f"{out}: {args.docs} clinical cases, PharmaCoNER {args.ner} documents")
+
+    tests = args.tests_dir
+    for name in ("ncbi_disease", "pharmaconer_misaligned"):
+        shutil.rmtree(tests / name, ignore_errors=True)
+        (tests / name).mkdir(parents=True)
+    for split, count in NCBI_SENTENCES.items():
+        sentences = (data / "ncbi_disease" / f"{split}.tsv").read_text(encoding="utf-8").split("\n\n")[:count]
+        (tests / "ncbi_disease" / f"{split}.tsv").write_text("\n\n".join(sentences) + "\n\n", encoding="utf-8")
+    for suffix in (".txt", ".ann"):
+        shutil.copy(data / "pharmaconer" / "train" / f"{MISALIGNED}{suffix}", tests / "pharmaconer_misaligned")
+    print(f"{tests}: NCBI-disease {', '.join(f'{n} {s}' for s, n in NCBI_SENTENCES.items())} sentences; PharmaCoNER {MISALIGNED}")
 
 
 if __name__ == "__main__":

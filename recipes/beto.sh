@@ -16,8 +16,10 @@
 #                  weights are the start and whose vocabulary replaces the SentencePiece one (stage 2 converts it
 #                  with biofairseq-convert from-hf; the report says so)
 #   CORPUS_LANG    the corpus language for the cleaning's language filter (default: es)
-# The optimizer is BERT's (Adam β (0.9, 0.999), ε 1e-6, weight decay 0.01, 10k warm-up, linear decay, clipping 1.0,
-# LR 1e-4); the paper gives the schedule of lengths and batches, not these. The final checkpoint is kept.
+#   WEIGHT_DECAY_EXCLUDE  norm_and_bias (default, BERT's): no weight decay on LayerNorm weights and biases; none
+# The optimizer is BERT's (Adam β (0.9, 0.999), ε 1e-6, weight decay 0.01 except on LayerNorms and biases, 10k warm-up,
+# linear decay, clipping 1.0, LR 1e-4); the paper gives the schedule of lengths and batches, not these. The final
+# checkpoint is kept.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -66,10 +68,11 @@ esac
 CORPUS_LANG=${CORPUS_LANG:-es}
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0  # a fixed number of updates; the final model is BETO
 
+WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
 recipe_check_settings
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZE INIT_FROM ARCH TOKENS_PER_SAMPLE \
+recipe_keep_settings PRESET FAST_PATH WEIGHT_DECAY_EXCLUDE SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZE INIT_FROM ARCH TOKENS_PER_SAMPLE \
     SEQUENCES_PER_UPDATE PHASE2_SHARE PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PEAK_LR WARMUP_UPDATES \
     MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO NER_EXTRA \
     BASELINE WEAK_PRETRAINING
@@ -83,7 +86,7 @@ recipe_corpus "$CORPUS_LANG" sentencepiece
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
     --sample-break-mode complete_doc --mask-prob 0.15 --mask-whole-words)
 MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout 0.1 --attention-dropout 0.1)
-OPTIM_ARGS=(--optimizer "$OPTIMIZER" --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
+OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain
 

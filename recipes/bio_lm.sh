@@ -101,7 +101,7 @@ MLM_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --sample-break-mode 
 model_and_optimizer() {  # model_and_optimizer ARCH LR WARMUP
     ARCH=$1
     MODEL_ARGS=(--arch "$ARCH" --dropout 0.1 --attention-dropout 0.1)
-    OPTIM_ARGS=(--optimizer "$OPTIMIZER" --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
+    OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
         --lr "$2" --lr-scheduler polynomial_decay --warmup-updates "$3")
 }
 

@@ -17,7 +17,8 @@
 #   MASK_PROB      share of real tokens the generator fills in (0.15; ELECTRA-large: 0.25)
 #   PHASE2_SHARE, PHASE2_TOKENS_PER_SAMPLE, PHASE2_SEQUENCES_PER_UPDATE, PHASE2_BATCH_PER_DEVICE: the second
 #                  length phase (paper: the last 10% of updates at 512 tokens)
-#   NER_LAYERWISE_DECAY  learning rate x this per layer below the head (paper: 0.8)
+#   NER_LAYERWISE_DECAY  ELECTRA's layer-wise learning-rate decay in fine-tuning (paper: 0.8)
+#   WEIGHT_DECAY_EXCLUDE  norm_and_bias (default, ELECTRA's): no weight decay on LayerNorm weights and biases; none
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -73,6 +74,7 @@ EMBEDDING_SHARING=${EMBEDDING_SHARING:-tied}
 MASK_PROB=${MASK_PROB:-0.15}
 KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
 
+WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
 recipe_check_settings
 [[ -z ${INIT_FROM:-} ]] || die "INIT_FROM=$INIT_FROM: an ELECTRA cannot start from a RoBERTa-family masked LM; leave it unset"
 one_of EMBEDDING_SHARING "$EMBEDDING_SHARING" tied gdes none
@@ -80,7 +82,7 @@ one_of VOCAB_TYPE "$VOCAB_TYPE" bytelevel-bpe sentencepiece
 check_number MASK_PROB
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_TYPE VOCAB_SIZE ARCH EMBEDDING_SHARING MASK_PROB \
+recipe_keep_settings PRESET FAST_PATH WEIGHT_DECAY_EXCLUDE SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_TYPE VOCAB_SIZE ARCH EMBEDDING_SHARING MASK_PROB \
     TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PHASE2_SHARE PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PEAK_LR \
     WARMUP_UPDATES MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO \
     NER_LAYERWISE_DECAY NER_EXTRA BASELINE WEAK_PRETRAINING
@@ -92,7 +94,7 @@ recipe_corpus "$CORPUS_LANG" "$VOCAB_TYPE"
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight 50
     --sample-break-mode complete_doc --mask-prob "$MASK_PROB")
 MODEL_ARGS=(--arch "$ARCH" --embedding-sharing "$EMBEDDING_SHARING" --dropout 0.1 --attention-dropout 0.1)
-OPTIM_ARGS=(--optimizer "$OPTIMIZER" --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
+OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain
 

@@ -26,8 +26,9 @@
 #                  vocabulary instead of VOCAB_SIZES (stage 2 converts it with biofairseq-convert from-hf)
 #   CORPUS_LANG    the corpus language: the cleaning's language filter and the break-out rate's Moses words
 #                  (tiny: es, the bundled sample; paper: en)
+#   WEIGHT_DECAY_EXCLUDE  norm_and_bias (default, Megatron-LM's): no weight decay on LayerNorm weights and biases; none
 # Pretraining follows Megatron-LM's BERT (the paper gives none of it): batch 1,024 x 512 tokens, Adam (0.9, 0.999,
-# 1e-8), weight decay 0.01, clipping 1.0, LR 1e-4 with 1% warm-up and linear decay, 2M updates (BioMegatron trained
+# 1e-8), weight decay 0.01 (none on LayerNorms and biases), clipping 1.0, LR 1e-4 with 1% warm-up and linear decay, 2M updates (BioMegatron trained
 # "about one epoch" of 6.1B words: set MAX_UPDATE for your corpus). Fine-tuning (Table 1): LR 5e-5, 30 epochs,
 # 128 tokens. The final checkpoint is kept.
 set -euo pipefail
@@ -76,12 +77,13 @@ CHECKPOINT_ACTIVATIONS=${CHECKPOINT_ACTIVATIONS:-0}
 VOCAB_SIZE=${VOCAB_SIZES%%,*}  # the shared checks' name for it
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 
+WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
 recipe_check_settings
 one_of CHECKPOINT_ACTIVATIONS "$CHECKPOINT_ACTIVATIONS" 0 1
 check_list VOCAB_SIZES
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZES INIT_FROM ARCH CHECKPOINT_ACTIVATIONS \
+recipe_keep_settings PRESET FAST_PATH WEIGHT_DECAY_EXCLUDE SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZES INIT_FROM ARCH CHECKPOINT_ACTIVATIONS \
     TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR WARMUP_UPDATES MAX_UPDATE NER_LABELLINGS NER_LRS NER_SEEDS NER_EPOCHS \
     NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO NER_EXTRA BASELINE WEAK_PRETRAINING
 
@@ -106,7 +108,7 @@ recipe_breakout "$CORPUS_LANG"
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
     --sample-break-mode complete_doc --mask-prob 0.15)
-OPTIM_ARGS=(--optimizer "$OPTIMIZER" --adam-betas "(0.9,0.999)" --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 1.0
+OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.999)" --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 1.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout 0.1 --attention-dropout 0.1)
 [[ $CHECKPOINT_ACTIVATIONS == 0 ]] || MODEL_ARGS+=(--checkpoint-activations)

@@ -147,7 +147,7 @@ recipe_corpus es bytelevel-bpe
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
     --sample-break-mode complete_doc --mask-prob 0.15)
 MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout 0.1 --attention-dropout 0.1)
-OPTIM_ARGS=(--optimizer "$OPTIMIZER" --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm "$CLIP_NORM"
+OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm "$CLIP_NORM"
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain
 

@@ -1,9 +1,10 @@
-"""Builds small fairseq data-bins from the real Spanish clinical cases, as the tests need them.
+"""The tests' real data, all in the repository (NOTICE), and small fairseq data-bins built from it.
 
 The vocabularies and data-bins come from the preprocess/ scripts; each token also gets the whitespace word
 it came from (by character offsets), so masking can be checked against the text.
 """
 
+import gzip
 import json
 import os
 import re
@@ -16,24 +17,27 @@ import numpy as np
 
 from biofairseq.tasks.document_mlm import DocumentMLMConfig, DocumentMLMTask
 
-SHARED = Path(os.environ.get("BIOFAIRSEQ_SHARED", Path(__file__).resolve().parents[2] / "shared"))
-CLINICAL_CASES = SHARED / "data" / "spanish_clinical_text" / "clinical_cases.jsonl"
-PHARMACONER = SHARED / "data" / "pharmaconer"
-NCBI = SHARED / "data" / "ncbi_disease"
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[1]
+# the demo's sample: 1,000 clinical case reports (JSON lines), 100 / 40 / 40 PharmaCoNER documents (BRAT)
+CLINICAL_CASES = REPO / "examples" / "data" / "clinical_cases.jsonl.gz"
+PHARMACONER = REPO / "examples" / "data" / "pharmaconer"
+# the tests' own excerpts: NCBI-disease's first 300 / 300 / 200 sentences (CoNLL), and the PharmaCoNER training
+# document whose official offsets disagree with its text
+NCBI = REPO / "tests" / "data" / "ncbi_disease"
+PHARMACONER_MISALIGNED = REPO / "tests" / "data" / "pharmaconer_misaligned"
+
+
+def clinical_lines(first, count):
+    """Lines ``first`` to ``first + count`` of the clinical cases (JSON lines, each ending in a newline)."""
+    # newline="\n": the texts hold U+2028 and other characters that str.splitlines would take for line ends
+    with gzip.open(CLINICAL_CASES, "rt", encoding="utf-8", newline="\n") as f:
+        return [line for i, line in zip(range(first + count), f) if i >= first]
 
 
 def read_documents(first, count):
     """Documents of the corpus as lists of non-empty paragraphs (one paragraph per line)."""
-    docs = []
-    with open(CLINICAL_CASES, encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if i >= first + count:
-                break
-            if i >= first:
-                docs.append([p.strip() for p in json.loads(line)["text"].split("\n") if p.strip()])
-    return docs
+    return [[p.strip() for p in json.loads(line)["text"].split("\n") if p.strip()] for line in clinical_lines(first, count)]
 
 
 @dataclass

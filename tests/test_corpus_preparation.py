@@ -16,16 +16,12 @@ import pytest
 import xxhash
 
 from conftest import json_logs, run_fairseq, trainer_in_process
-from corpus import CLINICAL_CASES, NCBI, PHARMACONER, REPO, run_script
+from corpus import NCBI, PHARMACONER, REPO, clinical_lines, run_script
+
 ENGLISH_DOC = (
     "The patient was admitted with fever and abdominal pain.\nBlood cultures were negative and the fever "
     "resolved after three days of intravenous antibiotics.\nShe was discharged home in good condition."
 )
-
-
-def clinical_lines(first, count):
-    with open(CLINICAL_CASES, encoding="utf-8") as f:
-        return [line for i, line in enumerate(f) if first <= i < first + count]
 
 
 def docs_of(path):
@@ -267,7 +263,7 @@ def small_vocab(cleaned, tmp_path_factory):
 
 
 def test_breakout_rates_on_brat_and_conll(small_vocab):
-    for ner, lang, entities in ((PHARMACONER / "test", "es", 1876), (NCBI / "test.tsv", "en", 960)):
+    for ner, lang, entities in ((PHARMACONER / "test", "es", 259), (NCBI / "test.tsv", "en", 185)):
         out = run_script("preprocess/vocab_stats.py", "--vocab", f"bpe={small_vocab}", "--ner", ner, "--lang", lang)
         rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in out.stdout.splitlines()[2:]}
         assert int(rows["all mentions"][0].replace(",", "")) == entities

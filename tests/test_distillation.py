@@ -129,3 +129,38 @@ def test_the_distilled_student_converts_to_an_ordinary_model(distilled, tmp_path
     assert conversion["parity"]["ids_identical"] and conversion["transformers_class"] == "RobertaForMaskedLM"
     model = transformers.AutoModelForTokenClassification.from_pretrained(out, num_labels=3)
     assert model.config.hidden_size == 64
+
+
+@pytest.mark.fast
+def test_the_kl_term_is_t_squared_times_kl_of_teacher_to_student_at_temperature_t():
+    """By hand: softmax(logits / 2) of 2 log p is p. Teacher (0.8, 0.1, 0.1), student (0.4, 0.4, 0.2):
+    KL(teacher || student) = 0.8 ln 2 + 0.1 ln 1/4 + 0.1 ln 1/2 = 0.5 ln 2, and the other way 0.6 ln 2; times T² = 4,
+    over two rows. Without the temperature, or without T², or the other way round, it is another number."""
+    import torch
+
+    from biofairseq.criterions.mlm_distillation import softened_kl
+
+    teacher = 2 * torch.tensor([[0.8, 0.1, 0.1]] * 2).log()
+    student = 2 * torch.tensor([[0.4, 0.4, 0.2]] * 2).log()
+    assert softened_kl(student, teacher, 2.0).item() == pytest.approx(2 * 4 * 0.5 * math.log(2), rel=1e-6)
+    assert softened_kl(teacher, student, 2.0).item() == pytest.approx(2 * 4 * 0.6 * math.log(2), rel=1e-6)
+    assert softened_kl(teacher, teacher, 2.0).item() == pytest.approx(0, abs=1e-6)
+
+
+def test_the_criterion_logs_the_kl_of_the_models_own_logits_computed_by_hand(bytebpe_corpus, trained_bytebpe):
+    """The logged kl_loss against the same sum written out in float64 from the student's and the teacher's logits at
+    the masked tokens, each model called on its own; a random 64-wide student against the trained teacher."""
+    import torch
+
+    task, model, criterion = build(bytebpe_corpus.data_bin, teacher_checkpoint(trained_bytebpe), *NARROW, "--temperature", "3")
+    model.eval()
+    sample = batch(task)
+    _, _, log = criterion(model, sample)
+    tokens, masked = sample["net_input"]["src_tokens"], sample["target"].ne(task.source_dictionary.pad())
+    with torch.no_grad():
+        student = model(tokens, masked_tokens=masked)[0].double() / 3
+        teacher = criterion.teacher(tokens, masked_tokens=masked)[0].double() / 3
+    p, q = teacher.softmax(-1), student.softmax(-1)
+    by_hand = 9 * (p * (p.log() - q.log())).sum()
+    assert int(masked.sum()) == student.shape[0] > 20
+    assert log["kl_loss"].item() == pytest.approx(by_hand.item(), rel=1e-4)

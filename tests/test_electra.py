@@ -124,6 +124,37 @@ def test_criterion_loss_is_the_generator_mean_plus_50_times_the_discriminator_me
     assert 0 <= float(log["auc"]) <= 1 and -1 <= float(log["cosine"]) <= 1
 
 
+def test_the_losses_are_means_over_every_non_pad_token_and_every_selected_token_counted_by_hand(bytebpe_corpus):
+    """On a padded batch: the discriminator's BCE summed over each real token (<s> and </s> included, padding not) and
+    divided by their count, the generator's cross-entropy over the selected tokens and their count, all written out
+    in float64 from the model's own outputs (the same Gumbel draws: the same seed, and no dropout)."""
+    task, model, criterion = build(bytebpe_corpus.data_bin)
+    sample = batch(task)
+    pad, bos, eos = task.source_dictionary.pad(), task.source_dictionary.bos(), task.source_dictionary.eos()
+    tokens, target = sample["net_input"]["src_tokens"], sample["target"]
+    torch.manual_seed(5)
+    _, _, log = criterion(model, sample)
+    torch.manual_seed(5)
+    with torch.no_grad():
+        out = model(**sample["net_input"], targets=target)
+    logits, replaced = out["discriminator_logits"].double().tolist(), out["replaced"].tolist()
+    bce, counted = 0.0, 0
+    for i, row in enumerate(tokens.tolist()):
+        for j, token in enumerate(row):
+            if token != pad:
+                x, y = logits[i][j], float(replaced[i][j])
+                bce -= y * math.log(1 / (1 + math.exp(-x))) + (1 - y) * math.log(1 / (1 + math.exp(x)))
+                counted += 1
+    assert counted == int(tokens.ne(pad).sum()) < tokens.numel()  # padded
+    assert counted - int(tokens.eq(bos).sum()) - int(tokens.eq(eos).sum()) < counted  # <s> and </s> counted
+    assert int(log["n_replaced"]) == sum(map(sum, replaced)) > 0  # the criterion drew the same samples
+    assert float(log["disc_loss"]) == pytest.approx(bce / counted, rel=1e-5)
+    gold = target[target.ne(pad)]
+    log_probs = out["generator_logits"].double().log_softmax(-1)
+    ce = -sum(log_probs[k, g].item() for k, g in enumerate(gold.tolist()))
+    assert float(log["gen_loss"]) == pytest.approx(ce / len(gold), rel=1e-5)
+
+
 def test_the_discriminator_finds_easy_replacements_well_above_the_replace_rate(bytebpe_corpus, tmp_path):
     """With the generator left untrained (--generator-weight 0) its samples are near-uniform random tokens: the
     discriminator must find them. The real objective at this scale stays near the trivial solution (README)."""
@@ -168,3 +199,11 @@ def test_task_refuses_random_replacement_in_one_line(bytebpe_corpus):
     with pytest.raises(ValueError) as error:
         build(bytebpe_corpus.data_bin, "--random-token-prob", "0.1")
     assert str(error.value).startswith("--random-token-prob: ") and "\n" not in str(error.value)
+
+
+def test_task_refuses_a_criterion_other_than_electras_in_one_line(bytebpe_corpus):
+    with pytest.raises(ValueError) as error:
+        build_in_process(bytebpe_corpus.data_bin, "--task", "electra", "--criterion", "masked_lm_accuracy",
+                         "--arch", "electra_tiny", "--tokens-per-sample", "128")
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("--criterion masked_lm_accuracy: ") and "--criterion electra" in message

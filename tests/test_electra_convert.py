@@ -10,31 +10,32 @@ from conftest import bpe_flags
 from test_electra import ELECTRA, SHARING
 
 
-@pytest.fixture(scope="module")
-def electra_runs(bytebpe_corpus, tmp_path_factory):
-    """sharing -> folder with checkpoint_last.pt: an ELECTRA built as fairseq-train builds it (the recipe test converts
-    one that fairseq-train trained), every weight moved off its initial value, GDES's delta included, and saved in
-    fairseq's checkpoint format with its --bpe settings."""
+def electra_checkpoint(data_bin, folder, *flags):
+    """folder/checkpoint_last.pt: an ELECTRA built as fairseq-train builds it (the recipe test converts one that
+    fairseq-train trained), every weight moved off its initial value, GDES's delta included, and saved in fairseq's
+    checkpoint format with its --bpe settings."""
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
     from biofairseq.convert.fairseq_side import save
 
-    out = {}
-    for sharing in SHARING:
-        args = options.parse_args_and_arch(options.get_training_parser(), [
-            str(bytebpe_corpus.data_bin), *ELECTRA, "--total-num-update", "1", "--embedding-sharing", sharing,
-            *bpe_flags(bytebpe_corpus.data_bin)])
-        cfg = convert_namespace_to_omegaconf(args)
-        torch.manual_seed(0)
-        model = tasks.setup_task(cfg.task).build_model(cfg.model)
-        with torch.no_grad():
-            for parameter in model.parameters():
-                parameter.add_(0.02 * torch.randn_like(parameter))
-        folder = tmp_path_factory.mktemp(f"electra_{sharing}")
-        save(folder / "checkpoint_last.pt", model, cfg)
-        out[sharing] = folder
-    return out
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data_bin), *ELECTRA, "--total-num-update", "1", *flags, *bpe_flags(data_bin)])
+    cfg = convert_namespace_to_omegaconf(args)
+    torch.manual_seed(0)
+    model = tasks.setup_task(cfg.task).build_model(cfg.model)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.02 * torch.randn_like(parameter))
+    save(folder / "checkpoint_last.pt", model, cfg)
+    return folder / "checkpoint_last.pt"
+
+
+@pytest.fixture(scope="module")
+def electra_runs(bytebpe_corpus, tmp_path_factory):
+    """sharing -> folder with checkpoint_last.pt of electra_tiny (see electra_checkpoint)."""
+    return {sharing: electra_checkpoint(bytebpe_corpus.data_bin, tmp_path_factory.mktemp(f"electra_{sharing}"),
+                                        "--embedding-sharing", sharing).parent for sharing in SHARING}
 
 
 def convert(*args):
@@ -92,3 +93,24 @@ def test_a_random_init_twin_of_a_discriminator_has_its_class_and_shape_and_new_w
     assert trained.keys() == random.keys()
     key = "electra.encoder.layer.0.intermediate.dense.weight"
     assert not torch.equal(trained[key], random[key])
+
+
+def test_electra_smalls_narrower_embeddings_convert_through_both_towers_projections(bytebpe_corpus, tmp_path):
+    """electra_small: embeddings of 128 under a 256-wide discriminator and a 64-wide generator, each tower with its
+    own projection (transformers' embeddings_project), 12 layers each."""
+    import transformers
+    from safetensors.torch import load_file
+
+    checkpoint = electra_checkpoint(bytebpe_corpus.data_bin, tmp_path, "--arch", "electra_small")
+    out = tmp_path / "hf"
+    assert convert("to-hf", checkpoint, out, "--generator") == 0
+    report = json.loads((out / "conversion.json").read_text())
+    for parity in (report["parity"], report["generator"]["parity"]):
+        assert parity["ids_identical"] and max(parity["max_abs_diff_logits"], parity["max_abs_diff_hidden"]) <= 1e-4
+    state = torch.load(checkpoint)["model"]
+    for folder, tower, width in ((out, "discriminator", 256), (out / "generator", "generator", 64)):
+        config = transformers.AutoConfig.from_pretrained(folder)
+        assert (config.embedding_size, config.hidden_size, config.num_hidden_layers) == (128, width, 12)
+        written = load_file(folder / "model.safetensors")
+        assert torch.equal(written["electra.embeddings_project.weight"], state[f"{tower}.embed_proj.weight"])
+        assert tuple(written["electra.embeddings_project.weight"].shape) == (width, 128)

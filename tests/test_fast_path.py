@@ -3,6 +3,7 @@
 three, and compiled layers (biofairseq-train --compile): test_training.py."""
 
 import copy
+import re
 
 import pytest
 import torch
@@ -137,3 +138,145 @@ def test_amp_bf16_computes_in_bf16_with_fp32_weights_and_gradients(bytebpe_corpu
     loss.backward()
     assert loss.dtype == torch.float32
     assert all(p.dtype == torch.float32 and (p.grad is None or p.grad.dtype == torch.float32) for p in model.parameters())
+
+
+def test_amp_bf16_samples_from_fp32_generator_logits(bytebpe_corpus):
+    """ELECTRA's generator under --amp-bf16: the layers compute in bf16, the vocabulary projection whose logits are
+    sampled (and scored) in fp32, from the bf16 layers' output."""
+    from biofairseq.data.host_counts import at_positions, flat_positions
+
+    task, model, _ = build_in_process(bytebpe_corpus.data_bin, *ELECTRA, *NO_DROPOUT, "--amp-bf16")
+    batch = valid_batch(task, 0, 8)
+    tokens, targets = batch["net_input"]["src_tokens"], batch["target"]
+    logits = model(tokens, targets)["generator_logits"]
+    assert logits.dtype == torch.float32
+    head = model.generator_head
+    with model.autocast():  # the tower and the head's dense layer in bf16, as the model runs them
+        features = model.generator_features(tokens)
+        selected = at_positions(features, flat_positions(targets.ne(task.source_dictionary.pad())))
+        hidden = head.layer_norm(head.activation_fn(head.dense(selected)))
+    assert features.dtype == torch.bfloat16
+    expected = hidden.float() @ head.weight.t() + head.bias  # outside autocast: fp32
+    torch.testing.assert_close(logits, expected, rtol=1e-5, atol=1e-5)  # bf16 rounding would be ~1e-3 off
+
+
+@pytest.mark.parametrize("flags", [mlm("bio_roberta_tiny"), ELECTRA], ids=["roberta", "electra"])
+@pytest.mark.parametrize("other", ["--amp", "--fp16", "--memory-efficient-fp16"])
+def test_amp_bf16_refuses_fairseqs_own_mixed_precision_in_one_line(bytebpe_corpus, flags, other):
+    with pytest.raises(ValueError) as error:
+        build_in_process(bytebpe_corpus.data_bin, *flags, "--amp-bf16", other)
+    message = str(error.value)
+    assert "\n" not in message and message.startswith(f"--amp-bf16 with {other}: ") and "drop one" in message
+
+
+def test_sdpa_refuses_fairseqs_fallback_for_rows_of_several_documents(bytebpe_corpus):
+    """What only fairseq's attention computes (attention weights, an extra mask) knows nothing of the documents of a
+    packed row: refused, rather than attending across them."""
+    task, model, _ = build_in_process(bytebpe_corpus.data_bin, *mlm("bio_roberta_tiny"), "--attention", "sdpa",
+                                      "--pack-documents", *NO_DROPOUT)
+    attention = self_attentions(model)[0]
+    x = torch.randn(6, 1, attention.embed_dim)
+    assert attention(x, x, x, need_weights=False)[0].shape == x.shape  # SDPA's own path, no documents
+    attention.documents = torch.ones(1, 1, 6, 6, dtype=torch.bool)  # a packed row's, as the encoder shares them
+    with pytest.raises(ValueError, match=r"^need_weights=True: .*rows of several documents"):
+        attention(x, x, x, need_weights=True)
+
+
+def test_host_counts_that_disagree_with_the_batch_are_refused():
+    """torch.nonzero_static pads or cuts to the size it is given: a wrong host count would give wrong positions."""
+    from biofairseq.data.host_counts import flat_positions
+
+    mask = torch.tensor([[True, False, True], [False, True, False]])
+    assert flat_positions(mask, 3).tolist() == [0, 2, 4] == flat_positions(mask).tolist()
+    for wrong in (2, 4):
+        with pytest.raises(RuntimeError, match=f"^the batch counts {wrong} tokens on the host and another number in its mask"):
+            flat_positions(mask, wrong)
+
+
+def built_optimizer(data_bin, model, *flags):
+    """The optimizer fairseq-train builds from these flags for this model's parameters (fp32, unflattened)."""
+    from fairseq import optim, options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from biofairseq.user_dir import USER_DIR
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [
+        str(data_bin), "--user-dir", USER_DIR, *mlm("bio_roberta_tiny"), "--adam-betas", "(0.9,0.98)", *flags])
+    return optim.build_optimizer(convert_namespace_to_omegaconf(args).optimizer, list(model.parameters()))
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "fused_adamw"])
+@pytest.mark.parametrize("flags", [mlm("bio_roberta_tiny"), ELECTRA], ids=["roberta", "electra"])
+def test_weight_decay_exclude_spares_exactly_the_layer_norms_and_biases(bytebpe_corpus, flags, optimizer):
+    """ELECTRA's and BERT's rule, by name (google-research/electra: LayerNorm, layer_norm, bias; fairseq also names
+    them layernorm_embedding), on every parameter of RoBERTa and of both ELECTRA towers; then one step on zero
+    gradients, in which weight decay alone moves the decayed weights and nothing else."""
+    _, model, _ = build_in_process(bytebpe_corpus.data_bin, *flags)
+    built = built_optimizer(bytebpe_corpus.data_bin, model, "--optimizer", optimizer, "--weight-decay", "0.01",
+                            "--weight-decay-exclude", "norm_and_bias", "--lr", "0.1")
+    decay_of = {id(p): g["weight_decay"] for g in built.optimizer.param_groups for p in g["params"]}
+    named = dict(model.named_parameters())
+    excluded = {name for name in named if re.search(r"(?i)layer_?norm|bias", name)}
+    assert excluded and len(excluded) < len(named) and len(decay_of) == len(named)
+    assert {name: decay_of[id(p)] for name, p in named.items()} == {name: 0.0 if name in excluded else 0.01 for name in named}
+    before = {name: p.detach().clone() for name, p in named.items()}
+    for p in named.values():
+        p.grad = torch.zeros_like(p)
+    built.step()
+    for name, p in named.items():
+        if name in excluded:
+            assert torch.equal(p, before[name]), name
+        else:  # decoupled decay: w <- w - lr x wd x w
+            torch.testing.assert_close(p, before[name] * (1 - 0.1 * 0.01), msg=lambda m: f"{name}: {m}")
+
+
+def test_adamw_without_exclusion_is_fairseqs_adam_and_a_flat_copy_is_refused(bytebpe_corpus):
+    from biofairseq.optim.weight_decay import decay_groups
+
+    task, model, criterion = build_in_process(bytebpe_corpus.data_bin, *mlm("bio_roberta_tiny"), *NO_DROPOUT)
+    twin = copy.deepcopy(model)
+    ours = built_optimizer(bytebpe_corpus.data_bin, model, "--optimizer", "adamw", "--weight-decay", "0.01")
+    theirs = built_optimizer(bytebpe_corpus.data_bin, twin, "--optimizer", "adam", "--weight-decay", "0.01")
+    assert ours.supports_flat_params and len(ours.optimizer.param_groups) == 1
+    for trained, optimizer in ((model, ours), (twin, theirs)):
+        for step in range(2):
+            criterion(trained, valid_batch(task, 8 * step, 8))[0].backward()
+            optimizer.step()
+            optimizer.zero_grad()
+    assert all(torch.equal(p, q) for p, q in zip(model.parameters(), twin.parameters()))
+    # fairseq's --fp16 hands over one flat fp32 copy of every parameter: no LayerNorm to find in it
+    with pytest.raises(ValueError, match="^--weight-decay-exclude norm_and_bias: .* add --fp16-no-flatten-grads$"):
+        decay_groups([torch.nn.Parameter(torch.zeros(1000))], "norm_and_bias")
+
+
+def dropout_statistics(attention, x, real, passes=200, **kwargs):
+    """(mean variance of the outputs over ``passes`` training-mode calls, squared bias of their mean against the
+    eval-mode output in units of the variance of a mean of ``passes``), over the real query positions (T x B mask).
+    Unbiased dropout gives a bias near 1; dropping nothing, a variance of 0."""
+    attention.eval()
+    with torch.no_grad():
+        expected = attention(x, x, x, need_weights=False, **kwargs)[0][real]
+        attention.train()
+        torch.manual_seed(0)
+        outputs = torch.stack([attention(x, x, x, need_weights=False, **kwargs)[0][real] for _ in range(passes)]).double()
+    variance = outputs.var(0).mean()
+    return variance.item(), (((outputs.mean(0) - expected) ** 2).mean() / (variance / passes)).item()
+
+
+def test_sdpa_drops_attention_as_fairseq_does(bytebpe_corpus):
+    """Attention dropout 0.3 on a padded batch: fairseq's attention and SDPA, each unbiased, spread alike (a wrong
+    rate, 1 - p for p, or no rescaling would show). Statistics, not outputs: on a CPU both reach torch's SDPA math
+    kernel and draw alike, but on a GPU their kernels draw differently."""
+    task, stock, _ = build_in_process(bytebpe_corpus.data_bin, *mlm("bio_roberta_tiny"), "--dropout", "0",
+                                      "--attention-dropout", "0.3")
+    tokens = valid_batch(task, 0, 4)["net_input"]["src_tokens"]
+    padding = tokens.eq(task.source_dictionary.pad())
+    assert padding.any()
+    torch.manual_seed(1)
+    x = torch.randn(tokens.shape[1], tokens.shape[0], 128)
+    theirs = self_attentions(stock)[0]
+    ours = self_attentions(use_attention(copy.deepcopy(stock), "sdpa"))[0]
+    (their_variance, their_bias), (our_variance, our_bias) = (
+        dropout_statistics(attention, x, ~padding.t(), key_padding_mask=padding) for attention in (theirs, ours))
+    assert their_variance > 0 and our_variance == pytest.approx(their_variance, rel=0.05)
+    assert 0.5 < their_bias < 2 and 0.5 < our_bias < 2

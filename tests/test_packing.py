@@ -10,7 +10,7 @@ from biofairseq.data.packing import pack
 from biofairseq.models import documents
 from biofairseq.models.attention import SdpaSelfAttention
 from conftest import TINY, build_in_process, valid_batch
-from test_fast_path import ELECTRA, NO_DROPOUT, features
+from test_fast_path import ELECTRA, NO_DROPOUT, dropout_statistics, features
 
 PACKED = [*TINY[2:], "--total-num-update", "10", "--attention", "sdpa", "--pack-documents", *NO_DROPOUT]
 ELECTRA_PACKED = [*ELECTRA, "--attention", "sdpa", "--pack-documents", *NO_DROPOUT]
@@ -84,3 +84,27 @@ def test_packing_needs_sdpa_attention(bytebpe_corpus):
     with pytest.raises(ValueError, match="--attention sdpa"):
         build_in_process(bytebpe_corpus.data_bin, *TINY[2:], "--total-num-update", "10", "--pack-documents")
     # training with it (and its padding, packed or not): tests/test_pretrain_speed.py
+
+
+def test_the_variable_length_path_drops_attention_as_the_dense_mask_does(bytebpe_corpus):
+    """Attention dropout 0.3 on packed rows: the jagged tensors (CUDA's path, run here on CPU) and the dense document
+    mask, each unbiased, spread alike over the documents' tokens."""
+    task, model, _ = build_in_process(bytebpe_corpus.data_bin, *TINY[2:], "--total-num-update", "10", "--attention", "sdpa",
+                                      "--pack-documents", "--dropout", "0", "--attention-dropout", "0.3")
+    bos, pad = task.source_dictionary.bos(), task.source_dictionary.pad()
+    rows = task.dataset("valid")
+    first = next(i for i in range(len(rows)) if int(rows[i]["net_input.src_tokens"].eq(bos).sum()) >= 2)
+    net_input = valid_batch(task, first, 3)["net_input"]  # with padding after some rows' documents
+    tokens, segments = net_input["src_tokens"], net_input["segments"]
+    assert tokens.eq(bos).sum() >= 4 and tokens.eq(pad).any()
+    attention = next(m for m in model.modules() if isinstance(m, SdpaSelfAttention))
+    torch.manual_seed(1)
+    x = torch.randn(tokens.shape[1], tokens.shape[0], 128)
+    real = tokens.ne(pad).t()
+    results = []
+    for where in (documents.document_mask(tokens, bos, pad), segments):
+        attention.documents = where  # as the encoder shares them before a forward
+        results.append(dropout_statistics(attention, x, real, passes=100))
+    (dense_variance, dense_bias), (jagged_variance, jagged_bias) = results
+    assert dense_variance > 0 and jagged_variance == pytest.approx(dense_variance, rel=0.1)
+    assert 0.5 < dense_bias < 2 and 0.5 < jagged_bias < 2

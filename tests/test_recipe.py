@@ -66,6 +66,7 @@ def test_every_stage_runs_and_the_report_comes_from_the_run(run):
     train = next(c for c in printed if c[0] == "biofairseq-train")
     assert train[train.index("--task") + 1] == "document_mlm" and train[train.index("--arch") + 1] == "bio_roberta_tiny"
     assert train[train.index("--adam-betas") + 1] == "(0.9,0.98)" and "--cpu" in train  # printed as a shell reads it
+    assert train[train.index("--optimizer") + 1] == "adam" and "--weight-decay-exclude" not in train  # RoBERTa's
     assert [c[0] for c in printed if c[0] in ("biofairseq-convert", "biofairseq-ner")] == ["biofairseq-convert", *["biofairseq-ner"] * 2]
 
     report = json.loads((run_dir / "report.json").read_text())

@@ -36,6 +36,7 @@ def test_sentencepiece_whole_word_masking_in_two_length_phases(beto):
     phase1, phase2 = [c for c in printed if c[0] == "biofairseq-train"]
     for c in (phase1, phase2):
         assert "--mask-whole-words" in c and value(c, "--arch") == "bio_megatron_tiny" and value(c, "--total-num-update") == "10"
+        assert value(c, "--optimizer") == "adamw" and value(c, "--weight-decay-exclude") == "norm_and_bias"  # BERT's
     assert (value(phase1, "--tokens-per-sample"), value(phase1, "--max-update"), value(phase1, "--batch-size")) == ("128", "8", "8")
     assert (value(phase2, "--tokens-per-sample"), value(phase2, "--max-update"), value(phase2, "--batch-size")) == ("512", "10", "4")
     assert "--reset-dataloader" in phase2 and "--reset-dataloader" not in phase1

@@ -30,6 +30,12 @@ def test_bioelectra_runs_two_length_phases_on_one_schedule_and_reports_electra(e
     assert [value(c, "--batch-size") for c in phases] == ["32", "8"]
     assert "--reset-dataloader" in phases[1] and "--reset-optimizer" not in phases[1]
     assert "--reset-lr-scheduler" not in phases[1]
+    # ELECTRA's optimizer: no weight decay on LayerNorm weights and biases
+    assert all(value(c, "--optimizer") == "adamw" and value(c, "--weight-decay-exclude") == "norm_and_bias" for c in phases)
+    import torch
+
+    groups = torch.load(run_dir / "pretrain" / "checkpoints" / "checkpoint_last.pt", weights_only=False)["last_optimizer_state"]["param_groups"]
+    assert sorted(g["weight_decay"] for g in groups) == [0.0, 0.01]
     # phase 2 went on from phase 1: updates 19-20 follow 18, the learning rate keeps decaying
     from biofairseq.recipe.best_checkpoint import records
 

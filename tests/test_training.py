@@ -13,7 +13,8 @@ import pytest
 import torch
 
 from biofairseq.user_dir import USER_DIR
-from conftest import TINY, json_logs, run_fairseq, train_two_processes
+from conftest import TINY, build_in_process, json_logs, run_fairseq, train_two_processes
+
 
 @pytest.fixture(scope="module")
 def trained(trained_bytebpe):
@@ -240,3 +241,51 @@ def test_pretraining_check_compares_with_word_frequencies_and_finds_a_collapsed_
     assert pick_main([*pick_args, "--check", str(bytebpe_corpus.data_bin), "--check-output", str(tmp_path / "check.json"), "--go-on"]) == 0
     assert json.loads((tmp_path / "best.json").read_text())["checkpoint"] == best["checkpoint"]
     assert json.loads((tmp_path / "check.json").read_text())["mean_token_cosine"] < 0.9
+
+
+def test_a_run_of_fairseqs_own_masked_lm_criterion_is_picked_and_checked(trained, bytebpe_corpus, tmp_path, capsys):
+    """--criterion masked_lm, which fairseq's RoBERTa instructions use, logs loss and perplexity but no accuracy: its
+    log is the trained run's without the accuracy. The check then compares what there is and says what is missing."""
+    from biofairseq.recipe.best_checkpoint import main as pick_main
+
+    save_dir, log = trained
+    stock = re.sub(r', "(valid_)?accuracy": "[^"]*"', "", log)
+    assert '"valid_ppl"' in stock and '"valid_accuracy"' not in stock and '"accuracy"' not in stock
+    (tmp_path / "train.log").write_text(stock)
+    capsys.readouterr()
+    status = pick_main([str(save_dir), str(tmp_path / "train.log"), "--output", str(tmp_path / "best.json"),
+                        "--check", str(bytebpe_corpus.data_bin), "--check-output", str(tmp_path / "check.json"), "--go-on"])
+    out, err = capsys.readouterr()
+    assert status == 0 and "masked acc. %" in out
+    result = json.loads((tmp_path / "check.json").read_text())
+    assert result["valid_accuracy"] is None and result["valid_ppl"] > 1
+    verdict = next(line for line in err.splitlines() if line.startswith("pretraining_check: "))
+    assert "masked-token accuracy not logged" in verdict and "--criterion masked_lm_accuracy" in verdict
+
+
+@pytest.mark.parametrize("criterion", [["--criterion", "cross_entropy"], []], ids=["cross_entropy", "left-out"])
+def test_document_mlm_refuses_a_criterion_that_would_log_wrong_numbers(bytebpe_corpus, criterion):
+    """fairseq's cross_entropy (its default when --criterion is left out) divides the masked tokens' loss by every
+    token: an untrained model would show a validation perplexity near 3."""
+    with pytest.raises(ValueError) as error:
+        build_in_process(bytebpe_corpus.data_bin, "--task", "document_mlm", *criterion, "--arch", "bio_roberta_tiny",
+                         "--tokens-per-sample", "128")
+    message = str(error.value)
+    assert "\n" not in message and message.startswith("--criterion cross_entropy (fairseq-train's default): ")
+    assert "--criterion masked_lm_accuracy" in message
+
+
+def test_biofairseq_train_logs_what_fairseq_train_logs_on_the_same_seed(bytebpe_corpus, tmp_path):
+    """Every logged training and validation figure, its meters read when printed (pooled over 2 updates per line)
+    against fairseq's trainer reading them after each update: equal, to the printed digit. Only the clocks differ."""
+    common = [bytebpe_corpus.data_bin, *TINY, "--max-update", "6", "--total-num-update", "6", "--log-interval", "2",
+              "--clip-norm", "0.5", "--validate-interval-updates", "6", "--no-save"]
+    logs = [run_fairseq(command, *common, "--save-dir", tmp_path / command) for command in ("fairseq-train", "biofairseq-train")]
+    clocks = {"wps", "ups", "wall", "train_wall", "gb_free"}
+    for tag, count in (("train_inner", 3), ("valid", 1), ("train", 1)):
+        figures = lambda record: {k: v for k, v in record.items() if k.removeprefix(f"{tag}_") not in clocks}
+        theirs, ours = ([figures(r) for r in json_logs(proc.stdout + proc.stderr, tag)] for proc in logs)
+        assert len(theirs) == len(ours) == count, tag
+        assert ours == theirs, tag
+    steps = json_logs(logs[1].stdout + logs[1].stderr, "train_inner")
+    assert {"loss", "ppl", "accuracy", "gnorm", "clip", "lr"} <= steps[0].keys() and 0 < float(steps[0]["clip"]) <= 100

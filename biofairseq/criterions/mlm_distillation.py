@@ -76,6 +76,14 @@ def _projected_positions(masked):
     return torch.where(masked.any(), masked, masked.new([True]))
 
 
+def softened_kl(student_logits, teacher_logits, temperature):
+    """T² x KL(teacher_T || student_T), summed over the rows: Hinton et al.'s soft-target term, each distribution a
+    softmax of the logits divided by T (DistilBERT's distiller computes the same), in fp32."""
+    student = F.log_softmax(student_logits.float() / temperature, dim=-1)
+    teacher = F.log_softmax(teacher_logits.float() / temperature, dim=-1)
+    return F.kl_div(student, teacher, log_target=True, reduction="sum") * temperature**2
+
+
 def load_teacher(path, dict_path, dictionary):
     """The teacher as an eval-mode model without gradients, read through the safe loader; its dictionary must be
     the student's, entry for entry."""
@@ -171,10 +179,7 @@ class MlmDistillation(MaskedLmAccuracy):
             teacher_logits = teacher(tokens, masked_tokens=predicted, segments=sample["net_input"].get("segments"))[0]
         vocabulary = logits.shape[-1]
         logits, teacher_logits = logits.view(-1, vocabulary), teacher_logits.view(-1, vocabulary)
-        t = self.temperature
-        student_log_probs = F.log_softmax(logits.float() / t, dim=-1)
-        teacher_log_probs = F.log_softmax(teacher_logits.float() / t, dim=-1)
-        kl_loss = F.kl_div(student_log_probs, teacher_log_probs, log_target=True, reduction="sum") * t * t
+        kl_loss = softened_kl(logits, teacher_logits, self.temperature)
         loss = self.alpha_mlm * mlm_loss + self.alpha_kl * kl_loss
         if self.alpha_cos:
             real = real_positions(sample, self.padding_idx)

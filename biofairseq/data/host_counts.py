@@ -27,10 +27,16 @@ class TargetCountDataset(BaseWrapperDataset):
 
 def flat_positions(mask, count=None):
     """Where ``mask`` is True, as indices into its flattened (row-major) form; ``count``: how many, a host int.
-    Without it (a batch collated elsewhere) they are found by ``nonzero``, which synchronises."""
+    Without it (a batch collated elsewhere) they are found by ``nonzero``, which synchronises.
+
+    ``nonzero_static`` pads or cuts its result to ``count``, so a count that disagrees with the mask would give
+    wrong positions silently: the device checks it without the host waiting (an asynchronous assertion, which on a
+    GPU stops the process at the next synchronisation; on a CPU it raises here)."""
     flat = mask.reshape(-1)
     if count is None:
         return flat.nonzero().squeeze(1)
+    torch._assert_async(flat.sum() == count, f"the batch counts {count} tokens on the host and another number in its "
+                        "mask: collate ntargets and ntokens with the tokens (biofairseq.data.host_counts)")
     return torch.nonzero_static(flat, size=count).squeeze(1)
 
 

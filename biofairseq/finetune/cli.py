@@ -36,7 +36,8 @@ def _training_flags(parser, defaults):
     g.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm, help="gradient clipping")
     g.add_argument("--warmup-ratio", type=float, default=defaults.warmup_ratio, help="linear warm-up over this share of the steps")
     g.add_argument("--layerwise-lr-decay", type=float, default=defaults.layerwise_lr_decay,
-                   help="learning rate x this per layer below the head (BioELECTRA: 0.8); 1 turns it off")
+                   help="ELECTRA's layer-wise decay (BioELECTRA: 0.8): the head at the full learning rate, the last layer at "
+                   "this squared, each layer below this times less, the embeddings at this ** (layers + 2); 1 turns it off")
     g.add_argument("--max-length", type=int, default=defaults.max_length, help="sub-tokens per window, special tokens included")
     g.add_argument("--window-overlap", type=int, default=defaults.window_overlap,
                    help="sub-tokens shared by consecutive windows of a sentence longer than --max-length")

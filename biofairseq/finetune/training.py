@@ -130,10 +130,11 @@ def _trainer_class():
 
 
 def layerwise_groups(model, args, decay, decay_names):
-    """Parameter groups whose learning rate is ``lr * decay ** d``, d = layers above (ELECTRA's schedule).
-
-    The head and anything above the last layer get the full rate, the last layer ``decay`` times it, the
-    embeddings ``decay ** (layers + 1)``.
+    """Parameter groups whose learning rate is ``lr * decay ** (layers + 2 - depth)``: ELECTRA's reference
+    (google-research/electra, ``_get_layer_lrs``), which puts the embeddings (and their projection) at depth 0, layer
+    i at depth i + 1 and the task head at depth layers + 2. So the head gets the full rate, the last layer
+    ``decay ** 2`` times it and the embeddings ``decay ** (layers + 2)``. Anything else above the layers (a pre-LN
+    encoder's final LayerNorm) counts as the head.
     """
     layers = model.config.num_hidden_layers
     groups = {}
@@ -141,10 +142,10 @@ def layerwise_groups(model, args, decay, decay_names):
         if not p.requires_grad:
             continue
         found = re.search(r"\.layers?\.(\d+)\.", name)
-        depth = 0 if "embeddings" in name else int(found.group(1)) + 1 if found else layers + 1
+        depth = 0 if "embeddings" in name else int(found.group(1)) + 1 if found else layers + 2
         weight_decay = args.weight_decay if name in decay_names else 0.0
         group = groups.setdefault((depth, weight_decay), {"params": [], "weight_decay": weight_decay,
-                                                          "lr": args.learning_rate * decay ** (layers + 1 - depth)})
+                                                          "lr": args.learning_rate * decay ** (layers + 2 - depth)})
         group["params"].append(p)
     return list(groups.values())
 

@@ -28,6 +28,10 @@ class SdpaSelfAttention(MultiheadAttention):
         if (need_weights or need_head_weights or before_softmax or incremental_state is not None or static_kv
                 or attn_mask is not None or not self.self_attention or self.bias_k is not None or self.add_zero_attn
                 or query.device.type == "xla" or self.skip_embed_dim_check):
+            if self.documents is not None:  # fairseq's attention would attend across a packed row's documents
+                asked = "need_weights=True" if need_weights or need_head_weights else "this call"
+                raise ValueError(f"{asked}: fairseq's attention, which computes it, cannot keep the documents of rows of "
+                                 "several documents (--pack-documents) apart; call the model without it, or on unpacked rows")
             return super().forward(query, key, value, key_padding_mask, incremental_state, need_weights, static_kv,
                                    attn_mask, before_softmax, need_head_weights)
         weight = torch.cat((self.q_proj.weight, self.k_proj.weight, self.v_proj.weight))

@@ -12,7 +12,7 @@ from fairseq.utils import safe_getattr
 
 from biofairseq.data.host_counts import at_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
-from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16
+from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
 
 
 @register_model("bio_roberta")
@@ -49,7 +49,7 @@ class BioRobertaModel(AmpBf16, RobertaModel):
     def build_model(cls, args, task):
         # a checkpoint saved before --attention existed gets the default
         model = use_attention(super().build_model(args, task), safe_getattr(args, "attention", DEFAULT_ATTENTION))
-        model.amp_bf16 = safe_getattr(args, "amp_bf16", False)
+        model.amp_bf16 = amp_bf16_flag(args)
         return model
 
 

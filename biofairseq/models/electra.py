@@ -26,7 +26,7 @@ from torch import nn
 from biofairseq.data import special_symbols
 from biofairseq.data.host_counts import at_positions, flat_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
-from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16
+from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +154,12 @@ class Tower(nn.Module):
 
 
 class GeneratorHead(nn.Module):
-    """dense(width -> embedding width) + activation + LayerNorm, then the token embeddings with its own bias."""
+    """dense(width -> embedding width) + activation + LayerNorm, then the token embeddings with its own bias.
+
+    The vocabulary projection runs in the weights' precision even under --amp-bf16 (fp32 there): its logits are
+    sampled by Gumbel-max and scored in fp32, and bf16's 8-bit mantissa would round them first. It covers the selected
+    tokens only (15%), so the fp32 matmul costs little beside the towers'.
+    """
 
     def __init__(self, width, embedding_dim, weight, activation_fn):
         super().__init__()
@@ -165,7 +170,9 @@ class GeneratorHead(nn.Module):
         self.bias = nn.Parameter(torch.zeros(weight.shape[0]))
 
     def forward(self, x):
-        return F.linear(self.layer_norm(self.activation_fn(self.dense(x))), self.weight) + self.bias
+        hidden = self.layer_norm(self.activation_fn(self.dense(x)))  # autocast's: fp32 on CUDA, bf16 on a CPU
+        with torch.autocast(hidden.device.type, enabled=False):
+            return F.linear(hidden.to(self.weight.dtype), self.weight) + self.bias
 
 
 class DiscriminatorHead(nn.Module):
@@ -218,7 +225,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
     @classmethod
     def build_model(cls, cfg, task):
         model = use_attention(cls(cfg, task.source_dictionary), cfg.attention)
-        model.amp_bf16 = safe_getattr(cfg, "amp_bf16", False)  # False for checkpoints from before the flag
+        model.amp_bf16 = amp_bf16_flag(cfg)  # False for checkpoints from before the flag
         return model
 
     def max_positions(self):
@@ -271,7 +278,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
         """
         if target_positions is None:
             target_positions = flat_positions(targets.ne(self.padding_idx))
-        with self.autocast():  # --amp-bf16; the sampling is in fp32 either way
+        with self.autocast():  # --amp-bf16: the towers in bf16; the generator's logits and their sampling in fp32
             features = self.generator_features(src_tokens, segments)
             generator_logits = self.generator_head(at_positions(features, target_positions))
             with torch.no_grad():

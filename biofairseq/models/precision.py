@@ -11,10 +11,31 @@ fp32, and no loss scaling is needed (bf16 has fp32's range).
 import contextlib
 
 import torch
+from fairseq.utils import safe_getattr
+from omegaconf import DictConfig
 
 AMP_BF16_HELP = ("bf16 mixed precision: the forward under torch.autocast(bfloat16), fp32 weights, optimizer and "
                  "checkpoints, no loss scaling. Use it instead of --bf16, which fairseq 0.12.3 reserves for TPUs, and "
                  "without --fp16/--amp")
+
+
+# fairseq's own mixed precisions, each of which --amp-bf16 replaces (the first given is named)
+FAIRSEQ_PRECISIONS = (("amp", "--amp"), ("memory_efficient_fp16", "--memory-efficient-fp16"),
+                      ("memory_efficient_bf16", "--memory-efficient-bf16"), ("fp16", "--fp16"), ("bf16", "--bf16"))
+
+
+def amp_bf16_flag(cfg):
+    """--amp-bf16 from a model's settings (fairseq's argparse Namespace, or a dataclass config inside fairseq's
+    whole configuration), refused beside any of fairseq's own mixed precisions, which the help forbids: under
+    --amp fairseq's fp16 autocast and loss scaler would wrap ours, and the others cast the weights."""
+    if not safe_getattr(cfg, "amp_bf16", False):
+        return False
+    common = cfg._get_root().get("common", cfg) if isinstance(cfg, DictConfig) else cfg
+    for key, flag in FAIRSEQ_PRECISIONS:
+        if safe_getattr(common, key, False):
+            raise ValueError(f"--amp-bf16 with {flag}: two mixed precisions; drop one (--amp-bf16 computes in bf16 "
+                             "with fp32 weights and no loss scaling)")
+    return True
 
 
 class AmpBf16:

@@ -1,3 +1,3 @@
 """fairseq optimizers registered by ``--user-dir biofairseq``."""
 
-from . import fused_adamw  # noqa: F401
+from . import adamw, fused_adamw  # noqa: F401

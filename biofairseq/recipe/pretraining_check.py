@@ -8,7 +8,7 @@ at F1 0 where random initialisation learns. Three comparisons, all on the valida
 - validation perplexity of the kept checkpoint against the unigram perplexity (token frequencies of the
   training split, add-one smoothed): the model must be at most ``PPL_RATIO`` times it;
 - masked-token accuracy against always guessing the most frequent training token: at least ``ACC_MARGIN``
-  points above it;
+  points above it (where the criterion logs it: fairseq's own ``masked_lm`` does not, ``masked_lm_accuracy`` does);
 - ELECTRA: the discriminator must have left the trivial solution (its validation loss clearly below that of
   always answering the replace rate); the perplexity and accuracy above are then the generator's;
 - the last layer (ELECTRA: the discriminator's) must still tell tokens apart: the mean cosine between the final hidden states of the
@@ -114,12 +114,18 @@ def _with_mask(dictionary):
 def sentence(result):
     """The one-line verdict, as printed and as the report says it."""
     of = "generator " if result.get("objective") == "ELECTRA" else ""
-    figures = (f"{of}validation perplexity {result['valid_ppl']:.2f} vs unigram {result['unigram_ppl']:.2f}; {of}masked-token accuracy "
-               f"{result['valid_accuracy']:.2f}% vs most frequent token {result['most_frequent_token_accuracy']:.2f}%; "
+    unlogged = None
+    if result["valid_accuracy"] is None:  # fairseq's masked_lm logs none
+        unlogged = f"{of}masked-token accuracy not logged, so not compared (--criterion masked_lm_accuracy logs it)"
+        accuracy = unlogged
+    else:
+        accuracy = (f"{of}masked-token accuracy {result['valid_accuracy']:.2f}% vs most frequent token "
+                    f"{result['most_frequent_token_accuracy']:.2f}%")
+    figures = (f"{of}validation perplexity {result['valid_ppl']:.2f} vs unigram {result['unigram_ppl']:.2f}; {accuracy}; "
                f"mean token cosine {result['mean_token_cosine']:.3f}")
     if result["clearly_better"]:
         return f"the pretrained model is clearly better than word frequencies ({figures})"
-    return f"the pretrained model is NOT clearly better than word frequencies: {'; '.join(result['problems'])}"
+    return f"the pretrained model is NOT clearly better than word frequencies: {'; '.join([*result['problems'], *filter(None, [unlogged])])}"
 
 
 def main(argv=None):

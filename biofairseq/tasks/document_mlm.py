@@ -15,6 +15,7 @@ from fairseq.data import (
     SortDataset,
     data_utils,
 )
+from fairseq.criterions.masked_lm import MaskedLmLoss
 from fairseq.dataclass import ChoiceEnum
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
@@ -107,6 +108,11 @@ class DocumentMLMTask(MaskedLMTask):
     """RoBERTa masked LM whose samples stay inside one document, with working whole-word masking."""
 
     cfg: DocumentMLMConfig
+    # The criteria whose numbers mean what they say on this task's batches, and what to tell a user of another.
+    # fairseq's cross_entropy (fairseq-train's default) trains too, but divides the masked tokens' loss by every token.
+    CRITERIA = (MaskedLmLoss,)
+    CRITERION_ADVICE = ("it would divide the masked tokens' loss by every token and log a perplexity far better than "
+                        "the model's; use --criterion masked_lm_accuracy (or fairseq's masked_lm)")
 
     def __init__(self, cfg: DocumentMLMConfig, dictionary=None):
         # Inherited from masked_lm, but meaningless here: samples are never truncated, and data2vec's
@@ -134,6 +140,13 @@ class DocumentMLMTask(MaskedLMTask):
             self._word_starts = word_starts(
                 self.dictionary, vocab_type, vocab_file, dictionary_path=_dictionary_path(cfg)
             )
+
+    def build_criterion(self, cfg, from_checkpoint=False):
+        criterion = super().build_criterion(cfg, from_checkpoint)
+        if not isinstance(criterion, self.CRITERIA):
+            default = " (fairseq-train's default)" if cfg._name == "cross_entropy" else ""
+            raise ValueError(f"--criterion {cfg._name}{default}: not a loss for this task's masked batches: {self.CRITERION_ADVICE}")
+        return criterion
 
     @classmethod
     def load_dict(cls, cfg):

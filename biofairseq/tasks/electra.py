@@ -4,6 +4,7 @@ from dataclasses import dataclass, field
 
 from fairseq.tasks import register_task
 
+from biofairseq.criterions.electra import ElectraLoss
 from biofairseq.tasks.document_mlm import DocumentMLMConfig, DocumentMLMTask
 
 
@@ -23,6 +24,9 @@ class ElectraTask(DocumentMLMTask):
     """Selects --mask-prob (15%; 25% for large) of the real tokens of each block, at least one; of those 85%
     become <mask> and 15% stay. The model's generator fills them in; ``--criterion electra`` trains both towers.
     """
+
+    CRITERIA = (ElectraLoss,)
+    CRITERION_ADVICE = "the model returns both towers' outputs, which only ELECTRA's loss reads; use --criterion electra"
 
     def __init__(self, cfg: ElectraTaskConfig, dictionary=None):
         if cfg.random_token_prob != 0:

@@ -13,9 +13,13 @@
 # state and one learning-rate schedule over --total-num-update MAX_UPDATE run on. The model's position table
 # has 512 rows from the first update (the presets' --max-positions), so it is not outgrown.
 #
+# The optimizer: OPTIMIZER_ARGS, which every recipe's OPTIM_ARGS start with. fairseq's adam (AdamW: decoupled weight
+# decay) on every parameter, as fairseq's RoBERTa; with WEIGHT_DECAY_EXCLUDE=norm_and_bias (BERT's, ELECTRA's and
+# Megatron-LM's way: the BETO, BioELECTRA and BioMegatron recipes' default) LayerNorm weights and biases get none,
+# through --optimizer adamw, the same update with parameter groups (and --fp16-no-flatten-grads under --fp16).
 # FAST_PATH=1 (any recipe; PRESET=one_gpu's default) trains with --attention sdpa, --pack-documents and the recipe's
-# Adam settings in --optimizer fused_adamw (OPTIMIZER, which the recipes pass to --optimizer). COMPILE=inductor
-# (default none) adds biofairseq-train --compile inductor: the encoder layers through torch.compile.
+# Adam settings in --optimizer fused_adamw. COMPILE=inductor (default none) adds biofairseq-train --compile
+# inductor: the encoder layers through torch.compile.
 #
 # Several models in one run (recipes/bio_lm.sh): recipe_model NAME before each model's stages 4-6 sends them to
 # pretrain/NAME and hf/NAME; without it a recipe has one model, in pretrain/ and hf/$RECIPE.
@@ -98,9 +102,12 @@ recipe_check_settings() {
     [[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16 bf16
     FAST_PATH=${FAST_PATH:-0}
     one_of FAST_PATH "$FAST_PATH" 0 1
-    OPTIMIZER=adam FAST_ARGS=()
-    if [[ $FAST_PATH == 1 ]]; then  # issue 17's: same weights and schedule, other kernels; several documents per row
-        OPTIMIZER=fused_adamw FAST_ARGS=(--attention sdpa --pack-documents)
+    WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-none}
+    one_of WEIGHT_DECAY_EXCLUDE "$WEIGHT_DECAY_EXCLUDE" none norm_and_bias
+    OPTIMIZER_ARGS=(--optimizer adam) FAST_ARGS=()
+    [[ $WEIGHT_DECAY_EXCLUDE == none ]] || OPTIMIZER_ARGS=(--optimizer adamw --weight-decay-exclude "$WEIGHT_DECAY_EXCLUDE")
+    if [[ $FAST_PATH == 1 ]]; then  # the fast path: same weights and schedule, other kernels; several documents per row
+        OPTIMIZER_ARGS[1]=fused_adamw FAST_ARGS=(--attention sdpa --pack-documents)
     fi
     COMPILE=${COMPILE:-none}
     one_of COMPILE "$COMPILE" none inductor aot_eager
@@ -317,9 +324,11 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
     if (( NUM_GPUS == 0 )); then
         HARDWARE_ARGS=(--cpu)
     else
-        local precision=--fp16
-        [[ ${PRECISION:-fp16} == fp16 ]] || precision=--amp-bf16  # fairseq 0.12.3's own --bf16 means a TPU
-        HARDWARE_ARGS=("$precision" --distributed-world-size "$DEVICES")
+        local precision=(--fp16)
+        [[ ${PRECISION:-fp16} == fp16 ]] || precision=(--amp-bf16)  # fairseq 0.12.3's own --bf16 means a TPU
+        # fp16's one flat fp32 copy of the parameters cannot tell LayerNorms and biases apart
+        [[ ${precision[0]} != --fp16 || $WEIGHT_DECAY_EXCLUDE == none ]] || precision+=(--fp16-no-flatten-grads)
+        HARDWARE_ARGS=("${precision[@]}" --distributed-world-size "$DEVICES")
         if (( NUM_NODES > 1 )); then
             # fairseq's launcher reads Slurm's variables: one task per machine, one process per GPU.
             LAUNCH=(srun --nodes "$NUM_NODES" --ntasks-per-node 1 --gpus-per-node "$NUM_GPUS")
