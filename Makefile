@@ -16,12 +16,16 @@ PIP_FLAGS ?= --quiet --disable-pip-version-check
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test demo install clean
+.PHONY: test test-fast demo install clean
 
 # Two workers (pytest-xdist), one test file each at a time, so that a file's module fixtures are built once, in the
 # order of tests/conftest.py (longest first); the 10 slowest tests are printed at the end.
 test: $(INSTALLED)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder --durations=10
+
+# The subset for the edit-test loop (pytest -m fast): in-process tests on a small shared corpus, under a minute.
+test-fast: $(INSTALLED)
+	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m fast --durations=5
 
 # The bundled end-to-end recipe on the sample in examples/: about 8 minutes on 2 CPU cores. RUN_DIR, NUM_GPUS
 # and the recipe's other variables pass through the environment (see the top of recipes/bsc_bio_es.sh).

@@ -18,11 +18,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from measure import run
+from measure import case_lines, corpora, run
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("BIOFAIRSEQ_SHARED", REPO.parent / "shared"))
-CASES = SHARED / "data" / "spanish_clinical_text" / "clinical_cases.jsonl"
+CASES, _ = corpora()  # the bundled sample, or the full release under BIOFAIRSEQ_SHARED
 
 FLOOR = """
 import sys, torch
@@ -38,8 +37,8 @@ def make_checkpoint(tmp, vocab_size):
     from biofairseq.convert import fairseq_side
 
     text = tmp / "cases.txt"
-    with open(CASES, encoding="utf-8") as f, open(text, "w", encoding="utf-8") as out:
-        for line in f:
+    with open(text, "w", encoding="utf-8") as out:
+        for line in case_lines(CASES):
             out.write(json.loads(line)["text"].strip() + "\n\n")
     seconds, _, _ = run([sys.executable, REPO / "preprocess/train_vocab.py", "--input", text, "--vocab-size", vocab_size,
                          "--min-frequency", 1, "--output-dir", tmp / "vocab", "--workers", 2])

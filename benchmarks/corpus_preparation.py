@@ -1,6 +1,6 @@
 """Corpus preparation throughput: cleaning with 1 and 2 workers, then encoding + binarization.
 
-The bundled Spanish clinical cases (shared/data) are repeated to at least --mb MB of raw JSON lines, with
+The Spanish clinical cases (the bundled sample, or the full release under $BIOFAIRSEQ_SHARED) are repeated to at least --mb MB of raw JSON lines, with
 each copy's ids changed. Each stage runs as its own process, as a user runs it; peak memory is the largest
 resident set of that process tree (os.wait4). Deduplication drops the copies after cleaning, so encoding
 and binarization run on train.txt repeated the same number of times, to measure them at that size too.
@@ -17,11 +17,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-from measure import run
+from measure import case_lines, corpora, run
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("BIOFAIRSEQ_SHARED", REPO.parent / "shared"))
-CASES = SHARED / "data" / "spanish_clinical_text" / "clinical_cases.jsonl"
+CASES, _ = corpora()  # the bundled sample, or the full release under BIOFAIRSEQ_SHARED
 
 
 def main():
@@ -32,8 +31,9 @@ def main():
     args = p.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-corpus-"))
     try:
-        lines = [line for line in CASES.read_text(encoding="utf-8").split("\n") if line]
-        copies = math.ceil(args.mb * 1e6 / CASES.stat().st_size)
+        lines = case_lines(CASES)
+        valid_docs = 2000 if len(lines) > 4000 else len(lines) // 10  # clean_corpus.py's default, or a tenth of the sample
+        copies = math.ceil(args.mb * 1e6 / sum(len(line.encode("utf-8")) for line in lines))
         raw = tmp / "raw.jsonl"
         with open(raw, "w", encoding="utf-8") as f:
             for c in range(copies):
@@ -48,7 +48,7 @@ def main():
             clean[workers] = tmp / f"clean{workers}"
             seconds, rss, _ = run([sys.executable, REPO / "preprocess/clean_corpus.py", "--source", f"cases={raw}",
                                    "--output-dir", clean[workers], "--lang", "es", "--workers", workers, "--quiet",
-                                   "--shard-size", 8 << 20])
+                                   "--shard-size", 8 << 20, "--valid-docs", valid_docs])
             rows.append((f"clean_corpus.py --workers {workers}", f"{mb:.1f} MB raw", seconds, f"{mb / seconds:.2f} MB/s", rss))
             phases[workers] = {"process": seconds, **json.loads((clean[workers] / "timing.json").read_text())}
         assert (clean[1] / "train.txt").read_bytes() == (clean[2] / "train.txt").read_bytes()

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
-from measure import device_label, interleaved, precision_flags, per_run, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
+from measure import corpora, device_label, interleaved, per_run, precision_flags, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
 
 SHAPES = {  # name -> (layers, width); FFN 4 x width, width / 64 heads
     "cpu_student": (4, 192), "cpu_teacher": (8, 256),  # bio-lm's depth x 2 and width x 4/3, base -> large
@@ -73,7 +73,7 @@ def main():
     parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000)
+        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000, cases=corpora()[0])
         vocab = sum(1 for _ in open(corpus.data_bin / "dict.txt")) + 5  # + <s> <pad> </s> <unk> <mask>
         teacher = write_teacher(Path(tmp) / "teacher", corpus.data_bin, args.teacher, corpus.data_bin / "dict.txt")
         common = [

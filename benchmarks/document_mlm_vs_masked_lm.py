@@ -20,7 +20,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
-from measure import fairseq_train_speed, publish, round_ratios, speed_table  # noqa: E402
+from measure import corpora, fairseq_train_speed, publish, round_ratios, speed_table  # noqa: E402
 
 COMMON = [
     "--user-dir", str(REPO / "biofairseq"), "--arch", "bio_roberta_tiny", "--tokens-per-sample", "128",
@@ -53,7 +53,7 @@ def main():
     parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20)
+        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, cases=corpora()[0])
         results = {name: [] for name in SYSTEMS}
         for r in range(args.rounds):
             for name, extra in SYSTEMS.items():

@@ -21,7 +21,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
-from measure import device_label, interleaved, precision_flags, per_run, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
+from measure import corpora, device_label, interleaved, per_run, precision_flags, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
 
 FRACTION = 1 / 3  # the generator's width at base (BioELECTRA's 768/256)
 
@@ -70,7 +70,7 @@ def main():
     args = parser.parse_args()
     systems = flags(args)
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000)
+        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000, cases=corpora()[0])
         vocab = sum(1 for _ in open(corpus.data_bin / "dict.txt")) + 4
         results = interleaved(systems, corpus.data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO)
     publish(report(args, results, vocab), args.output)

@@ -1,5 +1,6 @@
 """Running a benchmarked command as its own process, the way a user runs it."""
 
+import gzip
 import os
 import subprocess
 import sys
@@ -7,6 +8,28 @@ import time
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[1]
+
+
+def corpora():
+    """(clinical cases, PharmaCoNER folder) that a benchmark reads: the full releases (4,618 cases; 500/250/250
+    documents) under $BIOFAIRSEQ_SHARED/data when that variable is set, else the sample the repository ships
+    (examples/data: 1,000 cases, gzip; 100/40/40 documents)."""
+    shared = os.environ.get("BIOFAIRSEQ_SHARED")
+    if not shared:
+        return REPO / "examples" / "data" / "clinical_cases.jsonl.gz", REPO / "examples" / "data" / "pharmaconer"
+    data = Path(shared) / "data"
+    cases, pharmaconer = data / "spanish_clinical_text" / "clinical_cases.jsonl", data / "pharmaconer"
+    if not cases.is_file() or not pharmaconer.is_dir():
+        sys.exit(f"BIOFAIRSEQ_SHARED={shared}: no {cases} or {pharmaconer}; point it at the folder holding data/, or unset it")
+    return cases, pharmaconer
+
+
+def case_lines(cases):
+    """The JSON lines of a clinical-cases file, gzip or not (split at newlines only: the texts hold U+2028)."""
+    opener = gzip.open if str(cases).endswith(".gz") else open
+    with opener(cases, "rt", encoding="utf-8", newline="\n") as f:
+        return [line for line in f if line.strip()]
 
 
 def run(cmd):

@@ -22,7 +22,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
 from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
-from measure import fairseq_train_speed, precision_flags, publish  # noqa: E402
+from measure import corpora, fairseq_train_speed, precision_flags, publish  # noqa: E402
 from test_presets import expected_parameters  # noqa: E402  (the preset's count from its shape)
 
 # fairseq's masked_lm with --sample-break-mode none: every sequence holds exactly 512 tokens. document_mlm's
@@ -73,7 +73,7 @@ def main():
     small, large = map(int, args.batches.split(","))
     work = Path(tempfile.mkdtemp(prefix="megatron_memory."))
     corpus = build_corpus(work / "corpus", "sentencepiece", train_docs=args.train_docs, valid_docs=10,
-                          vocab_size=args.vocab_size)
+                          vocab_size=args.vocab_size, cases=corpora()[0])
     common = [*FLAGS, *precision_flags(args)]
     results = {}
     for arch in archs:

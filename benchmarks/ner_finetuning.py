@@ -21,9 +21,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+from measure import corpora
+
 REPO = Path(__file__).resolve().parents[1]
-SHARED = Path(os.environ.get("BIOFAIRSEQ_SHARED", REPO.parent / "shared"))
-PHARMACONER = SHARED / "data" / "pharmaconer"
+_, PHARMACONER = corpora()  # the bundled sample, or the full release under BIOFAIRSEQ_SHARED
 SIZES = {  # hidden, layers, heads, FFN
     "tiny": (128, 2, 2, 512),
     "base": (768, 12, 12, 3072),

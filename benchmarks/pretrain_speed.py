@@ -42,7 +42,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-from measure import interleaved, per_run, publish, ratio_line, round_ratios, trainer_command  # noqa: E402
+from measure import corpora, interleaved, per_run, publish, ratio_line, round_ratios, trainer_command  # noqa: E402
 
 from biofairseq.models.compiled_layers import COMPILE_CHOICES  # noqa: E402
 
@@ -187,7 +187,7 @@ def main():
             from corpus import build_corpus
 
             data_bin = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=args.train_docs, valid_docs=20,
-                                    vocab_size=args.vocab_size).data_bin
+                                    vocab_size=args.vocab_size, cases=corpora()[0]).data_bin
         vocab = sum(1 for _ in open(data_bin / "dict.txt")) + 4
         sections = []
         for model in args.models.split(","):

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Does pretraining with our recipe beat random initialisation? (shared/gpu/STANDING.md, item 1)
+# Does pretraining with our recipe beat random initialisation?
 #
-#   CASES=clinical_cases.jsonl NER=pharmaconer WORK=/tmp/pvr TRAIN_SECONDS=1200 bash benchmarks/pretraining_vs_random_init.sh
+#   CASES=clinical_cases.jsonl NER=pharmaconer WORK=runs/pvr TRAIN_SECONDS=1200 bash benchmarks/pretraining_vs_random_init.sh
 #
 # On one GPU: clean all the clinical cases (200 held out), learn a byte-level BPE, binarize, pretrain a
 # 6 x 512 RoBERTa (document_mlm, 128 tokens, 256 sequences per update, peak LR 1e-3, 4% warm-up, linear decay

@@ -20,7 +20,7 @@
 #                  paper: the paper's Table 3 pretraining and Table 4 fine-tuning values; set SOURCES.
 #                  one_gpu: a small in-house corpus (a few million tokens) and one GPU for under an hour: a 6 x 512
 #                  RoBERTa, 128 tokens, ~30 passes, the fast path in bf16, an NER sweep and a random-init twin;
-#                  set SOURCES and NER_DATA. Not yet run as a preset on a GPU (README).
+#                  set SOURCES and NER_DATA. Not yet run as a preset on a GPU (docs/results.md).
 #   SOURCES        pretraining text, space-separated NAME=PATH; a PATH is a file or folder of JSON lines, plain
 #                  text or BRAT, optionally compressed (see preprocess/clean_corpus.py --help).
 #                  tiny: clinical=examples/data/clinical_cases.jsonl.gz

@@ -63,7 +63,7 @@ TINY = [
 
 
 def bpe_flags(data_bin):
-    """What the README and the recipe add to fairseq-train: the data-bin's BPE, recorded in every checkpoint."""
+    """What the docs and the recipes add to fairseq-train: the data-bin's BPE, recorded in every checkpoint."""
     out = subprocess.run([sys.executable, "-m", "biofairseq.bpe_flags", str(data_bin)], capture_output=True, text=True, check=True)
     return out.stdout.split("\n")[:-1]
 

@@ -28,16 +28,21 @@ NCBI = REPO / "tests" / "data" / "ncbi_disease"
 PHARMACONER_MISALIGNED = REPO / "tests" / "data" / "pharmaconer_misaligned"
 
 
-def clinical_lines(first, count):
-    """Lines ``first`` to ``first + count`` of the clinical cases (JSON lines, each ending in a newline)."""
+def clinical_lines(first, count, cases=CLINICAL_CASES):
+    """Lines ``first`` to ``first + count`` of the clinical cases (JSON lines, each ending in a newline; gzip or not)."""
+    opener = gzip.open if str(cases).endswith(".gz") else open
     # newline="\n": the texts hold U+2028 and other characters that str.splitlines would take for line ends
-    with gzip.open(CLINICAL_CASES, "rt", encoding="utf-8", newline="\n") as f:
-        return [line for i, line in zip(range(first + count), f) if i >= first]
+    with opener(cases, "rt", encoding="utf-8", newline="\n") as f:
+        lines = [line for i, line in zip(range(first + count), f) if i >= first]
+    if len(lines) < count:
+        raise ValueError(f"{cases}: holds fewer than the {first + count} documents asked for; use fewer, or the full "
+                         "corpus (benchmarks: BIOFAIRSEQ_SHARED)")
+    return lines
 
 
-def read_documents(first, count):
+def read_documents(first, count, cases=CLINICAL_CASES):
     """Documents of the corpus as lists of non-empty paragraphs (one paragraph per line)."""
-    return [[p.strip() for p in json.loads(line)["text"].split("\n") if p.strip()] for line in clinical_lines(first, count)]
+    return [[p.strip() for p in json.loads(line)["text"].split("\n") if p.strip()] for line in clinical_lines(first, count, cases)]
 
 
 @dataclass
@@ -87,14 +92,14 @@ def _encode_with_words(encoder, text):
     )
 
 
-def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, vocab_size=2000):
+def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, vocab_size=2000, cases=CLINICAL_CASES):
     """Real clinical cases -> preprocess/train_vocab.py -> preprocess/binarize.sh -> data-bin."""
     from biofairseq.corpus.vocab import Encoder
 
     out_dir = Path(out_dir)
     clean = out_dir / "clean"
     clean.mkdir(parents=True, exist_ok=True)
-    splits = {"train": read_documents(0, train_docs), "valid": read_documents(train_docs, valid_docs)}
+    splits = {"train": read_documents(0, train_docs, cases), "valid": read_documents(train_docs, valid_docs, cases)}
     for split, docs in splits.items():
         _write_documents(clean / f"{split}.txt", docs)
     vocab = out_dir / "vocab"

@@ -170,7 +170,7 @@ def test_exported_tokenizer_gives_fairseq_ids_for_each_vocabulary_option(options
         return
     # A unigram model can segment a run two ways of equal score ("III": I + II or II + I). sentencepiece sums piece
     # scores in float32, tokenizers in float64, so rounding breaks such a tie differently: the same pieces, in
-    # another order, in about one sentence in 200 here (README, conversion). Nothing else may differ.
+    # another order, in about one sentence in 200 here (docs/conversion.md). Nothing else may differ.
     assert len(differ) <= len(sentences) // 100 and all(sorted(ours[i]) == sorted(theirs[i]) for i in differ)
 
 

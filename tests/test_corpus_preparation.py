@@ -221,6 +221,7 @@ def test_the_data_bin_trains_with_document_mlm_and_whole_words(vocab_and_bin):
     assert 0 < int(starts.sum()) < len(starts)
 
 
+@pytest.mark.fast
 def test_mojibake_is_repaired_and_clean_text_skips_ftfy():
     import ftfy
 
@@ -229,12 +230,13 @@ def test_mojibake_is_repaired_and_clean_text_skips_ftfy():
     cleaner = DocumentCleaner(CleaningConfig(langid="off"), "es")
     assert cleaner.repair("El paciente presentÃ³ fiebre y cefalea.") == "El paciente presentó fiebre y cefalea."
     config = _ftfy_config()
-    skipped = [json.loads(line)["text"] for line in clinical_lines(0, 1500)]
+    skipped = [json.loads(line)["text"] for line in clinical_lines(0, 1000)]
     skipped = [t for t in skipped if not _NEEDS_FTFY.search(t)]
     assert len(skipped) > 500
     assert all(ftfy.fix_text(t, config) == t for t in skipped)  # the fast path changes nothing ftfy would
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize(
     "text, sentences",
     [
@@ -270,6 +272,7 @@ def test_breakout_rates_on_brat_and_conll(small_vocab):
         assert float(rows["all mentions"][2]) > 1.0 and float(rows["all text"][2]) > 1.0
 
 
+@pytest.mark.fast
 def test_bad_inputs_give_one_line_errors(tmp_path, raw_sources):
     missing = run_script("preprocess/train_vocab.py", "--input", tmp_path / "nope.txt", "--output-dir",
                          tmp_path / "v", check=False)
@@ -315,6 +318,7 @@ def test_one_file_per_document_skips_bad_files_and_blank_line_splitting_warns(tm
     assert "files in" in by_blank_lines.stdout or "files_in" in by_blank_lines.stdout
 
 
+@pytest.mark.fast
 def test_binarize_without_the_venv_says_how_in_one_line(tmp_path):
     """A newcomer's first mistake: the scripts run by a Python that has no biofairseq (.venv not active)."""
     bare = subprocess.run(["python3", "-c", "import biofairseq"], capture_output=True, env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)

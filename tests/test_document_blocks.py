@@ -9,6 +9,8 @@ from fairseq.data import TokenBlockDataset, data_utils
 from biofairseq.tasks.document_mlm import DocumentMLMConfig, DocumentMLMTask
 from corpus import TOKENS_PER_SAMPLE, document_streams, locate_blocks, make_task, unmasked_blocks
 
+pytestmark = pytest.mark.fast  # make test-fast
+
 
 @pytest.mark.parametrize("mode", ["complete_doc", "doc"])
 def test_blocks_cover_every_token_once_and_never_cross_a_document(bytebpe_corpus, mode):

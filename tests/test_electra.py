@@ -34,6 +34,7 @@ def originals(sample, pad):
     return torch.where(target.ne(pad), target, sample["net_input"]["src_tokens"])
 
 
+@pytest.mark.fast
 def test_selection_is_15_percent_of_real_tokens_85_masked_15_kept_none_random(bytebpe_corpus):
     from biofairseq.data import special_symbols
 
@@ -54,6 +55,7 @@ def test_selection_is_15_percent_of_real_tokens_85_masked_15_kept_none_random(by
     assert source[~selected].equal(tokens[~selected])  # nothing replaced at random
 
 
+@pytest.mark.fast
 def test_one_forward_samples_at_the_selected_positions_and_labels_only_real_changes(bytebpe_corpus):
     from biofairseq.data import special_symbols
 
@@ -80,6 +82,7 @@ def grads(model, loss):
     return {name: p.grad for name, p in model.named_parameters()}
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("sharing", SHARING)
 def test_towers_share_embeddings_as_told_and_the_discriminator_loss_never_reaches_the_generator(sharing, bytebpe_corpus):
     task, model, criterion = build(bytebpe_corpus.data_bin, "--embedding-sharing", sharing)
@@ -111,6 +114,7 @@ def test_towers_share_embeddings_as_told_and_the_discriminator_loss_never_reache
     assert nonzero("embeddings.embed_tokens.weight") and nonzero("generator.layers.0.fc1.weight")
 
 
+@pytest.mark.fast
 def test_criterion_loss_is_the_generator_mean_plus_50_times_the_discriminator_mean(bytebpe_corpus):
     task, model, criterion = build(bytebpe_corpus.data_bin)
     sample = batch(task)
@@ -124,6 +128,7 @@ def test_criterion_loss_is_the_generator_mean_plus_50_times_the_discriminator_me
     assert 0 <= float(log["auc"]) <= 1 and -1 <= float(log["cosine"]) <= 1
 
 
+@pytest.mark.fast
 def test_the_losses_are_means_over_every_non_pad_token_and_every_selected_token_counted_by_hand(bytebpe_corpus):
     """On a padded batch: the discriminator's BCE summed over each real token (<s> and </s> included, padding not) and
     divided by their count, the generator's cross-entropy over the selected tokens and their count, all written out
@@ -157,7 +162,7 @@ def test_the_losses_are_means_over_every_non_pad_token_and_every_selected_token_
 
 def test_the_discriminator_finds_easy_replacements_well_above_the_replace_rate(bytebpe_corpus, tmp_path):
     """With the generator left untrained (--generator-weight 0) its samples are near-uniform random tokens: the
-    discriminator must find them. The real objective at this scale stays near the trivial solution (README)."""
+    discriminator must find them. The real objective at this scale stays near the trivial solution (docs/results.md)."""
     proc = run_fairseq("biofairseq-train", bytebpe_corpus.data_bin, *ELECTRA, "--generator-weight", "0", "--lr", "5e-4", "--batch-size", "8",
                        "--tokens-per-sample", "64",
                        "--max-update", "150", "--total-num-update", "150", "--disable-validation", "--no-save",
@@ -194,6 +199,7 @@ def test_two_processes_in_memory_efficient_fp16_on_packed_rows(bytebpe_corpus, t
     assert len(records) == 3 and all(math.isfinite(float(r["loss"])) and "loss_scale" in r for r in records)
 
 
+@pytest.mark.fast
 def test_task_refuses_random_replacement_in_one_line(bytebpe_corpus):
     """Where fairseq-train sets the task up; its last line of output is this message."""
     with pytest.raises(ValueError) as error:
@@ -201,6 +207,7 @@ def test_task_refuses_random_replacement_in_one_line(bytebpe_corpus):
     assert str(error.value).startswith("--random-token-prob: ") and "\n" not in str(error.value)
 
 
+@pytest.mark.fast
 def test_task_refuses_a_criterion_other_than_electras_in_one_line(bytebpe_corpus):
     with pytest.raises(ValueError) as error:
         build_in_process(bytebpe_corpus.data_bin, "--task", "electra", "--criterion", "masked_lm_accuracy",

@@ -1,4 +1,4 @@
-"""The fast path of issue 17: self-attention through torch's SDPA (--attention sdpa), torch's fused AdamW
+"""The fast path: self-attention through torch's SDPA (--attention sdpa), torch's fused AdamW
 (--optimizer fused_adamw) and bf16 autocast (--amp-bf16), against fairseq's own on real batches. Resuming with all
 three, and compiled layers (biofairseq-train --compile): test_training.py."""
 
@@ -13,6 +13,8 @@ from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from biofairseq.models.attention import SdpaSelfAttention, use_attention
 from biofairseq.models.compiled_layers import compile_layers
 from conftest import TINY, build_in_process, valid_batch
+
+pytestmark = pytest.mark.fast  # make test-fast
 
 ELECTRA = ["--task", "electra", "--criterion", "electra", "--arch", "electra_tiny", "--tokens-per-sample", "128",
            "--optimizer", "adam", "--lr", "1e-3", "--cpu", "--seed", "1"]

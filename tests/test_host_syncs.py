@@ -11,10 +11,12 @@ from conftest import TINY, build_in_process, trainer_in_process, valid_batch
 from test_distillation import NARROW, teacher_checkpoint
 from test_fast_path import ELECTRA, NO_DROPOUT
 
+
 FAST = ["--attention", "sdpa", "--pack-documents"]
 MLM = [*TINY[2:], "--total-num-update", "10"]
 
 
+@pytest.mark.fast
 def test_the_finder_sees_what_a_gpu_waits_for_and_nothing_else():
     device, host = torch.arange(6.0), torch.arange(6.0)
     with HostSyncs().watch(device) as syncs:
@@ -34,6 +36,7 @@ def step_syncs(model, criterion, batch):
     return syncs, sample_size
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("flags", [MLM, ELECTRA], ids=["roberta", "electra"])
 def test_an_update_of_biofairseq_train_waits_for_the_device_once(bytebpe_corpus, flags):
     """On the fast path, from the batch to the optimizer step and the meters, the one wait left is fairseq's
@@ -58,6 +61,7 @@ def test_distillation_on_packed_rows_computes_without_a_synchronisation(bytebpe_
     assert not syncs.found, syncs.report()
 
 
+@pytest.mark.fast
 def test_the_positions_give_fairseqs_masked_lm_loss_and_gradients(bytebpe_corpus):
     task, model, criterion = build_in_process(bytebpe_corpus.data_bin, *MLM, *NO_DROPOUT)
     batch = valid_batch(task, size=8)

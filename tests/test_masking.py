@@ -32,6 +32,7 @@ def partly_masked_words(task, corpus, samples, blocks):
     return partly, words
 
 
+@pytest.mark.fast
 def test_subword_masking_rates(bytebpe_corpus):
     task = make_task(bytebpe_corpus)
     task.load_dataset("train")
@@ -52,6 +53,7 @@ def test_subword_masking_rates(bytebpe_corpus):
     assert partly > 0.01 * words
 
 
+@pytest.mark.fast
 def test_a_new_mask_each_epoch(bytebpe_corpus):
     task = make_task(bytebpe_corpus)
     task.load_dataset("train")
@@ -77,6 +79,7 @@ def test_whole_word_masking_masks_every_piece_of_a_word(vocab, bytebpe_corpus, s
     assert predicted.mean() == pytest.approx(0.15, abs=0.02)
 
 
+@pytest.mark.fast
 def test_whole_words_of_bpe_ids_need_the_vocabulary(bytebpe_corpus, tmp_path):
     # a data-bin made by hand (no vocab_info.json) holding BPE ids
     shutil.copy(bytebpe_corpus.data_bin / "dict.txt", tmp_path / "dict.txt")
@@ -97,6 +100,7 @@ def full_samples(task, split="train"):
     ]
 
 
+@pytest.mark.fast
 def test_special_symbols_are_never_selected_nor_drawn(bytebpe_corpus):
     task = make_task(bytebpe_corpus)
     task.load_dataset("train")
@@ -119,6 +123,7 @@ def test_special_symbols_are_never_selected_nor_drawn(bytebpe_corpus):
     assert (target[special[original]] != d.pad()).mean() == pytest.approx(0.15, abs=0.02)
 
 
+@pytest.mark.fast
 def test_frequency_weighted_replacement_draws_frequent_tokens(bytebpe_corpus, tmp_path):
     task = make_task(bytebpe_corpus, freq_weighted_replacement=True)
     d = task.source_dictionary

@@ -88,6 +88,7 @@ def brat_round_trip(folder, tmp_path):
     return dataset, gold, {(doc, t) for doc in gold for t in gold[doc] ^ written[doc]}
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("split", ["train", "valid", "test"])
 def test_brat_to_bio_to_brat_reproduces_every_pharmaconer_entity(split, tmp_path):
     dataset, gold, differing = brat_round_trip(PHARMACONER / split, tmp_path)
@@ -97,6 +98,7 @@ def test_brat_to_bio_to_brat_reproduces_every_pharmaconer_entity(split, tmp_path
     assert differing == set() and not dataset.problems
 
 
+@pytest.mark.fast
 def test_the_misaligned_pharmaconer_entities_are_reported_and_kept_by_their_offsets(tmp_path):
     """The official release's 5 shifted entities of S0211-69952015000200015-1 are reported with file and line and
     kept by their offsets; the 3 whose offsets end in a space come back without it, and are listed as such."""
@@ -113,6 +115,7 @@ def test_the_misaligned_pharmaconer_entities_are_reported_and_kept_by_their_offs
     assert len(differing) == 6  # each trimmed entity: the gold span and the span without its space
 
 
+@pytest.mark.fast
 def test_sentences_never_cut_entities_and_overlaps_are_flattened_longest_first(tmp_path):
     text = "Recibió ácido fólico 5 mg. Después, Ac. Toxoplasma negativo.\nHb15,6 g/dl y PCR.\n"
     at = lambda mention: (text.index(mention), text.index(mention) + len(mention))
@@ -140,6 +143,7 @@ def test_sentences_never_cut_entities_and_overlaps_are_flattened_longest_first(t
     assert "Toxoplasma" in dataset.sentences[0].tokens  # "Ac. Toxoplasma" is not cut either
 
 
+@pytest.mark.fast
 def test_conversion_command_writes_bio_and_statistics(tmp_path):
     sample = brat_sample(tmp_path / "brat", "train", 3)
     out = tmp_path / "out" / "train.conll"
@@ -151,6 +155,7 @@ def test_conversion_command_writes_bio_and_statistics(tmp_path):
     assert sum(len(bio.spans(s.tags)) for s in back.sentences) == stats["entities"]
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("make, message", [
     (lambda p: p / "missing", "no such file or folder"),
     (lambda p: (p.mkdir(), (p / "a.ann").write_text("T1\tX 0 1\ta\n"))[0] or p, "BRAT file without its .txt"),
@@ -166,6 +171,7 @@ def test_bad_data_gives_one_line_naming_the_file(tmp_path, make, message):
 # ---- windows
 
 
+@pytest.mark.fast
 def test_windows_give_every_gold_word_exactly_one_prediction(tokenizer):
     dataset = data.read(PHARMACONER / "valid")
     # one document as a single sentence of ~500 words: far longer than the 64 sub-tokens allowed
@@ -193,6 +199,7 @@ def test_windows_give_every_gold_word_exactly_one_prediction(tokenizer):
         assert all(labelled) if scheme == "all-subtokens" else not all(labelled)
 
 
+@pytest.mark.fast
 def test_both_labelling_schemes_score_a_known_prediction_set_at_the_word_level(tokenizer):
     """BioMegatron's whole-word labelling (first-subtoken) and sub-token labelling (all-subtokens) differ in training
     only: each word is scored once, by its first sub-token, so their F1s compare on the same gold words."""
@@ -230,6 +237,7 @@ def test_both_labelling_schemes_score_a_known_prediction_set_at_the_word_level(t
         assert window.labels[position + 1] == (ids["I-Disease"] if scheme == "all-subtokens" else windows.IGNORE)
 
 
+@pytest.mark.fast
 def test_a_two_layer_head_trains_saves_and_predicts_the_same(model, tmp_path):
     from biofairseq.finetune import head
 
@@ -249,6 +257,7 @@ def test_a_two_layer_head_trains_saves_and_predicts_the_same(model, tmp_path):
     assert "input F1" in proc.stdout
 
 
+@pytest.mark.fast
 def test_a_two_layer_head_loads_from_a_sharded_save(model, tmp_path):
     """transformers shards a save above max_shard_size (5 GB by default: BioMegatron-1.2b's fine-tuned model in fp32)."""
     import torch
@@ -267,6 +276,7 @@ def test_a_two_layer_head_loads_from_a_sharded_save(model, tmp_path):
 # ---- metrics
 
 
+@pytest.mark.fast
 def test_gold_as_prediction_scores_one_and_known_errors_score_the_hand_computed_values(tmp_path):
     sentences = data.read(NCBI / "devel.tsv").sentences
     gold = [s.tags for s in sentences]
@@ -486,6 +496,7 @@ def test_a_run_without_a_recorded_best_epoch_is_reported(trained, tmp_path):
     assert "| -" in table.replace("  ", " ") or "|         - |" in table
 
 
+@pytest.mark.fast
 def test_crlf_brat_files_keep_their_offsets(tmp_path):
     lf, crlf = brat_sample(tmp_path / "lf", "valid", 4), tmp_path / "crlf"
     crlf.mkdir()
@@ -513,6 +524,7 @@ def test_crlf_brat_files_keep_their_offsets(tmp_path):
         assert (written / txt.name).read_bytes() == txt.read_bytes()
 
 
+@pytest.mark.fast
 def test_warmup_ratio_one_warms_up_over_the_whole_run(model, tokenizer, tmp_path):
     from transformers import AutoModelForTokenClassification
 

@@ -5,7 +5,11 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from conftest import REPO
+
+pytestmark = pytest.mark.fast  # make test-fast
 
 MEASURE_IMPORT = """
 import json, sys

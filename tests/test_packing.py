@@ -12,6 +12,8 @@ from biofairseq.models.attention import SdpaSelfAttention
 from conftest import TINY, build_in_process, valid_batch
 from test_fast_path import ELECTRA, NO_DROPOUT, dropout_statistics, features
 
+pytestmark = pytest.mark.fast  # make test-fast
+
 PACKED = [*TINY[2:], "--total-num-update", "10", "--attention", "sdpa", "--pack-documents", *NO_DROPOUT]
 ELECTRA_PACKED = [*ELECTRA, "--attention", "sdpa", "--pack-documents", *NO_DROPOUT]
 MODELS = pytest.mark.parametrize("flags", [PACKED, ELECTRA_PACKED], ids=["roberta", "electra"])

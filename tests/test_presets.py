@@ -4,6 +4,8 @@ builds from the presets (built with fake tensors: shapes without memory, so that
 import pytest
 import torch
 
+pytestmark = pytest.mark.fast  # make test-fast
+
 PRESETS = {  # name: (layers, width, FFN, heads, pre-LN)
     "bio_megatron_345m": (24, 1024, 4096, 16, True),
     "bio_megatron_800m": (36, 1280, 5120, 20, True),

@@ -263,6 +263,7 @@ def test_a_run_of_fairseqs_own_masked_lm_criterion_is_picked_and_checked(trained
     assert "masked-token accuracy not logged" in verdict and "--criterion masked_lm_accuracy" in verdict
 
 
+@pytest.mark.fast
 @pytest.mark.parametrize("criterion", [["--criterion", "cross_entropy"], []], ids=["cross_entropy", "left-out"])
 def test_document_mlm_refuses_a_criterion_that_would_log_wrong_numbers(bytebpe_corpus, criterion):
     """fairseq's cross_entropy (its default when --criterion is left out) divides the masked tokens' loss by every

@@ -1,1 +1,1 @@
-"""Arrives with its own issue; imported only by the commands that need it."""
+"""Corpus preparation behind preprocess/: cleaning, vocabularies, encoding. Imported only by the commands that need it."""

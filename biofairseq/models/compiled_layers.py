@@ -32,7 +32,7 @@ def compile_layers(model, backend):
         raise ValueError(f"--compile {backend}: unknown; use one of {', '.join(COMPILE_CHOICES)}")
     if backend == "none":
         return model
-    # those combinations make up to 10 graphs in a run (README): more than dynamo's default of 8 per function,
+    # those combinations make up to 10 graphs in a run (docs/fast-path.md): more than dynamo's default of 8 per function,
     # after which a layer would run uncompiled
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     # variable-length attention runs between the graphs; disabled here, not where it is defined, because
