@@ -1,6 +1,5 @@
 """Running a benchmarked command as its own process, the way a user runs it."""
 
-import gzip
 import os
 import subprocess
 import sys
@@ -26,10 +25,11 @@ def corpora():
 
 
 def case_lines(cases):
-    """The JSON lines of a clinical-cases file, gzip or not (split at newlines only: the texts hold U+2028)."""
-    opener = gzip.open if str(cases).endswith(".gz") else open
-    with opener(cases, "rt", encoding="utf-8", newline="\n") as f:
-        return [line for line in f if line.strip()]
+    """The JSON lines of a clinical-cases file, compressed or not (split at newlines only: the texts hold U+2028)."""
+    from biofairseq.corpus.sources import open_compressed
+
+    with open_compressed(cases) as f:
+        return [line.decode("utf-8") for line in f if line.strip()]
 
 
 def run(cmd):

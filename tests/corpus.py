@@ -4,7 +4,6 @@ The vocabularies and data-bins come from the preprocess/ scripts; each token als
 it came from (by character offsets), so masking can be checked against the text.
 """
 
-import gzip
 import json
 import os
 import re
@@ -29,11 +28,12 @@ PHARMACONER_MISALIGNED = REPO / "tests" / "data" / "pharmaconer_misaligned"
 
 
 def clinical_lines(first, count, cases=CLINICAL_CASES):
-    """Lines ``first`` to ``first + count`` of the clinical cases (JSON lines, each ending in a newline; gzip or not)."""
-    opener = gzip.open if str(cases).endswith(".gz") else open
-    # newline="\n": the texts hold U+2028 and other characters that str.splitlines would take for line ends
-    with opener(cases, "rt", encoding="utf-8", newline="\n") as f:
-        lines = [line for i, line in zip(range(first + count), f) if i >= first]
+    """Lines ``first`` to ``first + count`` of the clinical cases (JSON lines, each ending in a newline; compressed or not)."""
+    from biofairseq.corpus.sources import open_compressed
+
+    # bytes split at b"\n" only: the texts hold U+2028 and other characters that str.splitlines takes for line ends
+    with open_compressed(cases) as f:
+        lines = [line.decode("utf-8") for i, line in zip(range(first + count), f) if i >= first]
     if len(lines) < count:
         raise ValueError(f"{cases}: holds fewer than the {first + count} documents asked for; use fewer, or the full "
                          "corpus (benchmarks: BIOFAIRSEQ_SHARED)")

@@ -50,7 +50,8 @@ class Shard:
         return cls(d["source"], d["index"], [Piece(**p) for p in d["pieces"]], d["size"])
 
 
-def _open(path):
+def open_compressed(path):
+    """A binary stream of the file, decompressed by its suffix (.gz, .bz2, .xz, .zst, or none)."""
     suffix = Path(path).suffix
     if suffix == ".gz":
         return gzip.open(path, "rb")
@@ -158,7 +159,7 @@ def _decode(data, path, line):
 
 def _lines(piece):
     """(line number, bytes) of the piece's lines."""
-    with _open(piece.path) as f:
+    with open_compressed(piece.path) as f:
         if piece.start:
             f.seek(piece.start)
         pos, line = piece.start, piece.first_line
@@ -174,7 +175,7 @@ def read_documents(piece, text_field="text"):
     """Yields ("doc", where, text) for each document and ("error", message) for each unreadable one."""
     try:
         if piece.fmt in ("text-file", "brat"):
-            with _open(piece.path) as f:
+            with open_compressed(piece.path) as f:
                 data = f.read()
             if not data.strip():
                 yield "error", f"{piece.path}: empty file; remove it or fill it"

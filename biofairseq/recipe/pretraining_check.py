@@ -114,18 +114,15 @@ def _with_mask(dictionary):
 def sentence(result):
     """The one-line verdict, as printed and as the report says it."""
     of = "generator " if result.get("objective") == "ELECTRA" else ""
-    unlogged = None
-    if result["valid_accuracy"] is None:  # fairseq's masked_lm logs none
-        unlogged = f"{of}masked-token accuracy not logged, so not compared (--criterion masked_lm_accuracy logs it)"
-        accuracy = unlogged
-    else:
-        accuracy = (f"{of}masked-token accuracy {result['valid_accuracy']:.2f}% vs most frequent token "
-                    f"{result['most_frequent_token_accuracy']:.2f}%")
+    logged = result["valid_accuracy"] is not None  # fairseq's masked_lm logs none
+    accuracy = (f"{of}masked-token accuracy {result['valid_accuracy']:.2f}% vs most frequent token "
+                f"{result['most_frequent_token_accuracy']:.2f}%" if logged else
+                f"{of}masked-token accuracy not logged, so not compared (--criterion masked_lm_accuracy logs it)")
     figures = (f"{of}validation perplexity {result['valid_ppl']:.2f} vs unigram {result['unigram_ppl']:.2f}; {accuracy}; "
                f"mean token cosine {result['mean_token_cosine']:.3f}")
     if result["clearly_better"]:
         return f"the pretrained model is clearly better than word frequencies ({figures})"
-    return f"the pretrained model is NOT clearly better than word frequencies: {'; '.join([*result['problems'], *filter(None, [unlogged])])}"
+    return f"the pretrained model is NOT clearly better than word frequencies: {'; '.join(result['problems'] + ([] if logged else [accuracy]))}"
 
 
 def main(argv=None):
