@@ -37,6 +37,11 @@ tiny)
     PHASE2_BATCH_PER_DEVICE=${PHASE2_BATCH_PER_DEVICE:-8}
     recipe_tiny_defaults
     ;;
+pilot)  # whole-word masking with SentencePiece at the masked-LM pilot's shape and schedule, one length
+    recipe_pilot_defaults "the Spanish pretraining text, e.g. cases=clinical_cases.jsonl"
+    ARCH=${ARCH:-bio_roberta_tiny}
+    PEAK_LR=${PEAK_LR:-1e-3}
+    ;;
 paper)
     require_inputs "the raw pretraining corpora: Spanish Wikipedia and OPUS for BETO" "conll2002=path/to/conll2002_es with train, dev and test"
     VALID_DOCS=${VALID_DOCS:-2000}
@@ -63,7 +68,7 @@ paper)
     NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
     BASELINE=${BASELINE:-none}
     ;;
-*) die "PRESET=$PRESET: unknown; use PRESET=tiny or PRESET=paper" ;;
+*) die "PRESET=$PRESET: unknown; use PRESET=tiny, PRESET=pilot or PRESET=paper" ;;
 esac
 CORPUS_LANG=${CORPUS_LANG:-es}
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0  # a fixed number of updates; the final model is BETO
@@ -72,10 +77,7 @@ WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
 recipe_check_settings
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET FAST_PATH WEIGHT_DECAY_EXCLUDE SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZE INIT_FROM ARCH TOKENS_PER_SAMPLE \
-    SEQUENCES_PER_UPDATE PHASE2_SHARE PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PEAK_LR WARMUP_UPDATES \
-    MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO NER_EXTRA \
-    BASELINE WEAK_PRETRAINING
+recipe_keep_settings CORPUS_LANG
 
 # ---- 1-3. clean, a cased SentencePiece vocabulary (32k; or INIT_FROM's), encode and binarize
 

@@ -17,6 +17,7 @@
 #                  paper: bio_roberta_base, bio_roberta_large)
 #   BASE_LR, LARGE_LR      peak learning rates of their pretraining (paper: 6e-4, 4e-4)
 #   WARMUP_UPDATES linear warm-up of pretraining (default: 5% of MAX_UPDATE, the paper's)
+#   LARGE_MAX_UPDATE  the teacher's updates (default MAX_UPDATE; pilot: 2,000), with 5% of them warm-up if fewer
 #   DISTIL_UPDATES, DISTIL_LR, DISTIL_WARMUP_UPDATES  the distillation and the control (paper: 50k updates, 5e-4,
 #                  5%), both starting from base's final checkpoint (fairseq-train --finetune-from-model)
 #   ALPHA_MLM, ALPHA_KL, TEMPERATURE, ALPHA_COS  the distillation loss (paper: 5.0, 2.0, 2.0, 1.0; ALPHA_COS=0 is
@@ -31,7 +32,7 @@ RECIPE=bio_lm
 source "$REPO/recipes/lib/stages.sh"
 
 case $PRESET in
-tiny)
+tiny | pilot)
     CORPUS_LANG=${CORPUS_LANG:-es}
     BASE_ARCH=${BASE_ARCH:-bio_roberta_tiny}
     LARGE_ARCH=${LARGE_ARCH:-bio_roberta_small}
@@ -39,10 +40,18 @@ tiny)
     BASE_LR=${BASE_LR:-1e-3}
     LARGE_LR=${LARGE_LR:-7e-4}
     DISTIL_LR=${DISTIL_LR:-8e-4}
-    MAX_UPDATE=${MAX_UPDATE:-600}
-    DISTIL_UPDATES=${DISTIL_UPDATES:-200}
-    WARMUP_UPDATES=${WARMUP_UPDATES:-$(( (MAX_UPDATE * 5 + 99) / 100 ))}
-    recipe_tiny_defaults
+    if [[ $PRESET == tiny ]]; then
+        MAX_UPDATE=${MAX_UPDATE:-600}
+        DISTIL_UPDATES=${DISTIL_UPDATES:-200}
+        WARMUP_UPDATES=${WARMUP_UPDATES:-$(( (MAX_UPDATE * 5 + 99) / 100 ))}
+        recipe_tiny_defaults
+    else
+        # base is the masked-LM pilot (bsc_bio_es's); the teacher (4 x 256, about 5 times base's step) gets 2,000
+        # updates; distillation and its control 1,000 more of base. Hours on 2 CPU cores (the teacher), minutes on a GPU.
+        LARGE_MAX_UPDATE=${LARGE_MAX_UPDATE:-2000}
+        DISTIL_UPDATES=${DISTIL_UPDATES:-1000}
+        recipe_pilot_defaults "the pretraining text, e.g. cases=clinical_cases.jsonl"
+    fi
     ;;
 paper)
     require_inputs "the raw pretraining corpora: PubMed, PMC, MIMIC-III for bio-lm" "ncbi=path/to/ncbi_disease with train/ valid/ test/"
@@ -72,25 +81,25 @@ paper)
     NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.06}  # not given in the paper; RoBERTa's fine-tuning warm-up
     BASELINE=${BASELINE:-none}
     ;;
-*) die "PRESET=$PRESET: unknown; use PRESET=tiny or PRESET=paper" ;;
+*) die "PRESET=$PRESET: unknown; use PRESET=tiny, PRESET=pilot or PRESET=paper" ;;
 esac
 DISTIL_WARMUP_UPDATES=${DISTIL_WARMUP_UPDATES:-$(( (DISTIL_UPDATES * 5 + 99) / 100 ))}
+LARGE_MAX_UPDATE=${LARGE_MAX_UPDATE:-$MAX_UPDATE}
+LARGE_WARMUP_UPDATES=$(( LARGE_MAX_UPDATE == MAX_UPDATE ? WARMUP_UPDATES : (LARGE_MAX_UPDATE * 5 + 99) / 100 ))
 ALPHA_MLM=${ALPHA_MLM:-5.0} ALPHA_KL=${ALPHA_KL:-2.0} TEMPERATURE=${TEMPERATURE:-2.0} ALPHA_COS=${ALPHA_COS:-1.0}
 PEAK_LR=$BASE_LR  # the shared checks' name for it
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 
 recipe_check_settings
 [[ -z ${INIT_FROM:-} ]] || die "INIT_FROM=$INIT_FROM: bio-lm pretrains from scratch here; continue a RoBERTa with recipes/bsc_bio_es.sh INIT_FROM=..."
-check_whole DISTIL_UPDATES DISTIL_WARMUP_UPDATES
-check_positive DISTIL_UPDATES
+check_whole DISTIL_UPDATES DISTIL_WARMUP_UPDATES LARGE_MAX_UPDATE
+check_positive DISTIL_UPDATES LARGE_MAX_UPDATE
 check_number LARGE_LR DISTIL_LR ALPHA_MLM ALPHA_KL TEMPERATURE ALPHA_COS
 [[ $PHASE2_SHARE == 0 ]] || die "PHASE2_SHARE=$PHASE2_SHARE: bio-lm pretrains at one length (512 tokens); leave it unset"
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET FAST_PATH SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZE BASE_ARCH LARGE_ARCH TOKENS_PER_SAMPLE \
-    SEQUENCES_PER_UPDATE BASE_LR LARGE_LR WARMUP_UPDATES MAX_UPDATE DISTIL_UPDATES DISTIL_LR DISTIL_WARMUP_UPDATES \
-    ALPHA_MLM ALPHA_KL TEMPERATURE ALPHA_COS NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION \
-    NER_WARMUP_RATIO NER_EXTRA BASELINE WEAK_PRETRAINING
+recipe_keep_settings CORPUS_LANG BASE_ARCH LARGE_ARCH BASE_LR LARGE_LR LARGE_MAX_UPDATE DISTIL_UPDATES DISTIL_LR \
+    DISTIL_WARMUP_UPDATES ALPHA_MLM ALPHA_KL TEMPERATURE ALPHA_COS
 
 recipe_corpus "$CORPUS_LANG" bytelevel-bpe
 
@@ -108,9 +117,13 @@ model_and_optimizer() {  # model_and_optimizer ARCH LR WARMUP
 TASK_ARGS=("${MLM_ARGS[@]}" --criterion masked_lm_accuracy)
 for model in base large; do
     recipe_model "$model"
-    if [[ $model == base ]]; then model_and_optimizer "$BASE_ARCH" "$BASE_LR" "$WARMUP_UPDATES"
-    else model_and_optimizer "$LARGE_ARCH" "$LARGE_LR" "$WARMUP_UPDATES"; fi
-    recipe_pretrain
+    if [[ $model == base ]]; then
+        model_and_optimizer "$BASE_ARCH" "$BASE_LR" "$WARMUP_UPDATES"
+        recipe_pretrain
+    else
+        model_and_optimizer "$LARGE_ARCH" "$LARGE_LR" "$LARGE_WARMUP_UPDATES"
+        recipe_pretrain "$LARGE_MAX_UPDATE"
+    fi
     recipe_pick
 done
 

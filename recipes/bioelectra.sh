@@ -15,6 +15,8 @@
 #                  vocabulary of 30,522 entries; WordPiece is not one of ours, so the paper preset learns a
 #                  SentencePiece vocabulary of that size on the corpus.
 #   MASK_PROB      share of real tokens the generator fills in (0.15; ELECTRA-large: 0.25)
+#   SAMPLING_TEMPERATURE  the generator's samples come from softmax(logits / T) (1, ELECTRA's; pilot: 2, the one
+#                  remedy that took electra_tiny off the trivial solution, benchmarks/results/pilot_bioelectra.md)
 #   PHASE2_SHARE, PHASE2_TOKENS_PER_SAMPLE, PHASE2_SEQUENCES_PER_UPDATE, PHASE2_BATCH_PER_DEVICE: the second
 #                  length phase (paper: the last 10% of updates at 512 tokens)
 #   NER_LAYERWISE_DECAY  ELECTRA's layer-wise learning-rate decay in fine-tuning (paper: 0.8)
@@ -38,6 +40,16 @@ tiny)
     PEAK_LR=${PEAK_LR:-5e-4}  # ELECTRA-small's, the reference's rate for small models
     NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-0.8}  # the paper's, on the bsc_bio_es tiny preset's sweep
     recipe_tiny_defaults
+    ;;
+pilot)  # electra_tiny (the masked-LM pilot's 2 x 128 as its discriminator) for the masked-LM pilot's minutes, one length:
+    # its step takes 1.67 times the masked LM's on 2 CPU cores (generator, sampling), so 3,000 updates to its 5,000
+    MAX_UPDATE=${MAX_UPDATE:-3000}
+    recipe_pilot_defaults "the pretraining text, e.g. cases=clinical_cases.jsonl"
+    CORPUS_LANG=${CORPUS_LANG:-es}
+    VOCAB_TYPE=${VOCAB_TYPE:-bytelevel-bpe}
+    ARCH=${ARCH:-electra_tiny}
+    PEAK_LR=${PEAK_LR:-5e-4}
+    SAMPLING_TEMPERATURE=${SAMPLING_TEMPERATURE:-2}
     ;;
 paper)
     require_inputs "the raw pretraining corpora, PubMed for BioELECTRA" "ncbi=path/to/ncbi_disease with train/ valid/ test/"
@@ -68,10 +80,11 @@ paper)
     NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-0.8}
     BASELINE=${BASELINE:-none}
     ;;
-*) die "PRESET=$PRESET: unknown; use PRESET=tiny or PRESET=paper" ;;
+*) die "PRESET=$PRESET: unknown; use PRESET=tiny, PRESET=pilot or PRESET=paper" ;;
 esac
 EMBEDDING_SHARING=${EMBEDDING_SHARING:-tied}
 MASK_PROB=${MASK_PROB:-0.15}
+SAMPLING_TEMPERATURE=${SAMPLING_TEMPERATURE:-1}
 KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
 
 WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
@@ -79,13 +92,10 @@ recipe_check_settings
 [[ -z ${INIT_FROM:-} ]] || die "INIT_FROM=$INIT_FROM: an ELECTRA cannot start from a RoBERTa-family masked LM; leave it unset"
 one_of EMBEDDING_SHARING "$EMBEDDING_SHARING" tied gdes none
 one_of VOCAB_TYPE "$VOCAB_TYPE" bytelevel-bpe sentencepiece
-check_number MASK_PROB
+check_number MASK_PROB SAMPLING_TEMPERATURE
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET FAST_PATH WEIGHT_DECAY_EXCLUDE SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_TYPE VOCAB_SIZE ARCH EMBEDDING_SHARING MASK_PROB \
-    TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PHASE2_SHARE PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PEAK_LR \
-    WARMUP_UPDATES MAX_UPDATE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO \
-    NER_LAYERWISE_DECAY NER_EXTRA BASELINE WEAK_PRETRAINING
+recipe_keep_settings CORPUS_LANG VOCAB_TYPE EMBEDDING_SHARING MASK_PROB SAMPLING_TEMPERATURE
 
 recipe_corpus "$CORPUS_LANG" "$VOCAB_TYPE"
 
@@ -93,7 +103,8 @@ recipe_corpus "$CORPUS_LANG" "$VOCAB_TYPE"
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight 50
     --sample-break-mode complete_doc --mask-prob "$MASK_PROB")
-MODEL_ARGS=(--arch "$ARCH" --embedding-sharing "$EMBEDDING_SHARING" --dropout 0.1 --attention-dropout 0.1)
+MODEL_ARGS=(--arch "$ARCH" --embedding-sharing "$EMBEDDING_SHARING" --sampling-temperature "$SAMPLING_TEMPERATURE"
+    --dropout 0.1 --attention-dropout 0.1)
 OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain

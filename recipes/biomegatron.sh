@@ -46,6 +46,14 @@ tiny)
     PEAK_LR=${PEAK_LR:-1e-3}
     recipe_tiny_defaults
     ;;
+pilot)  # the pre-LN encoder at the masked-LM pilot's shape and schedule; one vocabulary, one labelling
+    recipe_pilot_defaults "the pretraining text, e.g. cases=clinical_cases.jsonl"
+    CORPUS_LANG=${CORPUS_LANG:-es}
+    VOCAB_SIZES=${VOCAB_SIZES:-8000}
+    ARCH=${ARCH:-bio_megatron_tiny}
+    PEAK_LR=${PEAK_LR:-1e-3}
+    NER_LABELLINGS=${NER_LABELLINGS-whole-word}
+    ;;
 paper)
     require_inputs "the raw pretraining corpora: PubMed abstracts and PMC for BioMegatron" "ncbi=path/to/ncbi_disease with train, devel and test"
     CORPUS_LANG=${CORPUS_LANG:-en}
@@ -70,7 +78,7 @@ paper)
     NER_EXTRA=${NER_EXTRA:---num-fc-layers 2 --fc-hidden-size 512 --fc-dropout 0.5}
     BASELINE=${BASELINE:-none}
     ;;
-*) die "PRESET=$PRESET: unknown; use PRESET=tiny or PRESET=paper" ;;
+*) die "PRESET=$PRESET: unknown; use PRESET=tiny, PRESET=pilot or PRESET=paper" ;;
 esac
 NER_LABELLINGS=${NER_LABELLINGS-whole-word sub-token}
 CHECKPOINT_ACTIVATIONS=${CHECKPOINT_ACTIVATIONS:-0}
@@ -83,9 +91,7 @@ one_of CHECKPOINT_ACTIVATIONS "$CHECKPOINT_ACTIVATIONS" 0 1
 check_list VOCAB_SIZES
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings PRESET FAST_PATH WEIGHT_DECAY_EXCLUDE SOURCES NER_DATA CORPUS_LANG VALID_DOCS VOCAB_SIZES INIT_FROM ARCH CHECKPOINT_ACTIVATIONS \
-    TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE PEAK_LR WARMUP_UPDATES MAX_UPDATE NER_LABELLINGS NER_LRS NER_SEEDS NER_EPOCHS \
-    NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NER_WARMUP_RATIO NER_EXTRA BASELINE WEAK_PRETRAINING
+recipe_keep_settings CORPUS_LANG VOCAB_SIZES CHECKPOINT_ACTIVATIONS
 
 # ---- 1-3b. clean; per vocabulary size, a cased SentencePiece vocabulary and its data-bin (or INIT_FROM's vocabulary);
 # the vocabularies' entity break-out rates on each NER training set

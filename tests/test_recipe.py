@@ -129,7 +129,8 @@ def test_a_rerun_skips_every_finished_stage(run, sample):
 @pytest.mark.parametrize("variables, message", [
     ({"PRESET": "paper"}, "PRESET=paper needs SOURCES="),
     ({"PRESET": "one_gpu"}, "PRESET=one_gpu needs SOURCES="),
-    ({"PRESET": "huge"}, "PRESET=huge: unknown; use PRESET=tiny, PRESET=one_gpu or PRESET=paper"),
+    ({"PRESET": "huge"}, "PRESET=huge: unknown; use PRESET=tiny, PRESET=pilot, PRESET=one_gpu or PRESET=paper"),
+    ({"STOP_AFTER": "clean"}, "STOP_AFTER=clean: unknown; use one of: none settings"),
     ({"FAST_PATH": "yes"}, "FAST_PATH=yes: unknown; use one of: 0 1"),
     ({"NER_DATA": "pharmaconer"}, "NER_DATA: 'pharmaconer': give NAME=DIR"),
     ({"SEQUENCES_PER_UPDATE": "48", "BATCH_PER_DEVICE": "32"}, "SEQUENCES_PER_UPDATE=48 is not a multiple of 1 device(s) x BATCH_PER_DEVICE=32"),
@@ -144,3 +145,72 @@ def test_mistakes_stop_with_one_line_before_any_work(variables, message, tmp_pat
     assert proc.returncode == 1
     assert proc.stderr.strip().splitlines()[-1].startswith("bsc_bio_es.sh: error: ") and message in proc.stderr
     assert not (tmp_path / "run" / "clean").exists()
+
+
+def test_a_run_shorter_than_the_log_interval_is_reported(run, tmp_path):
+    """No training step logged (MAX_UPDATE below LOG_INTERVAL): the last validation says how far it went."""
+    from biofairseq.recipe.report import _pretraining_lines, pretraining
+
+    run_dir, _ = run
+    folder = tmp_path / "pretrain"
+    shutil.copytree(run_dir / "pretrain", folder, ignore=shutil.ignore_patterns("checkpoints", "tensorboard"))
+    log = folder / "train.log"
+    steps = lambda line: '"num_updates"' in line and "valid_loss" not in line  # best_checkpoint.records' train_inner
+    log.write_text("".join(line for line in log.read_text().splitlines(True) if not steps(line)))
+    p = pretraining(folder)
+    assert p["train"] == [] and p["updates"] == p["validations"][-1]["update"] == 20
+    assert "`bio_roberta_tiny`, masked LM, 20 updates." in _pretraining_lines(p, "pretrain")[0]
+
+
+def test_the_report_plots_every_model_and_its_twin_on_one_axis(run):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from biofairseq.finetune.report import collect, plot_dev_f1
+
+    run_dir, _ = run
+    groups, _ = collect(sorted((run_dir / "ner" / "pharmaconer").glob("model=*")))
+    fig, ax = plt.subplots()
+    plot_dev_f1(ax, "pharmaconer", groups)
+    labels = [text.get_text() for text in ax.get_legend().get_texts()]
+    plt.close(fig)
+    assert labels == ["model=bsc_bio_es, lr 0.001", "model=random_init, lr 0.001"]
+
+
+PILOT = {"SOURCES": f"cases={EXAMPLES / 'clinical_cases.jsonl.gz'}", "NER_DATA": f"pharmaconer={EXAMPLES / 'pharmaconer'}",
+         "NUM_GPUS": "0", "PRESET": "pilot", "STOP_AFTER": "settings"}
+# what every recipe's pilot shares: the schedule of the measured masked-LM pilot and one NER setting, fixed before any run
+PILOT_SHARED = {"VALID_DOCS": "100", "VOCAB_SIZE": "8000", "TOKENS_PER_SAMPLE": "128", "SEQUENCES_PER_UPDATE": "64",
+                "WARMUP_UPDATES": "250", "FAST_PATH": "1", "PRECISION": "bf16", "NER_LRS": "1e-3", "NER_SEEDS": "1,2,3",
+                "NER_EPOCHS": "10", "NER_MAX_LENGTH": "128", "NER_BATCH": "32", "NER_WARMUP_RATIO": "0.1",
+                "NER_LAYERWISE_DECAY": "1", "NER_EXTRA": "", "BASELINE": "random-init", "WEAK_PRETRAINING": "continue"}
+PILOTS = {  # recipe: what its pilot sets of its own
+    "bsc_bio_es": {"ARCH": "bio_roberta_tiny", "PEAK_LR": "1e-3", "MAX_UPDATE": "5000", "CLIP_NORM": "0.0"},
+    "beto": {"ARCH": "bio_roberta_tiny", "PEAK_LR": "1e-3", "MAX_UPDATE": "5000", "PHASE2_SHARE": "0",
+             "WEIGHT_DECAY_EXCLUDE": "norm_and_bias"},
+    "biomegatron": {"ARCH": "bio_megatron_tiny", "VOCAB_SIZES": "8000", "NER_LABELLINGS": "whole-word", "MAX_UPDATE": "5000"},
+    "bio_lm": {"BASE_ARCH": "bio_roberta_tiny", "LARGE_ARCH": "bio_roberta_small", "BASE_LR": "1e-3", "MAX_UPDATE": "5000",
+               "LARGE_MAX_UPDATE": "2000", "DISTIL_UPDATES": "1000"},
+    "bioelectra": {"ARCH": "electra_tiny", "PHASE2_SHARE": "0", "EMBEDDING_SHARING": "tied", "MAX_UPDATE": "3000",
+                   "PEAK_LR": "5e-4", "SAMPLING_TEMPERATURE": "2", "WEIGHT_DECAY_EXCLUDE": "norm_and_bias"},
+}
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("name", PILOTS)
+def test_every_recipe_has_a_pilot_with_the_shared_schedule_and_ner_settings(name, tmp_path):
+    """STOP_AFTER=settings prints the resolved settings and does nothing else."""
+    proc = recipe(tmp_path / "run", script=REPO / "recipes" / f"{name}.sh", **PILOT)
+    settings = dict(line.split("=", 1) for line in proc.stdout.splitlines())
+    assert settings["RECIPE"] == name and settings["PRESET"] == "pilot"
+    assert {k: settings[k] for k in {**PILOT_SHARED, **PILOTS[name]}} == {**PILOT_SHARED, **PILOTS[name]}
+    assert proc.stderr.strip().endswith("STOP_AFTER=settings: stopped before any work") and not (tmp_path / "run").exists()
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("name", PILOTS)
+def test_a_pilot_needs_the_users_corpus_and_ner_data(name, tmp_path):
+    proc = recipe(tmp_path / "run", check=False, script=REPO / "recipes" / f"{name}.sh", PRESET="pilot", NUM_GPUS="0")
+    assert proc.returncode == 1 and f"{name}.sh: error: PRESET=pilot needs SOURCES=" in proc.stderr.strip().splitlines()[-1]

@@ -79,16 +79,22 @@ def markdown(summaries):
     return markdown_table(header, rows)
 
 
-def plot_dev_f1(ax, name, model_runs):
-    """Dev F1 per epoch of one model's runs on ``ax``: one line per LR, the mean over its seeds."""
-    by_lr = defaultdict(lambda: defaultdict(list))
-    for r in model_runs:
-        for h in r["history"]:
-            by_lr[r["lr"]][h["epoch"]].append(100 * h["f1"])
-    for lr in sorted(by_lr):
-        epochs = sorted(by_lr[lr])
-        ax.plot(epochs, [statistics.fmean(by_lr[lr][e]) for e in epochs], marker="o", markersize=3, label=f"lr {lr:g}")
-    ax.set(title=name, xlabel="epoch", ylabel="dev F1 (mean over seeds)")
+def plot_dev_f1(ax, title, groups):
+    """Dev F1 per epoch of every model on one axis, so that a model and its random-init twin compare at a glance:
+    one colour per model, one line style per LR, each line the mean over its seeds."""
+    styles = ("-", "--", ":", "-.")
+    for name, model_runs in groups.items():
+        by_lr = defaultdict(lambda: defaultdict(list))
+        for r in model_runs:
+            for h in r["history"]:
+                by_lr[r["lr"]][h["epoch"]].append(100 * h["f1"])
+        color = None
+        for i, lr in enumerate(sorted(by_lr)):
+            epochs = sorted(by_lr[lr])
+            line, = ax.plot(epochs, [statistics.fmean(by_lr[lr][e]) for e in epochs], marker="o", markersize=3,
+                            linestyle=styles[i % len(styles)], color=color, label=f"{name}, lr {lr:g}")
+            color = line.get_color()
+    ax.set(title=title, xlabel="epoch", ylabel="dev F1 (mean over seeds)")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
 
@@ -115,10 +121,9 @@ def save_figure(fig, path):
 
 
 def plot(groups, path):
-    """Dev F1 per epoch, one panel per model."""
-    fig, axes = figure(len(groups))
-    for ax, (name, model_runs) in zip(axes, groups.items()):
-        plot_dev_f1(ax, name, model_runs)
+    """Dev F1 per epoch of every model, on one axis."""
+    fig, axes = figure(1)
+    plot_dev_f1(axes[0], "NER dev F1", groups)
     save_figure(fig, path)
 
 

@@ -52,6 +52,10 @@ class ElectraModelConfig(FairseqDataclass):
                                   "discriminator's = stop-gradient(generator's) + its own zero-initialised delta "
                                   "(DeBERTa-v3); none: each tower its own"}
     )
+    sampling_temperature: float = field(
+        default=1.0, metadata={"help": "the generator's samples are drawn from softmax(logits / T) (ELECTRA: 1); above 1 "
+                               "they are more random, so replaced tokens are easier to find"}
+    )
     activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(default="gelu")
     attention: ChoiceEnum(ATTENTION_CHOICES) = field(
         default=DEFAULT_ATTENTION, metadata={"help": "self-attention of both towers: sdpa, torch's fused "
@@ -188,9 +192,10 @@ class DiscriminatorHead(nn.Module):
         return self.dense_prediction(self.activation_fn(self.dense(x))).squeeze(-1)
 
 
-def gumbel_max(logits, disallowed):
-    """One sample per row of fp32 logits: argmax(logits + Gumbel noise), never a disallowed symbol."""
-    logits = logits.float().masked_fill(disallowed, float("-inf"))
+def gumbel_max(logits, disallowed, temperature=1.0):
+    """One sample per row of softmax(fp32 logits / temperature): argmax(logits / temperature + Gumbel noise), never a
+    disallowed symbol."""
+    logits = (logits.float() / temperature).masked_fill(disallowed, float("-inf"))
     uniform = torch.rand_like(logits)
     return (logits - torch.log(-torch.log(uniform + 1e-9) + 1e-9)).argmax(-1)
 
@@ -220,6 +225,9 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
         self.discriminator_head = DiscriminatorHead(cfg.encoder_embed_dim, cfg.activation_fn)
         # symbols never sampled: a sampled <pad> would read as padding, <mask> or <s> as structure
         self.register_buffer("special", torch.from_numpy(special_symbols(dictionary)), persistent=False)
+        self.temperature = safe_getattr(cfg, "sampling_temperature", 1.0)  # 1.0 for checkpoints from before the flag
+        if not self.temperature > 0:
+            raise ValueError(f"--sampling-temperature {self.temperature}: must be above 0 (ELECTRA's is 1)")
         self.apply(init_bert_params)
 
     @classmethod
@@ -282,7 +290,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
             features = self.generator_features(src_tokens, segments)
             generator_logits = self.generator_head(at_positions(features, target_positions))
             with torch.no_grad():
-                samples = gumbel_max(generator_logits.detach(), self.special)
+                samples = gumbel_max(generator_logits.detach(), self.special, self.temperature)
                 corrupted = src_tokens.flatten().index_copy(0, target_positions, samples).view_as(src_tokens)
                 replaced = corrupted.ne(torch.where(targets.ne(self.padding_idx), targets, src_tokens))
             hidden = self.discriminator_features(corrupted, segments)  # <s> and padding where they were

@@ -74,7 +74,8 @@ def pretraining(folder, arch=None):
     arch_file = folder / "arch"
     return {"objective": objective.name, "arch": arch_file.read_text().strip() if arch_file.is_file() else arch,
             "check": json.loads(check.read_text()) if check.is_file() else None,
-            "updates": int(steps[-1]["num_updates"]) if steps else None,
+            # a run shorter than --log-interval logs no training step: its last validation says how far it went
+            "updates": int(steps[-1]["num_updates"]) if steps else max(v["update"] for v in best["validations"]),
             "wall_seconds": wall_seconds(steps),
             "best": {k: v for k, v in best.items() if k != "validations"},
             "validations": best["validations"],
@@ -199,8 +200,7 @@ def plot(found, path):
 
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's import leaves the root logger verbose
 
-    panels = [(name, model, r) for name, (groups, _) in found["ner"].items() for model, r in groups.items()]
-    fig, axes = report.figure(1 + len(panels))
+    fig, axes = report.figure(1 + len(found["ner"]))  # pretraining, then one panel per NER data set
     models = found["pretrainings"]
     for label, p in models.items():
         line, = axes[0].plot([t["update"] for t in p["train"]], [t["ppl"] for t in p["train"]], label=f"{label} train".strip())
@@ -211,8 +211,8 @@ def plot(found, path):
     axes[0].set(title="pretraining", xlabel="update", ylabel="generator perplexity" if electra else "perplexity", yscale="log")
     axes[0].grid(alpha=0.3)
     axes[0].legend(fontsize=8)
-    for ax, (name, model, model_runs) in zip(axes[1:], panels):
-        report.plot_dev_f1(ax, f"{name}: {model}", model_runs)
+    for ax, (name, (groups, _)) in zip(axes[1:], found["ner"].items()):
+        report.plot_dev_f1(ax, f"{name}: dev F1", groups)
     report.save_figure(fig, path)
 
 

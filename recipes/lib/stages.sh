@@ -73,6 +73,31 @@ recipe_tiny_defaults() {
     recipe_small_model_ner_defaults
 }
 
+recipe_pilot_defaults() {
+    # PRESET=pilot of every recipe: the user's corpus of a few million tokens (SOURCES) and NER data (NER_DATA) in about
+    # an hour on 2 CPU cores (minutes on one GPU): a 2 x 128 model (the recipe's ARCH), 64 blocks of 128 tokens per
+    # update, 5,000 updates (the masked-LM pilot's 28 minutes on 2 cores; a recipe whose step costs more sets fewer),
+    # the fast path, and one NER setting for every recipe, fixed before any pilot ran so that their reports compare:
+    # LR 1e-3, 3 seeds, 10 epochs, no layer-wise decay, beside a random-init twin (benchmarks/results/pilot_*.md).
+    require_inputs "$1" "pharmaconer=path/to/pharmaconer with train/ valid/ test/"
+    VALID_DOCS=${VALID_DOCS:-100}
+    VOCAB_SIZE=${VOCAB_SIZE:-8000}
+    TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-128}
+    SEQUENCES_PER_UPDATE=${SEQUENCES_PER_UPDATE:-64}
+    BATCH_PER_DEVICE=${BATCH_PER_DEVICE:-64}
+    MAX_UPDATE=${MAX_UPDATE:-5000}
+    WARMUP_UPDATES=${WARMUP_UPDATES:-250}
+    SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-500}
+    LOG_INTERVAL=${LOG_INTERVAL:-100}
+    FAST_PATH=${FAST_PATH:-1}
+    PRECISION=${PRECISION:-bf16}
+    NER_LRS=${NER_LRS:-1e-3}
+    NER_SEEDS=${NER_SEEDS:-1,2,3}
+    NER_EPOCHS=${NER_EPOCHS:-10}
+    NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-1}
+    recipe_small_model_ner_defaults
+}
+
 recipe_small_model_ner_defaults() {
     # Fine-tuning a small model (PRESET=tiny of every recipe; bsc_bio_es's one_gpu): windows as long as the
     # pretraining samples, batch 32 with 10% warm-up, beside a random-init twin; the report says whether
@@ -89,6 +114,8 @@ recipe_check_settings() {
     # defaults every recipe shares
     RUN_DIR=${RUN_DIR:-runs/$RECIPE/$PRESET}
     FORCE=${FORCE:-0} NUM_NODES=${NUM_NODES:-1} WORKERS=${WORKERS:-$(nproc)} NER_EXTRA=${NER_EXTRA:-}
+    STOP_AFTER=${STOP_AFTER:-none} PRECISION=${PRECISION:-fp16} ARCH=${ARCH:-} VOCAB_SIZE=${VOCAB_SIZE:-}
+    one_of STOP_AFTER "$STOP_AFTER" none settings
     WEAK_PRETRAINING=${WEAK_PRETRAINING:-stop} NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-1}
     PHASE2_SHARE=${PHASE2_SHARE:-0} PHASE2_TOKENS_PER_SAMPLE=${PHASE2_TOKENS_PER_SAMPLE:-512}
     PHASE2_SEQUENCES_PER_UPDATE=${PHASE2_SEQUENCES_PER_UPDATE:-$SEQUENCES_PER_UPDATE}
@@ -99,7 +126,7 @@ recipe_check_settings() {
     NER_LABELLINGS=${NER_LABELLINGS:-}
     local labelling
     for labelling in $NER_LABELLINGS; do one_of NER_LABELLINGS "$labelling" whole-word sub-token; done
-    [[ -z ${PRECISION:-} ]] || one_of PRECISION "$PRECISION" fp16 bf16
+    one_of PRECISION "$PRECISION" fp16 bf16
     FAST_PATH=${FAST_PATH:-0}
     one_of FAST_PATH "$FAST_PATH" 0 1
     WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-none}
@@ -201,10 +228,25 @@ stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (def
     RAN=1
 }
 
-recipe_keep_settings() {  # recipe_keep_settings VAR...: recorded in recipe.env on the first run, compared on the next
-    local v differing settings
+# What every recipe records in recipe.env; a recipe adds its own (recipe_keep_settings VAR...).
+SHARED_SETTINGS=(PRESET SOURCES NER_DATA VALID_DOCS VOCAB_SIZE INIT_FROM ARCH TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE
+    PEAK_LR WARMUP_UPDATES MAX_UPDATE PHASE2_SHARE PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE FAST_PATH
+    PRECISION COMPILE WEIGHT_DECAY_EXCLUDE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION
+    NER_WARMUP_RATIO NER_LAYERWISE_DECAY NER_LABELLINGS NER_EXTRA BASELINE WEAK_PRETRAINING)
+
+recipe_keep_settings() {  # recipe_keep_settings VAR...: the shared settings and these, recorded in recipe.env on the
+    # first run and compared on the next; STOP_AFTER=settings prints them (resolved) and stops before any work
+    local v differing settings seen=" "
+    settings=$(for v in RECIPE "${SHARED_SETTINGS[@]}" "$@"; do
+        [[ $seen == *" $v "* ]] || echo "$v=${!v}"
+        seen+="$v "
+    done)
+    if [[ $STOP_AFTER == settings ]]; then
+        echo "$settings"
+        echo "$RECIPE.sh: STOP_AFTER=settings: stopped before any work" >&2
+        exit 0
+    fi
     mkdir -p "$RUN_DIR"
-    settings=$(for v in RECIPE "$@"; do echo "$v=${!v}"; done)
     if [[ $FORCE != 1 && -f $RUN_DIR/recipe.env ]] && ! differing=$(diff <(echo "$settings") "$RUN_DIR/recipe.env"); then
         echo "note: settings differ from $RUN_DIR/recipe.env; stages already done keep their outputs (FORCE=1 redoes them):" >&2
         echo "$differing" | sed -n 's/^[<>]/  &/p' >&2
@@ -325,7 +367,7 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
         HARDWARE_ARGS=(--cpu)
     else
         local precision=(--fp16)
-        [[ ${PRECISION:-fp16} == fp16 ]] || precision=(--amp-bf16)  # fairseq 0.12.3's own --bf16 means a TPU
+        [[ $PRECISION == fp16 ]] || precision=(--amp-bf16)  # fairseq 0.12.3's own --bf16 means a TPU
         # fp16's one flat fp32 copy of the parameters cannot tell LayerNorms and biases apart
         [[ ${precision[0]} != --fp16 || $WEIGHT_DECAY_EXCLUDE == none ]] || precision+=(--fp16-no-flatten-grads)
         HARDWARE_ARGS=("${precision[@]}" --distributed-world-size "$DEVICES")
