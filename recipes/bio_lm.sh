@@ -48,8 +48,8 @@ tiny | pilot)
     else
         # base is the masked-LM pilot (bsc_bio_es's); the teacher (4 x 256, about 5 times base's step) gets the same
         # 5,000 updates, so that it is a better model than its student (at fewer it is not: its perplexity after 2,000
-        # would have to beat base's after 5,000); distillation and its control 1,000 more of base. About 4 hours on
-        # 2 CPU cores (the teacher about 2), minutes on a GPU: the one pilot that does not fit an hour on a CPU.
+        # would have to beat base's after 5,000); distillation and its control 1,000 more of base. About 3 hours on
+        # 2 CPU cores (the teacher about 95 minutes), minutes on a GPU: the one pilot that does not fit an hour on a CPU.
         DISTIL_UPDATES=${DISTIL_UPDATES:-1000}
         recipe_pilot_defaults "the pretraining text, e.g. cases=clinical_cases.jsonl"
     fi
