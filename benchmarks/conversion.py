@@ -34,7 +34,7 @@ IMPORTS = "import fairseq.models.roberta, transformers, biofairseq.convert.cli; 
 
 
 def make_checkpoint(tmp, vocab_size):
-    from biofairseq.convert import fairseq_side
+    from biofairseq import checkpoints
 
     text = tmp / "cases.txt"
     with open(text, "w", encoding="utf-8") as out:
@@ -42,9 +42,9 @@ def make_checkpoint(tmp, vocab_size):
             out.write(json.loads(line)["text"].strip() + "\n\n")
     seconds, _, _ = run([sys.executable, REPO / "preprocess/train_vocab.py", "--input", text, "--vocab-size", vocab_size,
                          "--min-frequency", 1, "--output-dir", tmp / "vocab", "--workers", 2])
-    dictionary = fairseq_side.load_dictionary(tmp / "vocab" / "dict.txt")
-    model, cfg = fairseq_side.new_model(["--arch", "bio_roberta_base"], tmp / "vocab", dictionary)
-    fairseq_side.save(tmp / "checkpoint.pt", model, cfg)
+    dictionary = checkpoints.load_dictionary(tmp / "vocab" / "dict.txt")
+    model, cfg = checkpoints.new_model(["--arch", "bio_roberta_base"], tmp / "vocab", dictionary)
+    checkpoints.save(tmp / "checkpoint.pt", model, cfg)
     parameters = sum(p.numel() for p in model.parameters())
     return tmp / "checkpoint.pt", len(dictionary), parameters
 

@@ -20,9 +20,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
 from measure import corpora, device_label, interleaved, per_run, precision_flags, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
+
+from biofairseq.samples import build_corpus  # noqa: E402
 
 SHAPES = {  # name -> (layers, width); FFN 4 x width, width / 64 heads
     "cpu_student": (4, 192), "cpu_teacher": (8, 256),  # bio-lm's depth x 2 and width x 4/3, base -> large
@@ -51,7 +51,7 @@ def parameters(name, vocab, positions=514):
 
 def write_teacher(folder, data_bin, name, dictionary):
     """A checkpoint of the teacher's shape, in fairseq-train's format, on the benchmark's dictionary."""
-    from biofairseq.convert.fairseq_side import load_dictionary, new_model, save
+    from biofairseq.checkpoints import load_dictionary, new_model, save
 
     model, cfg = new_model([*map(str, shape_flags(name)), "--tokens-per-sample", "512"], data_bin,
                            load_dictionary(dictionary))

@@ -19,9 +19,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
 from measure import corpora, device_label, interleaved, per_run, precision_flags, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
+
+from biofairseq.samples import build_corpus  # noqa: E402
 
 FRACTION = 1 / 3  # the generator's width at base (BioELECTRA's 768/256)
 

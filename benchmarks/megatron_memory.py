@@ -20,10 +20,9 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
-from corpus import build_corpus  # noqa: E402  (the tests' real-data corpus builder)
 from measure import corpora, fairseq_train_speed, precision_flags, publish  # noqa: E402
-from test_presets import expected_parameters  # noqa: E402  (the preset's count from its shape)
+
+from biofairseq.samples import build_corpus, expected_parameters  # noqa: E402
 
 # fairseq's masked_lm with --sample-break-mode none: every sequence holds exactly 512 tokens. document_mlm's
 # blocks end with their document (a third of them are full at 512), and batches group similar lengths, so the
@@ -42,7 +41,7 @@ STATE_BYTES = {"fp16": 2 + 2 + 4 + 4 + 8, "bf16": 2 + 2 + 4 + 4 + 8, "fp32": 4 +
 
 def shapes(archs, data_bin):
     """preset -> (layers, width, FFN, parameters), as fairseq-train configures the preset on this data-bin."""
-    from biofairseq.convert.fairseq_side import load_dictionary, training_config
+    from biofairseq.checkpoints import load_dictionary, training_config
 
     vocabulary = len(load_dictionary(data_bin / "dict.txt"))
     out = {}

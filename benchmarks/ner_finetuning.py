@@ -71,7 +71,7 @@ def main():
     import transformers
     from transformers import AutoModelForTokenClassification, DataCollatorForTokenClassification, Trainer, TrainingArguments
 
-    from biofairseq.finetune import bio, data
+    from biofairseq.finetune import data, iob2
     from biofairseq.finetune.training import Predictor, TrainOptions, load_tokenizer, make_trainer, precision_flags
 
     transformers.logging.set_verbosity_error()
@@ -80,7 +80,7 @@ def main():
     print(f"model: {model_dir}", flush=True)
     train_set = data.read(subset("train", args.docs, tmp / "train"))
     dev_set = data.read(subset("valid", max(args.docs // 2, 1), tmp / "dev"))
-    labels = bio.label_list(train_set.types() | dev_set.types())
+    labels = iob2.label_list(train_set.types() | dev_set.types())
     tokenizer = load_tokenizer(model_dir)
     options = TrainOptions(epochs=1, logging_steps=10**9)
     precision, precision_args = precision_flags(options.precision)

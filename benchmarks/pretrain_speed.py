@@ -41,7 +41,6 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO / "tests"))
 from measure import corpora, interleaved, per_run, publish, ratio_line, round_ratios, trainer_command  # noqa: E402
 
 from biofairseq.models.compiled_layers import COMPILE_CHOICES  # noqa: E402
@@ -184,7 +183,7 @@ def main():
     with tempfile.TemporaryDirectory() as tmp:
         data_bin = args.data_bin
         if data_bin is None:
-            from corpus import build_corpus
+            from biofairseq.samples import build_corpus
 
             data_bin = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=args.train_docs, valid_docs=20,
                                     vocab_size=args.vocab_size, cases=corpora()[0]).data_bin
@@ -220,7 +219,7 @@ def host_syncs_per_step(flags, data_bin, batch):
 
     from biofairseq.host_syncs import update_syncs
     from biofairseq.train import MeteredTrainer
-    from conftest import trainer_in_process
+    from biofairseq.samples import trainer_in_process
 
     command, flags = trainer_command(flags)
     trainer = trainer_in_process(data_bin, *flags, "--max-update", "10", "--total-num-update", "10",

@@ -23,7 +23,7 @@ def main(argv=None):
     vocabs = [tuple(v.split("=", 1)) if "=" in v else (Path(v).name, v) for v in args.vocab]
     if not Path(args.ner).exists():
         sys.exit(f"error: {args.ner}: no such file or folder; give a BRAT folder or a CoNLL file")
-    from biofairseq.corpus.breakout import NERFormatError, breakout_rates, format_rates
+    from biofairseq.recipe.breakout import NERFormatError, breakout_rates, format_rates
     from biofairseq.corpus.vocab import VocabError
 
     try:

@@ -16,7 +16,7 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 
 import pytest  # noqa: E402
 
-from corpus import BIN, REPO, build_corpus  # noqa: E402
+from biofairseq.samples import BIN, REPO, build_corpus  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -82,43 +82,6 @@ def trained_bytebpe(bytebpe_corpus, once):
         return save_dir, proc.stdout + proc.stderr
 
     return once("trained", train)
-
-
-def _built_in_process(data_bin, flags, split):
-    """(cfg, task, model, criterion) as fairseq-train builds them from these flags (after --user-dir biofairseq), the
-    model seeded with 0, with this split loaded."""
-    import torch
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    from biofairseq.user_dir import USER_DIR
-
-    args = options.parse_args_and_arch(options.get_training_parser(), [str(data_bin), "--user-dir", USER_DIR, *map(str, flags)])
-    cfg = convert_namespace_to_omegaconf(args)
-    task = tasks.setup_task(cfg.task)
-    torch.manual_seed(0)
-    model = task.build_model(cfg.model)
-    task.load_dataset(split)
-    return cfg, task, model, task.build_criterion(cfg.criterion)
-
-
-def build_in_process(data_bin, *flags):
-    """(task, model, criterion) as fairseq-train builds them from these flags, the model seeded with 0, with the
-    valid split loaded."""
-    return _built_in_process(data_bin, flags, "valid")[1:]
-
-
-def trainer_in_process(data_bin, *flags, trainer=None, split="valid"):
-    """A fairseq Trainer (biofairseq-train's MeteredTrainer unless another class is given) around what
-    ``build_in_process`` builds, with this split loaded."""
-    from biofairseq.train import MeteredTrainer
-
-    return (trainer or MeteredTrainer)(*_built_in_process(data_bin, flags, split))
-
-
-def valid_batch(task, start=0, size=8):
-    dataset = task.dataset("valid")
-    return dataset.collater([dataset[i] for i in range(start, start + size)])
 
 
 def free_port():

@@ -6,7 +6,7 @@ NER commands load it the way they load a converted checkpoint.
 
 from pathlib import Path
 
-from corpus import PHARMACONER
+from biofairseq.samples import PHARMACONER
 
 
 def tiny_roberta(out_dir, vocab_size=2000, max_positions=130, seed=0):

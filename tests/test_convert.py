@@ -6,8 +6,8 @@ import subprocess
 import pytest
 import torch
 
-from conftest import BIN, REPO, json_logs, run_fairseq, trainer_in_process
-from corpus import NCBI, read_documents, run_script
+from biofairseq.samples import BIN, NCBI, REPO, read_documents, run_script, trainer_in_process
+from conftest import json_logs, run_fairseq
 
 TRAIN = [
     "--tokens-per-sample", "128", "--batch-size", "16", "--optimizer", "adam", "--lr", "1e-3",
@@ -39,7 +39,7 @@ def report(folder):
 
 def held_out_sentences():
     """Real sentences the vocabularies and models never saw: Spanish clinical cases and NCBI-disease (English)."""
-    from biofairseq.corpus.sentences import split_sentences
+    from biofairseq.text.sentences import split_sentences
 
     spanish = [s for doc in read_documents(600, 20) for p in doc for s in split_sentences(p)]
     english, words = [], []
@@ -58,7 +58,7 @@ def checkpoints(request, tmp_path_factory):
     """name -> (checkpoint, data-bin, log): the session's model trained on the real clinical cases (102 updates), and
     models of the other shapes built as fairseq-train builds them on those vocabularies, every weight moved off its
     initial value (LayerNorms off 1, biases off 0, so that a swapped tensor shows), saved in fairseq-train's format."""
-    from biofairseq.convert.fairseq_side import load_dictionary, new_model, save
+    from biofairseq.checkpoints import load_dictionary, new_model, save
 
     out = {}
     for name, (corpus_fixture, arch) in MODELS.items():
@@ -127,10 +127,11 @@ def test_layouts_pick_the_transformers_class_with_the_same_layer_order(converted
 def test_token_ids_equal_fairseq_encoding_on_held_out_sentences(name, checkpoints, converted):
     from transformers import AutoTokenizer
 
-    from biofairseq.convert import fairseq_side, vocabulary
+    from biofairseq import checkpoints as checkpoint_io
+    from biofairseq.convert import vocabulary
 
     checkpoint, data_bin, _ = checkpoints[name]
-    dictionary = fairseq_side.load_dictionary(data_bin / "dict.txt")
+    dictionary = checkpoint_io.load_dictionary(data_bin / "dict.txt")
     fairseq_encode = vocabulary.FairseqEncoding(vocabulary.from_folder(data_bin), dictionary)
     tokenizer = AutoTokenizer.from_pretrained(converted[name][0])
     sentences = held_out_sentences()
@@ -153,12 +154,13 @@ EDGE_CASES = ["  dos  espacios  ", "tab\there", "emoji 😀 y 中文", "ÁÉÍÓ
 def test_exported_tokenizer_gives_fairseq_ids_for_each_vocabulary_option(options, bytebpe_corpus, tmp_path):
     from transformers import AutoTokenizer
 
-    from biofairseq.convert import fairseq_side, vocabulary
+    from biofairseq import checkpoints as checkpoint_io
+    from biofairseq.convert import vocabulary
 
     run_script("preprocess/train_vocab.py", "--input", bytebpe_corpus.data_bin.parent / "clean" / "train.txt",
                "--vocab-size", 2000, "--output-dir", tmp_path / "vocab", *options)
     found = vocabulary.from_folder(tmp_path / "vocab")
-    dictionary = fairseq_side.load_dictionary(tmp_path / "vocab" / "dict.txt")
+    dictionary = checkpoint_io.load_dictionary(tmp_path / "vocab" / "dict.txt")
     vocabulary.build_tokenizer(found, dictionary, 512).save_pretrained(tmp_path / "hf")
     tokenizer = AutoTokenizer.from_pretrained(tmp_path / "hf")
     fairseq_encode = vocabulary.FairseqEncoding(found, dictionary)
@@ -179,9 +181,9 @@ def test_logits_match_on_a_padded_batch_of_held_out_sentences(name, checkpoints,
     """Computed here, not read from conversion.json: the post-LN and both pre-LN layouts."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    from biofairseq.convert import fairseq_side
+    from biofairseq import checkpoints as checkpoint_io
 
-    fairseq = fairseq_side.load(checkpoints[name][0])
+    fairseq = checkpoint_io.load(checkpoints[name][0])
     hf = AutoModelForMaskedLM.from_pretrained(converted[name][0]).eval()
     tokenizer = AutoTokenizer.from_pretrained(converted[name][0])
     sentences = held_out_sentences()[::25]
@@ -223,7 +225,8 @@ def test_fairseq_roberta_base_with_gpt2_bpe_and_a_renumbered_dictionary(bytebpe_
     from fairseq.data.encoders.gpt2_bpe_utils import get_encoder
     from transformers import AutoTokenizer
 
-    from biofairseq.convert import fairseq_side, vocabulary
+    from biofairseq import checkpoints as checkpoint_io
+    from biofairseq.convert import vocabulary
 
     gpt2 = tmp_path / "gpt2"
     gpt2.mkdir()
@@ -247,7 +250,7 @@ def test_fairseq_roberta_base_with_gpt2_bpe_and_a_renumbered_dictionary(bytebpe_
     checkpoint = tmp_path / "ck" / "checkpoint_last.pt"
     assert convert("to-hf", checkpoint, tmp_path / "hf") == 0
     assert report(tmp_path / "hf")["parity"]["ids_identical"]
-    dictionary = fairseq_side.load_dictionary(tmp_path / "bin" / "dict.txt")
+    dictionary = checkpoint_io.load_dictionary(tmp_path / "bin" / "dict.txt")
     fairseq_encode = vocabulary.FairseqEncoding(vocabulary.from_folder(gpt2), dictionary)
     sentences = held_out_sentences()
     expected = [fairseq_encode(s) for s in sentences]

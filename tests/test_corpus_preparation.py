@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 import xxhash
 
-from conftest import json_logs, run_fairseq, trainer_in_process
-from corpus import NCBI, PHARMACONER, REPO, clinical_lines, run_script
+from biofairseq.samples import NCBI, PHARMACONER, REPO, clinical_lines, run_script, trainer_in_process
+from conftest import json_logs, run_fairseq
 
 ENGLISH_DOC = (
     "The patient was admitted with fever and abdominal pain.\nBlood cultures were negative and the fever "
@@ -90,7 +90,7 @@ def test_duplicates_across_sources_are_kept_once(cleaned):
     docs = docs_of(out / "train.txt") + docs_of(out / "valid.txt")
     assert len({xxhash.xxh3_64_intdigest(d.encode()) for d in docs}) == len(docs)
     assert stats["sources"]["reports"]["duplicate_docs_global"] == 40  # documents 260-299 are in both
-    from biofairseq.corpus.sentences import split_sentences
+    from biofairseq.text.sentences import split_sentences
 
     sentence = max(split_sentences(json.loads(clinical_lines(270, 1)[0])["text"]), key=len)
     lines = [line for d in docs for line in d.split("\n")]
@@ -250,7 +250,7 @@ def test_mojibake_is_repaired_and_clean_text_skips_ftfy():
     ],
 )
 def test_sentence_splitting_of_clinical_text(text, sentences):
-    from biofairseq.corpus.sentences import split_sentences
+    from biofairseq.text.sentences import split_sentences
 
     assert split_sentences(text) == sentences
 

@@ -7,7 +7,8 @@ import math
 
 import pytest
 
-from conftest import TINY, build_in_process, json_logs, train_two_processes, valid_batch
+from biofairseq.samples import build_in_process, valid_batch
+from conftest import TINY, json_logs, train_two_processes
 
 NARROW = ["--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "256"]
 

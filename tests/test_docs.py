@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from corpus import REPO
+from biofairseq.samples import REPO
 
 pytestmark = pytest.mark.fast  # make test-fast
 

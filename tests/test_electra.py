@@ -8,7 +8,8 @@ import shutil
 import pytest
 import torch
 
-from conftest import build_in_process, json_logs, run_fairseq, train_two_processes, valid_batch
+from biofairseq.samples import build_in_process, valid_batch
+from conftest import json_logs, run_fairseq, train_two_processes
 
 ELECTRA = [
     "--user-dir", "biofairseq", "--task", "electra", "--criterion", "electra", "--arch", "electra_tiny",

@@ -17,7 +17,7 @@ def electra_checkpoint(data_bin, folder, *flags):
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
-    from biofairseq.convert.fairseq_side import save
+    from biofairseq.checkpoints import save
 
     args = options.parse_args_and_arch(options.get_training_parser(), [
         str(data_bin), *ELECTRA, "--total-num-update", "1", *flags, *bpe_flags(data_bin)])

@@ -10,9 +10,10 @@ import torch
 from fairseq.modules.multihead_attention import MultiheadAttention
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
-from biofairseq.models.attention import SdpaSelfAttention, use_attention
+from biofairseq.models.attention import SdpaSelfAttention
 from biofairseq.models.compiled_layers import compile_layers
-from conftest import TINY, build_in_process, valid_batch
+from biofairseq.samples import build_in_process, valid_batch
+from conftest import TINY
 
 pytestmark = pytest.mark.fast  # make test-fast
 
@@ -29,6 +30,13 @@ def self_attentions(model):
     return [m for m in model.modules() if isinstance(m, MultiheadAttention) and m.self_attention]
 
 
+def with_sdpa(data_bin, flags, stock):
+    """The same model built with --attention sdpa, holding ``stock``'s weights."""
+    fast = build_in_process(data_bin, *flags, "--attention", "sdpa")[1]
+    fast.load_state_dict(stock.state_dict())
+    return fast.train(stock.training)
+
+
 def features(model, tokens):
     """The final hidden states (ELECTRA: of both towers), the tensors fine-tuning starts from."""
     if hasattr(model, "discriminator_features"):
@@ -40,7 +48,7 @@ def features(model, tokens):
                          ids=["post-LN", "pre-LN", "electra"])
 def test_sdpa_equals_fairseqs_attention_on_a_padded_batch(bytebpe_corpus, flags):
     task, stock, _ = build_in_process(bytebpe_corpus.data_bin, *flags, *NO_DROPOUT, "--attention", "fairseq")
-    fast = use_attention(copy.deepcopy(stock), "sdpa")
+    fast = with_sdpa(bytebpe_corpus.data_bin, [*flags, *NO_DROPOUT], stock)
     assert self_attentions(stock) and all(type(m) is MultiheadAttention for m in self_attentions(stock))
     assert all(type(m) is SdpaSelfAttention for m in self_attentions(fast))
     assert fast.state_dict().keys() == stock.state_dict().keys()  # same parameters, same checkpoints
@@ -179,9 +187,9 @@ def test_sdpa_refuses_fairseqs_fallback_for_rows_of_several_documents(bytebpe_co
     attention = self_attentions(model)[0]
     x = torch.randn(6, 1, attention.embed_dim)
     assert attention(x, x, x, need_weights=False)[0].shape == x.shape  # SDPA's own path, no documents
-    attention.documents = torch.ones(1, 1, 6, 6, dtype=torch.bool)  # a packed row's, as the encoder shares them
+    where = torch.ones(1, 1, 6, 6, dtype=torch.bool)  # a packed row's documents, as the encoder hands them down
     with pytest.raises(ValueError, match=r"^need_weights=True: .*rows of several documents"):
-        attention(x, x, x, need_weights=True)
+        attention(x, x, x, need_weights=True, documents=where)
 
 
 def test_host_counts_that_disagree_with_the_batch_are_refused():
@@ -277,7 +285,8 @@ def test_sdpa_drops_attention_as_fairseq_does(bytebpe_corpus):
     torch.manual_seed(1)
     x = torch.randn(tokens.shape[1], tokens.shape[0], 128)
     theirs = self_attentions(stock)[0]
-    ours = self_attentions(use_attention(copy.deepcopy(stock), "sdpa"))[0]
+    ours = self_attentions(with_sdpa(bytebpe_corpus.data_bin, [*mlm("bio_roberta_tiny"), "--dropout", "0",
+                                                               "--attention-dropout", "0.3"], stock))[0]
     (their_variance, their_bias), (our_variance, our_bias) = (
         dropout_statistics(attention, x, ~padding.t(), key_padding_mask=padding) for attention in (theirs, ours))
     assert their_variance > 0 and our_variance == pytest.approx(their_variance, rel=0.05)

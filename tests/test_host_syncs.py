@@ -7,7 +7,8 @@ import torch
 from fairseq.criterions.masked_lm import MaskedLmLoss
 
 from biofairseq.host_syncs import HostSyncs, update_syncs
-from conftest import TINY, build_in_process, trainer_in_process, valid_batch
+from biofairseq.samples import build_in_process, trainer_in_process, valid_batch
+from conftest import TINY
 from test_distillation import NARROW, teacher_checkpoint
 from test_fast_path import ELECTRA, NO_DROPOUT
 

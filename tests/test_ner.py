@@ -10,10 +10,10 @@ from collections import defaultdict
 import pytest
 
 from brat_scorer import score as official_score
-from corpus import NCBI, PHARMACONER, PHARMACONER_MISALIGNED
+from biofairseq.samples import NCBI, PHARMACONER, PHARMACONER_MISALIGNED
 from ner_models import tiny_roberta
 
-from biofairseq.finetune import NERFormatError, bio, brat, data, metrics, training, windows
+from biofairseq.finetune import NERFormatError, brat, data, iob2, metrics, training, windows
 
 
 def ner(*args, check=True):
@@ -152,7 +152,7 @@ def test_conversion_command_writes_bio_and_statistics(tmp_path):
     assert stats["documents"] == 3 and stats["entities"] == stats["entities_read"] > 0 and "entities" in proc.stdout
     back = data.read(out)
     assert [s.tokens for s in back.sentences] == [s.tokens for s in data.read(sample).sentences]
-    assert sum(len(bio.spans(s.tags)) for s in back.sentences) == stats["entities"]
+    assert sum(len(iob2.spans(s.tags)) for s in back.sentences) == stats["entities"]
 
 
 @pytest.mark.fast
@@ -179,7 +179,7 @@ def test_windows_give_every_gold_word_exactly_one_prediction(tokenizer):
     parts = [s for s in dataset.sentences if s.doc == doc]
     long = data.Sentence(sum((s.tokens for s in parts), []), sum((s.tags for s in parts), []))
     sentences = [long, *dataset.sentences[:200]]
-    labels = bio.label_list(dataset.types())
+    labels = iob2.label_list(dataset.types())
     ids = {l: i for i, l in enumerate(labels)}
     for scheme in ("first-subtoken", "all-subtokens"):
         built = windows.build(sentences, tokenizer, ids, 64, scheme, overlap=16)
@@ -204,9 +204,9 @@ def test_both_labelling_schemes_score_a_known_prediction_set_at_the_word_level(t
     """BioMegatron's whole-word labelling (first-subtoken) and sub-token labelling (all-subtokens) differ in training
     only: each word is scored once, by its first sub-token, so their F1s compare on the same gold words."""
     sentences = data.read(NCBI / "devel.tsv").sentences[:300]
-    labels = bio.label_list({"Disease"})
+    labels = iob2.label_list({"Disease"})
     ids = {l: i for i, l in enumerate(labels)}
-    spans = [(i, span) for i, s in enumerate(sentences) for span in bio.spans(s.tags)]
+    spans = [(i, span) for i, s in enumerate(sentences) for span in iob2.spans(s.tags)]
     missed = set(random.Random(1).sample(spans, 20))
     gold = [s.tags for s in sentences]
     expected = [list(t) for t in gold]
@@ -281,7 +281,7 @@ def test_gold_as_prediction_scores_one_and_known_errors_score_the_hand_computed_
     sentences = data.read(NCBI / "devel.tsv").sentences
     gold = [s.tags for s in sentences]
     assert metrics.scores(gold, gold)["f1"] == 1.0
-    spans = [(i, span) for i, tags in enumerate(gold) for span in bio.spans(tags)]
+    spans = [(i, span) for i, tags in enumerate(gold) for span in iob2.spans(tags)]
     total = len(spans)
     assert total == 245  # the B- tags of the excerpt's 300 sentences
     rng = random.Random(0)

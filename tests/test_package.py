@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO
+from biofairseq.samples import REPO
 
 pytestmark = pytest.mark.fast  # make test-fast
 

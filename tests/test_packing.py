@@ -7,9 +7,11 @@ import pytest
 import torch
 
 from biofairseq.data.packing import pack
+from biofairseq.models import attention as attention_module
 from biofairseq.models import documents
 from biofairseq.models.attention import SdpaSelfAttention
-from conftest import TINY, build_in_process, valid_batch
+from biofairseq.samples import build_in_process, valid_batch
+from conftest import TINY
 from test_fast_path import ELECTRA, NO_DROPOUT, dropout_statistics, features
 
 pytestmark = pytest.mark.fast  # make test-fast
@@ -65,16 +67,19 @@ def test_segments_from_the_collater_give_the_dense_masks_result_and_gradients(by
     net_input = batch["net_input"]
     lengths = net_input["segments"]["offsets"].diff()
     assert len(lengths) > len(net_input["src_tokens"]) and lengths.sum() == net_input["src_tokens"].numel()
-    attention = next(m for m in model.modules() if isinstance(m, SdpaSelfAttention))
+    jagged_calls = []  # which path the attentions took
+    over_segments = attention_module.over_segments
+    monkeypatch.setattr(attention_module, "over_segments", lambda *a: jagged_calls.append(1) or over_segments(*a))
     model.train()  # without dropout, so that the two compare
     results = []
     for varlen in ((), ("cpu",)):
         monkeypatch.setattr(documents, "VARLEN_DEVICES", varlen)
         model.zero_grad()
         torch.manual_seed(0)  # ELECTRA's generator draws its samples
+        jagged_calls.clear()
         loss, _, _ = criterion(model, batch)
         loss.backward()
-        assert isinstance(attention.documents, dict if varlen else torch.Tensor)
+        assert bool(jagged_calls) == bool(varlen)
         results.append((loss.detach(), [p.grad for p in model.parameters()]))
     (dense, dense_grads), (jagged, jagged_grads) = results
     torch.testing.assert_close(jagged, dense, rtol=1e-5, atol=1e-5)
@@ -104,9 +109,8 @@ def test_the_variable_length_path_drops_attention_as_the_dense_mask_does(bytebpe
     x = torch.randn(tokens.shape[1], tokens.shape[0], 128)
     real = tokens.ne(pad).t()
     results = []
-    for where in (documents.document_mask(tokens, bos, pad), segments):
-        attention.documents = where  # as the encoder shares them before a forward
-        results.append(dropout_statistics(attention, x, real, passes=100))
+    for where in (documents.document_mask(tokens, bos, pad), segments):  # as the encoder hands them down
+        results.append(dropout_statistics(attention, x, real, passes=100, documents=where))
     (dense_variance, dense_bias), (jagged_variance, jagged_bias) = results
     assert dense_variance > 0 and jagged_variance == pytest.approx(dense_variance, rel=0.1)
     assert 0.5 < dense_bias < 2 and 0.5 < jagged_bias < 2

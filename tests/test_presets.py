@@ -4,6 +4,8 @@ builds from the presets (built with fake tensors: shapes without memory, so that
 import pytest
 import torch
 
+from biofairseq.samples import expected_parameters
+
 pytestmark = pytest.mark.fast  # make test-fast
 
 PRESETS = {  # name: (layers, width, FFN, heads, pre-LN)
@@ -18,21 +20,11 @@ VOCABULARY = {"bio_megatron_345m": 30000, "bio_megatron_800m": 50000, "bio_megat
               "bio_roberta_base": 50262, "bio_roberta_l6_h512": 8000}
 
 
-def expected_parameters(vocabulary, layers, width, ffn, pre_ln, positions=514):
-    """Token and position tables; per layer Q, K, V, output (weights and biases), two FFN matrices with biases,
-    two LayerNorms; one LayerNorm on the embeddings (post-LN) or after the last layer (pre-LN); the LM head's
-    dense layer, LayerNorm and output bias (its matrix is the token table)."""
-    embeddings = (vocabulary + positions) * width
-    layer = 4 * (width * width + width) + 2 * width * ffn + ffn + width + 2 * 2 * width
-    head = width * width + width + 2 * width + vocabulary
-    return embeddings + layers * layer + 2 * width + head
-
-
 def build(arch, vocabulary, tmp_path, *flags):
     from fairseq.data import Dictionary
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    from biofairseq.convert.fairseq_side import DictionaryTask, training_config
+    from biofairseq.checkpoints import DictionaryTask, training_config
 
     dictionary = Dictionary()  # 4 specials, then the vocabulary's other entries, <mask> last
     for i in range(vocabulary - 5):
@@ -64,7 +56,7 @@ def test_activation_checkpointing_recomputes_the_same_gradients(tmp_path):
     """--checkpoint-activations (BioMegatron's large shapes) changes memory, not the numbers."""
     from fairseq.data import Dictionary
 
-    from biofairseq.convert.fairseq_side import new_model
+    from biofairseq.checkpoints import new_model
 
     dictionary = Dictionary()
     for i in range(200):

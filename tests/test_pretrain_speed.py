@@ -6,7 +6,7 @@ import re
 import subprocess
 import sys
 
-from corpus import REPO
+from biofairseq.samples import REPO
 
 
 def test_pretrain_speed_benchmark_reports_speed_utilisation_padding_and_loss_curves(bytebpe_corpus, tmp_path):

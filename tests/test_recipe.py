@@ -14,7 +14,7 @@ import subprocess
 
 import pytest
 
-from corpus import BIN, REPO
+from biofairseq.samples import BIN, REPO
 
 RECIPE = REPO / "recipes" / "bsc_bio_es.sh"
 EXAMPLES = REPO / "examples" / "data"

@@ -12,8 +12,9 @@ from fractions import Fraction
 import pytest
 import torch
 
+from biofairseq.samples import build_in_process
 from biofairseq.user_dir import USER_DIR
-from conftest import TINY, build_in_process, json_logs, run_fairseq, train_two_processes
+from conftest import TINY, json_logs, run_fairseq, train_two_processes
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,7 @@ def main(argv=None):
     args = _parser().parse_args(argv)
     _quiet_libraries()
     from biofairseq.atomic import staged_folder
+    from biofairseq.checkpoints import CheckpointError
     from biofairseq.convert import ConvertError, from_hf, to_hf
 
     log = lambda message: print(f"biofairseq-convert: {message}", flush=True)
@@ -79,7 +80,7 @@ def main(argv=None):
                 report = from_hf.convert(args.hf_dir, staging, args.output.resolve(), not args.no_verify, log)
             report["seconds"] = round(time.time() - start, 1)
             (staging / "conversion.json").write_text(json.dumps(report, indent=1) + "\n")
-    except ConvertError as error:
+    except (ConvertError, CheckpointError) as error:
         print(f"biofairseq-convert: error: {error}", file=sys.stderr)
         return 1
     log(f"wrote {args.output} in {time.time() - start:.1f} s")

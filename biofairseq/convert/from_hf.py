@@ -3,7 +3,10 @@ pretraining continues from a published model with fairseq-train --restore-file."
 
 from pathlib import Path
 
-from biofairseq.convert import ConvertError, fairseq_side, layouts, parity, vocabulary
+from transformers.initialization import no_init_weights
+
+from biofairseq import checkpoints
+from biofairseq.convert import ConvertError, layouts, parity, vocabulary
 
 FAIRSEQ_LAYER_NORM_EPS = 1e-5  # fairseq's LayerNorm has no other
 
@@ -53,7 +56,7 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
         )
     config = model.config
     settings = _settings(config, layout, hf_dir)
-    flags = fairseq_side.architecture_flags(settings)
+    flags = checkpoints.architecture_flags(settings)
     if flags is None:
         raise ConvertError(f"{hf_dir}: no fairseq RoBERTa architecture has these settings: {settings}")
     notes = []
@@ -63,12 +66,13 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
         notes.append("the model has no trained LM head: fairseq gets transformers' random initialisation")
     tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
     vocabulary.export_fairseq_vocabulary(tokenizer, config.vocab_size, hf_dir, output)
-    dictionary = fairseq_side.load_dictionary(output / "dict.txt")
+    dictionary = checkpoints.load_dictionary(output / "dict.txt")
     if len(dictionary) != config.vocab_size:
         raise ConvertError(
             f"{hf_dir}: the mask token's id {tokenizer.mask_token_id} is outside vocab_size {config.vocab_size}"
         )
-    fairseq, cfg = fairseq_side.new_model(flags, final_output, dictionary, initialize=False)
+    with no_init_weights():  # the transformers model's weights overwrite them all
+        fairseq, cfg = checkpoints.new_model(flags, final_output, dictionary)
     weights = fairseq.state_dict()
     hf_weights = model.state_dict()
     for f, h in layout.names(config.num_hidden_layers):
@@ -79,7 +83,7 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
         weights[positions] = weights[positions] + token_types[0]
         notes.append("the token type embedding (row 0) is folded into the position embeddings")
     fairseq.load_state_dict(weights, strict=True)
-    fairseq_side.save(output / "model.pt", fairseq, cfg)
+    checkpoints.save(output / "model.pt", fairseq, cfg)
     del fairseq, weights, hf_weights  # the check reloads what was written
     report = {
         "direction": "from-hf", "source": str(hf_dir.resolve()), "layout": layout.name, "transformers_class": type(model).__name__,
@@ -89,7 +93,7 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
     for note in notes:
         log(f"note: {note}")
     if verify:
-        reloaded = fairseq_side.load(output / "model.pt", output / "dict.txt")
+        reloaded = checkpoints.load(output / "model.pt", output / "dict.txt")
         encode = vocabulary.FairseqEncoding(vocabulary.from_folder(output), reloaded.dictionary)
         parity.verify(reloaded.model, encode, model, tokenizer, dictionary, report, log,
                       f"{hf_dir}: the converted checkpoint")

@@ -4,8 +4,10 @@ import shutil
 from pathlib import Path
 
 import torch
+from transformers.initialization import no_init_weights
 
-from biofairseq.convert import ConvertError, fairseq_side, layouts, parity, vocabulary
+from biofairseq import checkpoints
+from biofairseq.convert import ConvertError, layouts, parity, vocabulary
 
 
 def _check_supported(args, checkpoint):
@@ -125,7 +127,8 @@ def _write(fairseq, layout, output, found, checkpoint, verify, log):
 
 
 def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=print, generator=False):
-    fairseq = fairseq_side.load(checkpoint, dict_path)
+    with no_init_weights():  # the checkpoint overwrites every weight
+        fairseq = checkpoints.load(checkpoint, dict_path)
     args, dictionary = fairseq.args, fairseq.dictionary
     _check_supported(args, checkpoint)
     if fairseq.electra:

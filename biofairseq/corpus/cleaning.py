@@ -7,7 +7,7 @@ from pathlib import Path
 
 import regex
 
-from biofairseq.corpus.sentences import split_sentences
+from biofairseq.text.sentences import split_sentences
 
 LANGID_LEVELS = ("both", "document", "sentence", "off")
 

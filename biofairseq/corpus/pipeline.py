@@ -19,8 +19,8 @@ import xxhash
 
 from biofairseq.atomic import write_text
 from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
-from biofairseq.corpus.tables import markdown_table
 from biofairseq.corpus.sources import InputError, Shard, discover, plan_shards, read_documents
+from biofairseq.text.tables import markdown_table
 
 FORMAT_VERSION = 1
 _CLEANER = None

@@ -16,8 +16,6 @@ from torch import nn
 
 from biofairseq.criterions.masked_lm_accuracy import MaskedLmAccuracy, log_accuracy
 from biofairseq.data.host_counts import at_positions, real_positions, target_positions
-from biofairseq.models.attention import use_attention
-from biofairseq.models.documents import attend_within_documents
 
 
 @dataclass
@@ -84,17 +82,16 @@ def softened_kl(student_logits, teacher_logits, temperature):
     return F.kl_div(student, teacher, log_target=True, reduction="sum") * temperature**2
 
 
-def load_teacher(path, dict_path, dictionary):
-    """The teacher as an eval-mode model without gradients, read through the safe loader; its dictionary must be
-    the student's, entry for entry."""
-    from biofairseq.convert import ConvertError
-    from biofairseq.convert.fairseq_side import load
+def load_teacher(path, dict_path, dictionary, pack_documents=False):
+    """The teacher as an eval-mode model without gradients, read through the safe loader, built for the student's
+    rows (each document of a packed row alone too); its dictionary must be the student's, entry for entry."""
+    from biofairseq.checkpoints import CheckpointError, load
 
     if not path:
         raise ValueError("--teacher-path: missing; give the teacher's fairseq checkpoint (.pt)")
     try:
-        teacher = load(path, dict_path)
-    except ConvertError as error:
+        teacher = load(path, dict_path, pack_documents)
+    except CheckpointError as error:
         raise ValueError(f"--teacher-path: {error}") from None
     if teacher.electra:
         raise ValueError(f"{path}: an ELECTRA checkpoint; the teacher must be a masked LM (a RoBERTa checkpoint)")
@@ -135,9 +132,8 @@ class MlmDistillation(MaskedLmAccuracy):
         if cfg.temperature <= 0:
             raise ValueError(f"--temperature {cfg.temperature}: must be above 0 (bio-lm: 2.0)")
         # a tuple, so that nn.Module does not register the teacher as a submodule
-        self._teacher = (load_teacher(cfg.teacher_path, cfg.teacher_dict, task.source_dictionary),)
-        if getattr(task.cfg, "pack_documents", False):  # the teacher reads each document of a row alone too
-            attend_within_documents(use_attention(self.teacher, "sdpa"), task.source_dictionary.bos())
+        self._teacher = (load_teacher(cfg.teacher_path, cfg.teacher_dict, task.source_dictionary,
+                                      getattr(task.cfg, "pack_documents", False)),)
         teacher_dim = self.teacher.encoder.lm_head.dense.in_features
         self.projection = None
         if cfg.alpha_cos:

@@ -126,7 +126,7 @@ def _quiet_libraries():
 
 
 def _convert(args, log):
-    from biofairseq.corpus.tables import markdown_table
+    from biofairseq.text.tables import markdown_table
     from biofairseq.finetune import NERFormatError, conll, data
     from biofairseq.atomic import write_text
 

@@ -1,6 +1,6 @@
 """NER data sets, from a BRAT folder or a CoNLL file, as sentences of tokens with IOB2 tags.
 
-BRAT documents are cut into sentences (``corpus.sentences``, per line) and tokens (``\\w+|[^\\w\\s]``), keeping
+BRAT documents are cut into sentences (``text.sentences``, per line) and tokens (``\\w+|[^\\w\\s]``), keeping
 character offsets. A token break is forced at every entity edge, so entity edges always fall on token edges
 ("Hb15,6"); a sentence break that would fall inside an entity is removed ("Ac. Toxoplasma"). Overlapping
 entities are flattened longest first (then earliest, then by type name); the dropped ones are counted and
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import regex
 
-from biofairseq.corpus.sentences import sentence_spans
-from biofairseq.finetune import NERFormatError, bio, brat, conll
+from biofairseq.finetune import NERFormatError, brat, conll, iob2
+from biofairseq.text.sentences import sentence_spans
 
 TOKEN = regex.compile(r"\w+|[^\w\s]")
 _LINE = regex.compile(r"[^\n]+")
@@ -46,11 +46,11 @@ class NERData:
         return all(s.tags is not None for s in self.sentences)
 
     def types(self):
-        return {kind for s in self.sentences if s.tags for _, _, kind in bio.spans(s.tags)}
+        return {kind for s in self.sentences if s.tags for _, _, kind in iob2.spans(s.tags)}
 
     def statistics(self):
         """What the conversion found and did, as printed by ``biofairseq-ner convert`` and saved beside its output."""
-        entities = Counter(kind for s in self.sentences if s.tags for _, _, kind in bio.spans(s.tags))
+        entities = Counter(kind for s in self.sentences if s.tags for _, _, kind in iob2.spans(s.tags))
         problems = Counter(kind for kind, _ in self.problems)
         return {
             "input": self.path,
@@ -79,9 +79,9 @@ def read(path):
 def _read_conll(path):
     data = NERData(str(path), [])
     for n, (tokens, tags) in enumerate(conll.read_file(path)):
-        if tags is not None and bio.repair(tags) != tags:
+        if tags is not None and iob2.repair(tags) != tags:
             data.problems.append(("repaired", f"{path}: sentence {n + 1}: an I- tag starts an entity; read as B- (conlleval's rule)"))
-            tags = bio.repair(tags)
+            tags = iob2.repair(tags)
         data.sentences.append(Sentence(tokens, tags))
     if not data.sentences:
         raise NERFormatError(f"{path}: no sentences; give a CoNLL file (token<TAB>tag, blank line between sentences)")
@@ -150,7 +150,7 @@ def _tag(entity, sentences, firsts, data):
         first = bisect.bisect_left(starts, entity.start)
         last = bisect.bisect_left(starts, entity.end) - 1
         if first <= last and sentence.offsets[last][1] <= entity.end:
-            sentence.tags[first : last + 1] = bio.tags(last + 1 - first, [(0, last + 1 - first, entity.type)])
+            sentence.tags[first : last + 1] = iob2.tags(last + 1 - first, [(0, last + 1 - first, entity.type)])
             if (sentence.offsets[first][0], sentence.offsets[last][1]) != (entity.start, entity.end):
                 data.problems.append(("trimmed", f"{entity.where}: {entity.type} {entity.start}-{entity.end} has white space at an edge; its tokens span {sentence.offsets[first][0]}-{sentence.offsets[last][1]}"))
             return
@@ -159,4 +159,4 @@ def _tag(entity, sentences, firsts, data):
 
 def entity_offsets(sentence, tags):
     """(start, end, type) character spans of the entities that ``tags`` mark in a BRAT sentence."""
-    return [(sentence.offsets[a][0], sentence.offsets[b - 1][1], kind) for a, b, kind in bio.spans(tags)]
+    return [(sentence.offsets[a][0], sentence.offsets[b - 1][1], kind) for a, b, kind in iob2.spans(tags)]

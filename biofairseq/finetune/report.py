@@ -18,8 +18,8 @@ from collections import defaultdict
 from pathlib import Path
 
 from biofairseq.atomic import write_text
-from biofairseq.corpus.tables import markdown_table
 from biofairseq.finetune import NERFormatError
+from biofairseq.text.tables import markdown_table
 
 
 def runs(folder):

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from biofairseq.atomic import write_text
 from biofairseq.finetune import training
+from biofairseq.finetune.fingerprint import weights_sha256
 
 PAPER_LRS = (8e-6, 1e-5, 2e-5, 3e-5, 5e-5)
 PAPER_SEEDS = (1, 2, 3)
@@ -24,7 +25,7 @@ def run_folder(root, lr, seed):
 def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_LRS, seeds=PAPER_SEEDS, log=print):
     """Runs every (lr, seed) not yet finished; returns the run folders in grid order."""
     folders = []
-    fingerprint = training.weights_sha256(training.model_folder(model_dir))
+    fingerprint = weights_sha256(training.model_folder(model_dir))
     grid = [(lr, seed) for lr in lrs for seed in seeds]
     for n, (lr, seed) in enumerate(grid, 1):
         folder = run_folder(root, lr, seed)

@@ -16,7 +16,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from biofairseq.atomic import staged_folder, write_text
-from biofairseq.finetune import NERFormatError, bio, brat, conll, data, head, metrics, windows
+from biofairseq.finetune import NERFormatError, brat, conll, data, head, iob2, metrics, windows
+from biofairseq.finetune.fingerprint import weights_sha256
 
 ROBERTA_POSITIONS = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernorm", "xlm-roberta-xl")
 
@@ -48,20 +49,6 @@ class TrainOptions:
     precision: str = "auto"
     save_model: bool = True
     keep_checkpoints: bool = False
-
-
-def weights_sha256(model_dir):
-    """Which model a run fine-tuned: sha256 of its weight files (``*.safetensors``, ``*.bin``) in name order.
-
-    ``recipes/bsc_bio_es.sh`` computes the same with ``sha256sum``."""
-    import hashlib
-
-    digest = hashlib.sha256()
-    for path in sorted(p for p in Path(model_dir).iterdir() if p.suffix in (".safetensors", ".bin")):
-        with open(path, "rb") as f:
-            while chunk := f.read(1 << 24):
-                digest.update(chunk)
-    return digest.hexdigest()
 
 
 def load_tokenizer(model_dir):
@@ -163,7 +150,7 @@ class Predictor:
 
     def tags(self, predictions):
         """Predicted tags per word, repaired by conlleval's rule so that seqeval and the BRAT files read the same entities."""
-        return [bio.repair(t) for t in windows.word_tags(self.windows, predictions, self.labels, len(self.data.sentences))]
+        return [iob2.repair(t) for t in windows.word_tags(self.windows, predictions, self.labels, len(self.data.sentences))]
 
     def predict(self, trainer):
         # Trainer's compute_metrics scores the dev set; on other inputs it would index past the dev windows.
@@ -261,7 +248,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     sets = {"train": _read(train_path, "training"), "dev": _read(dev_path, "dev")}
     if test_path:
         sets["test"] = _read(test_path, "test")
-    labels = bio.label_list(set().union(*(d.types() for d in sets.values())))
+    labels = iob2.label_list(set().union(*(d.types() for d in sets.values())))
     if not sets["train"].types():
         raise NERFormatError(f"{train_path}: the training set has no entities; give annotated data")
 

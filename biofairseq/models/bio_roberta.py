@@ -2,17 +2,53 @@
 
 They are registered on ``bio_roberta``, fairseq's own RoBERTa model with the two activation-memory flags that
 fairseq's transformer encoder implements but RoBERTa's command line does not expose, ``--attention`` and
-``--amp-bf16``. The weights, checkpoints and conversions are RoBERTa's.
+``--amp-bf16``, and built for packed rows when its task packs them (``--pack-documents``). The weights,
+checkpoints and conversions are RoBERTa's.
 """
 
 import torch
 from fairseq.models import register_model, register_model_architecture
-from fairseq.models.roberta.model import RobertaModel, base_architecture
-from fairseq.utils import safe_getattr
+from fairseq.models.roberta.model import RobertaEncoder, RobertaModel, base_architecture
+from fairseq.modules.transformer_sentence_encoder import init_bert_params
+from fairseq.utils import safe_getattr, safe_hasattr
+from omegaconf import OmegaConf
 
 from biofairseq.data.host_counts import at_positions
-from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
+from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION
+from biofairseq.models.documents import packed_bos
+from biofairseq.models.encoders import Encoder, PackedRowsEncoder
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
+
+
+class BioRobertaEncoder(RobertaEncoder):
+    """RoBERTa's encoder (embeddings, layers, LM head) whose transformer is ours: built with the chosen attention,
+    for packed rows when ``bos`` (where documents start) is given; the batch's ``segments`` go down to it."""
+
+    def __init__(self, args, dictionary, attention, bos=None):
+        self.attention, self.bos = attention, bos  # RobertaEncoder's __init__ calls build_encoder
+        super().__init__(args, dictionary)
+
+    def build_encoder(self, args, dictionary, embed_tokens):
+        if self.bos is None:
+            encoder = Encoder(args, dictionary, embed_tokens, self.attention)
+        else:
+            encoder = PackedRowsEncoder(args, dictionary, embed_tokens, self.attention, self.bos)
+        encoder.apply(init_bert_params)
+        return encoder
+
+    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, masked_tokens=None, segments=None,
+                **unused):
+        x, extra = self.extract_features(src_tokens, return_all_hiddens=return_all_hiddens, segments=segments)
+        if not features_only:
+            x = self.output_layer(x, masked_tokens=masked_tokens)
+        return x, extra
+
+    def extract_features(self, src_tokens, return_all_hiddens=False, segments=None, **kwargs):
+        # RobertaEncoder's, which has no argument for the segments
+        encoder_out = self.sentence_encoder(src_tokens, return_all_hiddens=return_all_hiddens,
+                                            token_embeddings=kwargs.get("token_embeddings"), segments=segments)
+        features = encoder_out["encoder_out"][0].transpose(0, 1)  # T x B x C -> B x T x C
+        return features, {"inner_states": encoder_out["encoder_states"] if return_all_hiddens else None}
 
 
 @register_model("bio_roberta")
@@ -45,10 +81,26 @@ class BioRobertaModel(AmpBf16, RobertaModel):
             x, extra = super().forward(src_tokens, features_only=True, return_all_hiddens=return_all_hiddens, **kwargs)
             return self.encoder.output_layer(at_positions(x, masked_tokens)), extra
 
+    @property
+    def reads_packed_rows(self):
+        return isinstance(self.encoder.sentence_encoder, PackedRowsEncoder)
+
     @classmethod
     def build_model(cls, args, task):
+        # RobertaModel.build_model, with our encoder
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, False)
+        base_architecture(args)
+        if not safe_hasattr(args, "max_positions"):
+            if not safe_hasattr(args, "tokens_per_sample"):
+                args.tokens_per_sample = task.max_positions()
+            args.max_positions = args.tokens_per_sample
         # a checkpoint saved before --attention existed gets the default
-        model = use_attention(super().build_model(args, task), safe_getattr(args, "attention", DEFAULT_ATTENTION))
+        attention = safe_getattr(args, "attention", DEFAULT_ATTENTION)
+        encoder = BioRobertaEncoder(args, task.source_dictionary, attention, packed_bos(task))
+        if OmegaConf.is_config(args):
+            OmegaConf.set_struct(args, True)
+        model = cls(args, encoder)
         model.amp_bf16 = amp_bf16_flag(args)
         return model
 

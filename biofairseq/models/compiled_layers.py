@@ -19,7 +19,7 @@ import logging
 import torch
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
-from biofairseq.models.attention import SdpaSelfAttention
+from biofairseq.models import attention
 
 COMPILE_CHOICES = ("none", "inductor", "aot_eager")  # aot_eager: traced by torch.compile, no code generated (checks)
 RECOMPILE_LIMIT = 64
@@ -36,9 +36,10 @@ def compile_layers(model, backend):
     # after which a layer would run uncompiled
     torch._dynamo.config.recompile_limit = max(torch._dynamo.config.recompile_limit, RECOMPILE_LIMIT)
     # variable-length attention runs between the graphs; disabled here, not where it is defined, because
-    # torch.compiler.disable imports dynamo, a second to start every process that loads the models
-    if not getattr(SdpaSelfAttention._over_segments, "_torchdynamo_disable", False):
-        SdpaSelfAttention._over_segments = torch.compiler.disable(SdpaSelfAttention._over_segments)
+    # torch.compiler.disable imports dynamo, a second to start every process that loads the models (our own
+    # function, which SdpaSelfAttention looks up when it is called)
+    if not getattr(attention.over_segments, "_torchdynamo_disable", False):
+        attention.over_segments = torch.compiler.disable(attention.over_segments)
     layers = [m for m in model.modules() if isinstance(m, TransformerEncoderLayerBase)]
     for layer in layers:
         if hasattr(layer, "precheckpoint_forward"):  # fairseq's checkpoint_wrapper: forward is a partial around it

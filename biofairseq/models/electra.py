@@ -18,14 +18,14 @@ from fairseq.models import BaseFairseqModel, register_model, register_model_arch
 from fairseq.models.transformer import TransformerConfig
 from fairseq.modules import LayerNorm, PositionalEmbedding
 from fairseq.modules.fairseq_dropout import FairseqDropout
-from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
 from fairseq.utils import safe_getattr
 from torch import nn
 
 from biofairseq.data import special_symbols
 from biofairseq.data.host_counts import at_positions, flat_positions
-from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, use_attention
+from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, encoder_layer_class
+from biofairseq.models.documents import document_positions, documents, packed_bos
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
 
 logger = logging.getLogger(__name__)
@@ -129,7 +129,8 @@ class DisentangledEmbeddings(nn.Module):
 
 
 class Tower(nn.Module):
-    """A post-LN encoder of fairseq layers, with a projection from the embedding width where it differs."""
+    """A post-LN encoder of fairseq layers (of the class computing --attention's self-attention), with a projection
+    from the embedding width where it differs."""
 
     def __init__(self, cfg, embedding_dim, width, ffn, heads):
         super().__init__()
@@ -140,20 +141,20 @@ class Tower(nn.Module):
         layer_cfg.encoder.embed_dim, layer_cfg.encoder.ffn_embed_dim = width, ffn
         layer_cfg.encoder.attention_heads, layer_cfg.encoder.normalize_before = heads, False
         self.embed_proj = nn.Linear(embedding_dim, width) if embedding_dim != width else None
-        self.layers = nn.ModuleList(
-            [TransformerEncoderLayerBase(layer_cfg) for _ in range(cfg.encoder_layers)]
-        )
+        layer = encoder_layer_class(cfg.attention)
+        self.layers = nn.ModuleList([layer(layer_cfg) for _ in range(cfg.encoder_layers)])
 
-    def forward(self, x, padding_mask):
-        """padding_mask None: the attentions know the documents (packed rows) and padding is one of them."""
+    def forward(self, x, padding_mask, documents=None):
+        """documents (packed rows; ``biofairseq.models.documents``): where they are, padding one of them, for the
+        attentions instead of the padding mask."""
         if self.embed_proj is not None:
             x = self.embed_proj(x)
-        if padding_mask is not None:
+        if documents is None:
             x = x * (1 - padding_mask.unsqueeze(-1).type_as(x))
             padding_mask = padding_mask if padding_mask.any() else None
         x = x.transpose(0, 1).contiguous()  # as every layer returns it: compiled layers share one graph
         for layer in self.layers:
-            x = layer(x, encoder_padding_mask=padding_mask)
+            x = layer(x, encoder_padding_mask=padding_mask) if documents is None else layer(x, documents=documents)
         return x.transpose(0, 1)
 
 
@@ -204,10 +205,14 @@ def gumbel_max(logits, disallowed, temperature=1.0):
 class ElectraModel(AmpBf16, BaseFairseqModel):
     """The generator, the discriminator and the embeddings they share, trained together by one forward."""
 
-    def __init__(self, cfg, dictionary):
+    def __init__(self, cfg, dictionary, bos=None):
+        """bos: where each document starts, for rows of several (--pack-documents); None for rows of one."""
         super().__init__()
         self.cfg = cfg
         self.padding_idx = dictionary.pad()
+        if bos is not None and cfg.attention != "sdpa":
+            raise ValueError("--pack-documents needs --attention sdpa; add --attention sdpa")
+        self.bos = bos
         width, ffn, heads = generator_shape(cfg)
         e = cfg.embedding_dim
         self.embeddings = Embeddings(len(dictionary), e, cfg.max_positions, self.padding_idx, cfg.dropout)
@@ -232,40 +237,39 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
 
     @classmethod
     def build_model(cls, cfg, task):
-        model = use_attention(cls(cfg, task.source_dictionary), cfg.attention)
+        model = cls(cfg, task.source_dictionary, packed_bos(task))
         model.amp_bf16 = amp_bf16_flag(cfg)  # False for checkpoints from before the flag
         return model
 
     def max_positions(self):
         return self.cfg.max_positions
 
-    documents = None  # rows of several documents (--pack-documents): a biofairseq.models.documents.Documents
+    @property
+    def reads_packed_rows(self):
+        return self.bos is not None
 
-    def attend_within_documents(self, documents):
-        self.documents = documents
-
-    def _positions_and_padding(self, tokens, segments):
-        """Packed rows: positions from each <s>, and the documents shared with the attentions (no padding mask)."""
-        if self.documents is None:
-            return utils.make_positions(tokens, self.padding_idx), tokens.eq(self.padding_idx)
-        self.documents.share(tokens, segments)
-        return self.documents.positions(tokens), None
+    def _positions_and_documents(self, tokens, segments):
+        """Positions (packed rows: from each <s>) and where the documents are (None: rows of one)."""
+        if self.bos is None:
+            return utils.make_positions(tokens, self.padding_idx), None
+        return (document_positions(tokens, self.bos, self.padding_idx),
+                documents(tokens, segments, self.bos, self.padding_idx))
 
     # ---- the towers one at a time (conversion, parity, diagnostics); segments: a packed batch's
 
     def generator_features(self, tokens, segments=None):
-        positions, padding = self._positions_and_padding(tokens, segments)
-        return self.generator(self.embeddings(tokens, positions), padding)
+        positions, where = self._positions_and_documents(tokens, segments)
+        return self.generator(self.embeddings(tokens, positions), tokens.eq(self.padding_idx), where)
 
     def discriminator_features(self, tokens, segments=None):
-        positions, padding = self._positions_and_padding(tokens, segments)
+        positions, where = self._positions_and_documents(tokens, segments)
         if self.discriminator_embeddings is None:
             x = self.embeddings(tokens, positions)
         elif isinstance(self.discriminator_embeddings, DisentangledEmbeddings):
             x = self.discriminator_embeddings(tokens, positions, self.embeddings)
         else:
             x = self.discriminator_embeddings(tokens, positions)
-        return self.discriminator(x, padding)
+        return self.discriminator(x, tokens.eq(self.padding_idx), where)
 
     def discriminator_embedding_weights(self):
         """(token, position) tables the discriminator computes with; GDES's sum materialised."""

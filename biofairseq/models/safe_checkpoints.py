@@ -53,5 +53,6 @@ def _guard(load):
 
 
 torch.serialization.add_safe_globals(SAFE_GLOBALS)
-# Every fairseq entry point (trainer, fairseq-validate, hub from_pretrained) loads through this one.
+# Every fairseq entry point (trainer, fairseq-validate, hub from_pretrained) loads through this one function, and
+# fairseq has no setting for another: wrapping it (once, at registration) is the one place that covers them all.
 checkpoint_utils.load_checkpoint_to_cpu = _guard(checkpoint_utils.load_checkpoint_to_cpu)

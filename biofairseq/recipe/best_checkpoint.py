@@ -128,7 +128,7 @@ def main(argv=None):
     except BestCheckpointError as error:
         print(f"best_checkpoint: error: {error}", file=sys.stderr)
         return 1
-    from biofairseq.corpus.tables import markdown_table
+    from biofairseq.text.tables import markdown_table
 
     from biofairseq.recipe.objectives import objective_of
 

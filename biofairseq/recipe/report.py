@@ -19,9 +19,9 @@ from collections import defaultdict
 from pathlib import Path
 
 from biofairseq.atomic import write_text
-from biofairseq.corpus.tables import markdown_table
 from biofairseq.recipe.best_checkpoint import records
 from biofairseq.recipe.objectives import objective_of, percent
+from biofairseq.text.tables import markdown_table
 
 
 class ReportError(Exception):
@@ -117,7 +117,7 @@ def markdown(run_dir, found):
         lines += [f"Continual pretraining: the weights and the vocabulary are those of `INIT_FROM={s['INIT_FROM']}` (converted to "
                   "fairseq in `init/`, parity-checked: `init/conversion.json`); no vocabulary was learned on the corpus.", ""]
     for name, rows in found["breakout"].items():
-        from biofairseq.corpus.breakout import format_rates
+        from biofairseq.recipe.breakout import format_rates
 
         vocabs = [k for k in next(iter(rows.values())) if k not in ("mentions", "words")]
         lines += [f"### Entity break-out rate on {name} (`breakout/{name}.md`)", "",

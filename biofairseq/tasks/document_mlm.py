@@ -31,7 +31,6 @@ from biofairseq.data import (
     special_symbols,
     word_starts,
 )
-from biofairseq.models.documents import attend_within_documents
 
 logger = logging.getLogger(__name__)
 
@@ -179,8 +178,13 @@ class DocumentMLMTask(MaskedLMTask):
         return rows
 
     def build_model(self, cfg, from_checkpoint=False):
+        """The model, built for packed rows with --pack-documents (it reads the task's cfg, see
+        ``biofairseq.models.documents.packed_bos``)."""
         model = super().build_model(cfg, from_checkpoint)
-        return attend_within_documents(model, self.source_dictionary.bos()) if self.cfg.pack_documents else model
+        if self.cfg.pack_documents and not getattr(model, "reads_packed_rows", False):
+            raise ValueError(f"--pack-documents: {type(model).__name__} does not read packed rows; use a bio_roberta_*, "
+                             "bio_megatron_* or electra_* preset")
+        return model
 
     def _regular_dataset(self, src_dataset, target_dataset):
         dataset = super()._regular_dataset(src_dataset, target_dataset)

@@ -209,8 +209,8 @@ run() {  # prints a command so that it can be pasted into a shell, then runs it
     echo "+ $(printf '%q ' "$@")" >&2
     "$@" >&2  # stdout is for the report alone
 }
-weights_sha256() {  # the fingerprint biofairseq-ner records for a model folder: sha256 of its weight files, in name order
-    cat $(find "$1" -maxdepth 1 \( -name '*.safetensors' -o -name '*.bin' \) | LC_ALL=C sort) | sha256sum | cut -d' ' -f1
+weights_sha256() {  # the fingerprint biofairseq-ner records for a model folder
+    "$PYTHON" -m biofairseq.finetune.fingerprint "$1"
 }
 elapsed() { printf '%d:%02d elapsed' $((SECONDS / 60)) $((SECONDS % 60)); }
 RAN=0

@@ -6,9 +6,9 @@ after a space inside a sentence; "all text" encodes each line (BRAT) or sentence
 
 from collections import defaultdict
 
-from biofairseq.corpus.tables import markdown_table
 from biofairseq.corpus.vocab import Encoder
 from biofairseq.finetune import NERFormatError
+from biofairseq.text.tables import markdown_table
 
 
 def read_ner(path):
@@ -17,14 +17,14 @@ def read_ner(path):
     The files are read by ``biofairseq.finetune.data``, as ``biofairseq-ner`` reads them; a BRAT mention is the
     text at its offsets, a CoNLL one its tokens joined by spaces.
     """
-    from biofairseq.finetune import bio, data
+    from biofairseq.finetune import data, iob2
 
     dataset = data.read(path)
     if dataset.is_brat:
         mentions = [(e.type, doc.text[e.start : e.end]) for doc in dataset.documents for e in doc.entities]
         lines = [line for doc in dataset.documents for line in doc.text.splitlines() if line.strip()]
     else:
-        mentions = [(kind, " ".join(s.tokens[a:b])) for s in dataset.sentences if s.tags for a, b, kind in bio.spans(s.tags)]
+        mentions = [(kind, " ".join(s.tokens[a:b])) for s in dataset.sentences if s.tags for a, b, kind in iob2.spans(s.tags)]
         lines = [" ".join(s.tokens) for s in dataset.sentences]
     return mentions, lines
 

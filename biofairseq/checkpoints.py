@@ -1,6 +1,12 @@
-"""Reading a fairseq RoBERTa (or ELECTRA) checkpoint into a model, and writing one that ``fairseq-train --restore-file`` takes."""
+"""Reading a fairseq RoBERTa (or ELECTRA) checkpoint into a model, and writing one that ``fairseq-train --restore-file`` takes.
+
+What training (the distillation teacher), conversion, the benchmarks and the tests read and write checkpoints with.
+It imports fairseq and our models, not transformers; every read goes through the safe loader
+(``biofairseq.models.safe_checkpoints``).
+"""
 
 import contextlib
+import copy
 import os
 import pickle
 from argparse import Namespace
@@ -14,15 +20,18 @@ from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import FairseqTask
-from omegaconf import OmegaConf
-from transformers.initialization import no_init_weights
-
-from biofairseq.convert import ConvertError
+from omegaconf import OmegaConf, open_dict
+from biofairseq.models.bio_roberta import BioRobertaModel
 from biofairseq.models.electra import ElectraModel
 from biofairseq.models.safe_checkpoints import UnsafeCheckpointError
 from biofairseq.user_dir import USER_DIR
 
 # biofairseq/__init__ has registered our tasks and architectures, which checkpoints name, whatever the import order.
+
+
+class CheckpointError(Exception):
+    """A checkpoint or dictionary the user gave cannot be read or does not fit; the message names the file and the fix."""
+
 
 EMBED_TOKENS = "embed_tokens.weight"  # RoBERTa: encoder.sentence_encoder.…; ELECTRA: embeddings.…
 # Presets a from-hf checkpoint is described with, when its shape is one of them (fewest extra flags wins).
@@ -31,10 +40,11 @@ PRESETS = ("bio_roberta_tiny", "bio_roberta_base", "bio_roberta_large", "bio_meg
 
 
 class DictionaryTask(FairseqTask):
-    """What building a RoBERTa model needs from its masked-LM task: the dictionary."""
+    """What building a RoBERTa model needs from its masked-LM task: the dictionary, and whether rows hold several
+    documents (``biofairseq.models.documents.packed_bos``)."""
 
-    def __init__(self, dictionary):
-        super().__init__(None)
+    def __init__(self, dictionary, pack_documents=False):
+        super().__init__(Namespace(pack_documents=pack_documents))
         self.dictionary = dictionary
 
     @property
@@ -51,7 +61,7 @@ def load_dictionary(path):
     try:
         dictionary = Dictionary.load(str(path))
     except (OSError, ValueError, RuntimeError) as error:
-        raise ConvertError(f"{path}: not a fairseq dict.txt ({str(error).splitlines()[0]})") from None
+        raise CheckpointError(f"{path}: not a fairseq dict.txt ({str(error).splitlines()[0]})") from None
     dictionary.add_symbol("<mask>")
     dictionary.path = str(path)  # for messages
     return dictionary
@@ -76,28 +86,33 @@ def _data_dir(cfg):
 def read_state(path):
     path = Path(path)
     if not path.is_file():
-        raise ConvertError(f"{path}: no such checkpoint file; give the path of a fairseq .pt checkpoint")
+        raise CheckpointError(f"{path}: no such checkpoint file; give the path of a fairseq .pt checkpoint")
     try:
         state = checkpoint_utils.load_checkpoint_to_cpu(str(path))
     except UnsafeCheckpointError as error:
-        raise ConvertError(str(error)) from None
+        raise CheckpointError(str(error)) from None
     except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, AttributeError) as error:
-        raise ConvertError(f"{path}: not a fairseq checkpoint ({str(error).splitlines()[0]})") from None
+        raise CheckpointError(f"{path}: not a fairseq checkpoint ({str(error).splitlines()[0]})") from None
     if not isinstance(state.get("model"), dict) or state.get("cfg") is None:
-        raise ConvertError(f"{path}: not a fairseq checkpoint (no model weights and configuration)")
+        raise CheckpointError(f"{path}: not a fairseq checkpoint (no model weights and configuration)")
     return state
 
 
-def load(path, dict_path=None):
-    """A fairseq RoBERTa checkpoint as an eval-mode fp32 model, with the dictionary it was trained with."""
+def load(path, dict_path=None, pack_documents=False):
+    """A fairseq RoBERTa checkpoint as an eval-mode fp32 model, with the dictionary it was trained with; built for
+    rows of several documents (with SDPA attention, which they need) if ``pack_documents``."""
     state = read_state(path)
     cfg = state["cfg"]
     args = cfg.model
+    if pack_documents:
+        args = copy.deepcopy(args)
+        with open_dict(args) if OmegaConf.is_config(args) else contextlib.nullcontext():
+            args.attention = "sdpa"
     arch = getattr(args, "_name", None) or getattr(args, "arch", None)
     model_class = ARCH_MODEL_REGISTRY.get(arch)
     if model_class is None or not issubclass(model_class, (RobertaModel, ElectraModel)):
         kind = model_class.__name__ if model_class else "unknown"
-        raise ConvertError(
+        raise CheckpointError(
             f"{path}: a '{arch}' checkpoint ({kind}); biofairseq reads RoBERTa encoders "
             "(bio_roberta_*, roberta_base, roberta_large, roberta_prenorm) and ELECTRA (electra_*, bio_electra_base)"
         )
@@ -105,24 +120,27 @@ def load(path, dict_path=None):
     if dict_path is None:
         if data_dir is None or not (Path(data_dir) / "dict.txt").is_file():
             where = Path(data_dir) / "dict.txt" if data_dir else "the data-bin's dict.txt"
-            raise ConvertError(f"{path}: its dictionary {where} is missing; pass --dict PATH/dict.txt")
+            raise CheckpointError(f"{path}: its dictionary {where} is missing; pass --dict PATH/dict.txt")
         dict_path = Path(data_dir) / "dict.txt"
     elif not Path(dict_path).is_file():
-        raise ConvertError(f"{dict_path}: no such dictionary file; --dict takes the dict.txt the model was trained with")
+        raise CheckpointError(f"{dict_path}: no such dictionary file; --dict takes the dict.txt the model was trained with")
     dictionary = load_dictionary(dict_path)
     embed = next((v for k, v in state["model"].items() if k.endswith(EMBED_TOKENS)), None)
     if embed is not None and embed.shape[0] != len(dictionary):
-        raise ConvertError(
+        raise CheckpointError(
             f"{dict_path}: {len(dictionary)} entries (with <mask>), but the embedding matrix of {path} has "
             f"{embed.shape[0]} rows; pass the dict.txt this model was trained with (--dict)"
         )
     heads = sorted({k.split(".")[1] for k in state["model"] if k.startswith("classification_heads.")})
-    with no_init_weights():  # the checkpoint overwrites every weight
-        model = DictionaryTask(dictionary).build_model(args)
+    task = DictionaryTask(dictionary, pack_documents)
+    if pack_documents and issubclass(model_class, RobertaModel) and not issubclass(model_class, BioRobertaModel):
+        model = BioRobertaModel.build_model(args, task)  # a stock RoBERTa's weights, built to read packed rows
+    else:
+        model = task.build_model(args)
     try:
         model.load_state_dict(state["model"], strict=True, model_cfg=args)
     except RuntimeError as error:
-        raise ConvertError(f"{path}: weights do not fit a '{arch}' model ({str(error).splitlines()[0]})") from None
+        raise CheckpointError(f"{path}: weights do not fit a '{arch}' model ({str(error).splitlines()[0]})") from None
     model.amp_bf16 = False  # conversion and parity compute in fp32, whatever the training precision
     return FairseqRoberta(
         model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads, issubclass(model_class, ElectraModel)
@@ -172,13 +190,10 @@ def training_config(flags, data_dir):
     return convert_namespace_to_omegaconf(args)
 
 
-def new_model(flags, data_dir, dictionary, initialize=True):
-    """A model and the configuration fairseq-train would record for ``--task document_mlm FLAGS``; its weights
-    are left uninitialised (``initialize=False``) when the caller sets them all."""
+def new_model(flags, data_dir, dictionary):
+    """A model and the configuration fairseq-train would record for ``--task document_mlm FLAGS``."""
     cfg = training_config(flags, data_dir)
-    with no_init_weights() if not initialize else contextlib.nullcontext():
-        model = DictionaryTask(dictionary).build_model(cfg.model)
-    return model.float().eval(), cfg
+    return DictionaryTask(dictionary).build_model(cfg.model).float().eval(), cfg
 
 
 def save(path, model, cfg):

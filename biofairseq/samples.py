@@ -1,0 +1,172 @@
+"""Small real corpora, data-bins and models built from the data the repository ships (NOTICE): what the tests and
+the benchmarks build on, from a clone (``pip install -e .``, as ``make`` installs it).
+
+The vocabularies and data-bins come from the preprocess/ scripts; each token also gets the whitespace word
+it came from (by character offsets), so masking can be checked against the text. Models, tasks and criteria are
+built in this process as fairseq-train builds them.
+"""
+
+import json
+import os
+import re
+import subprocess
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+BIN = Path(sys.executable).parent
+REPO = Path(__file__).resolve().parents[1]
+# the demo's sample: 1,000 clinical case reports (JSON lines), 100 / 40 / 40 PharmaCoNER documents (BRAT)
+CLINICAL_CASES = REPO / "examples" / "data" / "clinical_cases.jsonl.gz"
+PHARMACONER = REPO / "examples" / "data" / "pharmaconer"
+# the tests' own excerpts: NCBI-disease's first 300 / 300 / 200 sentences (CoNLL), and the PharmaCoNER training
+# document whose official offsets disagree with its text
+NCBI = REPO / "tests" / "data" / "ncbi_disease"
+PHARMACONER_MISALIGNED = REPO / "tests" / "data" / "pharmaconer_misaligned"
+
+
+def clinical_lines(first, count, cases=CLINICAL_CASES):
+    """Lines ``first`` to ``first + count`` of the clinical cases (JSON lines, each ending in a newline; compressed or not)."""
+    from biofairseq.corpus.sources import open_compressed
+
+    # bytes split at b"\n" only: the texts hold U+2028 and other characters that str.splitlines takes for line ends
+    with open_compressed(cases) as f:
+        lines = [line.decode("utf-8") for i, line in zip(range(first + count), f) if i >= first]
+    if len(lines) < count:
+        raise ValueError(f"{cases}: holds fewer than the {first + count} documents asked for; use fewer, or the full "
+                         "corpus (benchmarks: BIOFAIRSEQ_SHARED)")
+    return lines
+
+
+def read_documents(first, count, cases=CLINICAL_CASES):
+    """Documents of the corpus as lists of non-empty paragraphs (one paragraph per line)."""
+    return [[p.strip() for p in json.loads(line)["text"].split("\n") if p.strip()] for line in clinical_lines(first, count, cases)]
+
+
+@dataclass
+class EncodedLine:
+    symbols: list  # the strings written to the fairseq-lm text (BPE ids or pieces)
+    words: list  # per token: index of the whitespace word it belongs to
+
+
+@dataclass
+class Corpus:
+    data_bin: Path
+    vocab_type: str
+    vocab_file: Path  # vocab.json (bytebpe) or sentencepiece.model
+    documents: dict = field(default_factory=dict)  # split -> [[EncodedLine]]
+
+
+def _word_of_char(text):
+    word_of = [-1] * (len(text) + 1)
+    for w, m in enumerate(re.finditer(r"\S+", text)):
+        for c in range(m.start(), m.end()):
+            word_of[c] = w
+    nxt = -1
+    for c in range(len(text), -1, -1):  # spaces belong to the word that follows them
+        if word_of[c] == -1:
+            word_of[c] = nxt
+        nxt = word_of[c]
+    return word_of
+
+
+def _write_documents(path, docs):
+    """Cleaned-corpus layout: one paragraph per line, a blank line after each document."""
+    with open(path, "w", encoding="utf-8") as f:
+        f.write("".join("\n".join(doc) + "\n\n" for doc in docs))
+
+
+def _encode_with_words(encoder, text):
+    """The symbols encode.py writes for ``text``, with the whitespace word of each token (from offsets)."""
+    word_of = _word_of_char(text)
+    if encoder.type == "bytelevel-bpe":
+        enc = encoder.tok.encode(text)
+        return EncodedLine([str(i) for i in enc.ids], [word_of[s] for s, _ in enc.offsets])
+    pieces = encoder.sp.encode(text, return_type="proto").pieces
+    raw = text.encode("utf-8")
+    # sentencepiece offsets are bytes of the input; map them to characters.
+    return EncodedLine(
+        [p.piece for p in pieces], [word_of[len(raw[: p.begin].decode("utf-8", errors="ignore"))] for p in pieces]
+    )
+
+
+def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, vocab_size=2000, cases=CLINICAL_CASES):
+    """Real clinical cases -> preprocess/train_vocab.py -> preprocess/binarize.sh -> data-bin."""
+    from biofairseq.corpus.vocab import Encoder
+
+    out_dir = Path(out_dir)
+    clean = out_dir / "clean"
+    clean.mkdir(parents=True, exist_ok=True)
+    splits = {"train": read_documents(0, train_docs, cases), "valid": read_documents(train_docs, valid_docs, cases)}
+    for split, docs in splits.items():
+        _write_documents(clean / f"{split}.txt", docs)
+    vocab = out_dir / "vocab"
+    kind = "bytelevel-bpe" if vocab_type == "bytebpe" else "sentencepiece"
+    run_script("preprocess/train_vocab.py", "--input", clean / "train.txt", "--type", kind,
+               "--vocab-size", vocab_size, "--output-dir", vocab, "--workers", 2)
+    corpus = Corpus(out_dir / "data-bin", vocab_type, vocab / ("vocab.json" if kind == "bytelevel-bpe" else "sentencepiece.model"))
+    run_script("preprocess/binarize.sh", clean, vocab, corpus.data_bin, 2)
+    encoder = Encoder(vocab)
+    for split, docs in splits.items():
+        corpus.documents[split] = [[_encode_with_words(encoder, p) for p in doc] for doc in docs]
+    return corpus
+
+
+def run_script(script, *args, check=True, **kwargs):
+    """Runs a preprocess/ script of the repository with this environment's tools on PATH."""
+    cmd = ["bash" if script.endswith(".sh") else sys.executable, str(REPO / script), *map(str, args)]
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, **kwargs)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
+    return proc
+
+
+def expected_parameters(vocabulary, layers, width, ffn, pre_ln, positions=514):
+    """A RoBERTa shape's parameter count, counted by hand (the presets' test and the memory benchmark check against
+    it). Token and position tables; per layer Q, K, V, output (weights and biases), two FFN matrices with biases,
+    two LayerNorms; one LayerNorm on the embeddings (post-LN) or after the last layer (pre-LN); the LM head's
+    dense layer, LayerNorm and output bias (its matrix is the token table)."""
+    embeddings = (vocabulary + positions) * width
+    layer = 4 * (width * width + width) + 2 * width * ffn + ffn + width + 2 * 2 * width
+    head = width * width + width + 2 * width + vocabulary
+    return embeddings + layers * layer + 2 * width + head
+
+
+# ---- in this process, as fairseq-train builds them
+
+def _built_in_process(data_bin, flags, split):
+    """(cfg, task, model, criterion) as fairseq-train builds them from these flags (after --user-dir biofairseq), the
+    model seeded with 0, with this split loaded."""
+    import torch
+    from fairseq import options, tasks
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+
+    from biofairseq.user_dir import USER_DIR
+
+    args = options.parse_args_and_arch(options.get_training_parser(), [str(data_bin), "--user-dir", USER_DIR, *map(str, flags)])
+    cfg = convert_namespace_to_omegaconf(args)
+    task = tasks.setup_task(cfg.task)
+    torch.manual_seed(0)
+    model = task.build_model(cfg.model)
+    task.load_dataset(split)
+    return cfg, task, model, task.build_criterion(cfg.criterion)
+
+
+def build_in_process(data_bin, *flags):
+    """(task, model, criterion) as fairseq-train builds them from these flags, the model seeded with 0, with the
+    valid split loaded."""
+    return _built_in_process(data_bin, flags, "valid")[1:]
+
+
+def trainer_in_process(data_bin, *flags, trainer=None, split="valid"):
+    """A fairseq Trainer (biofairseq-train's MeteredTrainer unless another class is given) around what
+    ``build_in_process`` builds, with this split loaded."""
+    from biofairseq.train import MeteredTrainer
+
+    return (trainer or MeteredTrainer)(*_built_in_process(data_bin, flags, split))
+
+
+def valid_batch(task, start=0, size=8):
+    dataset = task.dataset("valid")
+    return dataset.collater([dataset[i] for i in range(start, start + size)])

@@ -1,0 +1,1 @@
+"""Text utilities that the corpus, fine-tuning and report code share: sentence splitting and Markdown tables."""

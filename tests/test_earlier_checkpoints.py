@@ -1,0 +1,56 @@
+"""A packed checkpoint saved by an earlier biofairseq (whose models switched fairseq's modules to packed rows after
+building them; today's are built packed) loads, resumes with the losses that run had, and converts.
+
+``tests/data/packed_checkpoint_0``: ``bio_roberta_tiny`` narrowed to 2 x 32, ``--attention sdpa --pack-documents``,
+saved at update 3 of 6 on 24 bundled clinical cases (its data-bin beside it), and the losses of updates 4 to 6 as
+that run logged them.
+"""
+
+import json
+
+import pytest
+import torch
+
+from biofairseq.samples import REPO
+from conftest import json_logs, run_fairseq
+
+EARLIER = REPO / "tests" / "data" / "packed_checkpoint_0"
+CHECKPOINT = EARLIER / "checkpoint_1_3.pt"
+FLAGS = ["--user-dir", "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
+         "--arch", "bio_roberta_tiny", "--encoder-embed-dim", "32", "--encoder-ffn-embed-dim", "64",
+         "--encoder-attention-heads", "2", "--tokens-per-sample", "128", "--batch-size", "8", "--attention", "sdpa",
+         "--pack-documents", "--optimizer", "adam", "--lr", "1e-3", "--lr-scheduler", "polynomial_decay",
+         "--warmup-updates", "2", "--total-num-update", "6", "--cpu", "--num-workers", "0", "--seed", "1",
+         "--no-epoch-checkpoints", "--log-format", "json", "--log-interval", "1", "--disable-validation"]
+
+
+def test_an_earlier_packed_checkpoint_resumes_with_the_losses_its_run_had(tmp_path):
+    proc = run_fairseq("biofairseq-train", EARLIER / "data-bin", *FLAGS, "--max-update", "6", "--save-dir", tmp_path,
+                       "--restore-file", CHECKPOINT)
+    logged = json_logs(proc.stdout + proc.stderr, "train_inner")
+    expected = json.loads((EARLIER / "losses.json").read_text())  # {update: loss} as the earlier run logged them
+    assert {r["num_updates"]: r["loss"] for r in logged} == expected
+
+
+def test_an_earlier_packed_checkpoint_loads_packed_or_not_and_converts(tmp_path):
+    from biofairseq import checkpoints
+    from biofairseq.convert.cli import main as convert
+
+    dictionary = EARLIER / "data-bin" / "dict.txt"
+    unpacked = checkpoints.load(CHECKPOINT, dictionary)  # strict: every key of the earlier layout, no other
+    packed = checkpoints.load(CHECKPOINT, dictionary, pack_documents=True)  # as a distillation teacher is
+    assert packed.model.reads_packed_rows and not unpacked.model.reads_packed_rows
+    d = unpacked.dictionary
+    document = torch.tensor([[d.bos(), *range(10, 40), d.eos()]])
+    two = torch.cat([document, document], dim=1)  # a packed row: the document twice
+    alone = unpacked.model(document, features_only=True)[0]
+    together = packed.model(two, features_only=True)[0]
+    torch.testing.assert_close(together[:, :32], alone, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(together[:, 32:], alone, rtol=1e-5, atol=1e-5)
+
+    out = tmp_path / "hf"
+    assert convert(["to-hf", str(CHECKPOINT), str(out), "--dict", str(dictionary), "--vocab", str(EARLIER / "data-bin")]) == 0
+    parity = json.loads((out / "conversion.json").read_text())["parity"]
+    assert parity["ids_identical"] and parity["max_abs_diff_logits"] <= 1e-4
+
+
