@@ -21,6 +21,7 @@ from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
 from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import FairseqTask
 from omegaconf import OmegaConf, open_dict
+
 from biofairseq.models.bio_roberta import BioRobertaModel
 from biofairseq.models.electra import ElectraModel
 from biofairseq.models.safe_checkpoints import UnsafeCheckpointError

@@ -248,6 +248,10 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
     def reads_packed_rows(self):
         return self.bos is not None
 
+    def _padding(self, tokens, where):
+        """The padding mask of rows of one document; packed rows need none (padding is one of their documents)."""
+        return tokens.eq(self.padding_idx) if where is None else None
+
     def _positions_and_documents(self, tokens, segments):
         """Positions (packed rows: from each <s>) and where the documents are (None: rows of one)."""
         if self.bos is None:
@@ -259,7 +263,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
 
     def generator_features(self, tokens, segments=None):
         positions, where = self._positions_and_documents(tokens, segments)
-        return self.generator(self.embeddings(tokens, positions), tokens.eq(self.padding_idx), where)
+        return self.generator(self.embeddings(tokens, positions), self._padding(tokens, where), where)
 
     def discriminator_features(self, tokens, segments=None):
         positions, where = self._positions_and_documents(tokens, segments)
@@ -269,7 +273,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
             x = self.discriminator_embeddings(tokens, positions, self.embeddings)
         else:
             x = self.discriminator_embeddings(tokens, positions)
-        return self.discriminator(x, tokens.eq(self.padding_idx), where)
+        return self.discriminator(x, self._padding(tokens, where), where)
 
     def discriminator_embedding_weights(self):
         """(token, position) tables the discriminator computes with; GDES's sum materialised."""
