@@ -77,7 +77,7 @@ WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
 recipe_check_settings
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings CORPUS_LANG
+recipe_keep_settings
 
 # ---- 1-3. clean, a cased SentencePiece vocabulary (32k; or INIT_FROM's), encode and binarize
 

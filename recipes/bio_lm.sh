@@ -93,13 +93,10 @@ KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 
 recipe_check_settings
 [[ -z ${INIT_FROM:-} ]] || die "INIT_FROM=$INIT_FROM: bio-lm pretrains from scratch here; continue a RoBERTa with recipes/bsc_bio_es.sh INIT_FROM=..."
-check_whole DISTIL_UPDATES DISTIL_WARMUP_UPDATES LARGE_MAX_UPDATE
-check_positive DISTIL_UPDATES LARGE_MAX_UPDATE
-check_number LARGE_LR DISTIL_LR ALPHA_MLM ALPHA_KL TEMPERATURE ALPHA_COS
 [[ $PHASE2_SHARE == 0 ]] || die "PHASE2_SHARE=$PHASE2_SHARE: bio-lm pretrains at one length (512 tokens); leave it unset"
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings CORPUS_LANG BASE_ARCH LARGE_ARCH BASE_LR LARGE_LR LARGE_MAX_UPDATE DISTIL_UPDATES DISTIL_LR \
+recipe_keep_settings
     DISTIL_WARMUP_UPDATES ALPHA_MLM ALPHA_KL TEMPERATURE ALPHA_COS
 
 recipe_corpus "$CORPUS_LANG" bytelevel-bpe

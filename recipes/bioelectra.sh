@@ -90,12 +90,9 @@ KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
 WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
 recipe_check_settings
 [[ -z ${INIT_FROM:-} ]] || die "INIT_FROM=$INIT_FROM: an ELECTRA cannot start from a RoBERTa-family masked LM; leave it unset"
-one_of EMBEDDING_SHARING "$EMBEDDING_SHARING" tied gdes none
-one_of VOCAB_TYPE "$VOCAB_TYPE" bytelevel-bpe sentencepiece
-check_number MASK_PROB SAMPLING_TEMPERATURE
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings CORPUS_LANG VOCAB_TYPE EMBEDDING_SHARING MASK_PROB SAMPLING_TEMPERATURE
+recipe_keep_settings
 
 recipe_corpus "$CORPUS_LANG" "$VOCAB_TYPE"
 

@@ -87,11 +87,9 @@ KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 
 WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
 recipe_check_settings
-one_of CHECKPOINT_ACTIVATIONS "$CHECKPOINT_ACTIVATIONS" 0 1
-check_list VOCAB_SIZES
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings CORPUS_LANG VOCAB_SIZES CHECKPOINT_ACTIVATIONS
+recipe_keep_settings
 
 # ---- 1-3b. clean; per vocabulary size, a cased SentencePiece vocabulary and its data-bin (or INIT_FROM's vocabulary);
 # the vocabularies' entity break-out rates on each NER training set

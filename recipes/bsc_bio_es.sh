@@ -140,10 +140,9 @@ KEEP=best BEST_METRIC=ppl BEST_MAXIMIZE=0  # the paper's: the lowest validation 
 CLIP_NORM=${CLIP_NORM:-0.0}  # the paper's: none
 
 recipe_check_settings
-check_number CLIP_NORM
 recipe_check_tools
 recipe_check_inputs
-recipe_keep_settings CLIP_NORM
+recipe_keep_settings
 
 # ---- 1-3. clean the sources (sentence split, language id, noisy sentences, dedup; VALID_DOCS held out), learn the
 # byte-level BPE (50,262 entries in the paper), encode and binarize

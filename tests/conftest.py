@@ -18,10 +18,6 @@ import pytest  # noqa: E402
 
 from biofairseq.samples import BIN, REPO, build_corpus  # noqa: E402
 
-# fairseq loaded now, after biofairseq, registers our tasks and models before any test module imports one of them.
-# (Importing biofairseq.data before fairseq in a fresh process fails on a circular import: a known, open defect.)
-import fairseq  # noqa: E402,F401
-
 
 @pytest.fixture(scope="session")
 def once(tmp_path_factory, worker_id):

@@ -39,6 +39,23 @@ def test_corpus_tools_start_without_fairseq_and_registration_follows_it(tmp_path
     assert out.stdout.split() == ["False", "False", "True", "True"]
 
 
+# Modules whose import loads fairseq from inside a biofairseq import: the registration it triggers must wait for that
+# import to finish (one each from the packages registration imports, and the module that once failed).
+FIRST_IMPORTS = ["biofairseq.data.packing", "biofairseq.criterions.electra", "biofairseq.models.documents",
+                 "biofairseq.tasks.electra"]
+
+
+def test_any_module_imports_first_in_a_fresh_process(tmp_path):
+    check = ("import importlib, sys; importlib.import_module(sys.argv[1]); "
+             "from fairseq.tasks import TASK_REGISTRY; from fairseq.models import ARCH_MODEL_REGISTRY; "
+             "print('document_mlm' in TASK_REGISTRY, 'electra_tiny' in ARCH_MODEL_REGISTRY)")
+    procs = {m: subprocess.Popen([sys.executable, "-c", check, m], cwd=tmp_path, stdout=subprocess.PIPE,
+                                 stderr=subprocess.PIPE, text=True) for m in FIRST_IMPORTS}
+    results = {m: p.communicate() for m, p in procs.items()}
+    failed = {m: err.strip().splitlines()[-1] for m, (out, err) in results.items() if out.split() != ["True", "True"]}
+    assert not failed
+
+
 def test_user_dir_prints_the_installed_package(tmp_path):
     out = subprocess.run([sys.executable, "-m", "biofairseq.user_dir"], cwd=tmp_path, capture_output=True, text=True, check=True)
     path = out.stdout.strip()

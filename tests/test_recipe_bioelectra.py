@@ -81,7 +81,7 @@ def test_the_recipes_share_the_stage_machinery_and_copy_none_of_it():
     for script in (RECIPE, BIOELECTRA, REPO / "recipes" / "bio_lm.sh"):
         text = script.read_text()
         assert 'source "$REPO/recipes/lib/stages.sh"' in text
-        for function in ("stage", "run", "die", "one_of", "weights_sha256", "pretrain_phase"):
+        for function in ("stage", "run", "die", "recipe_settings", "weights_sha256", "pretrain_phase"):
             assert f"{function}() {{" in library and f"{function}() {{" not in text, (script.name, function)
 
 

@@ -21,6 +21,8 @@ from pathlib import Path
 from biofairseq.atomic import write_text
 from biofairseq.recipe.best_checkpoint import records
 from biofairseq.recipe.objectives import objective_of, percent
+from biofairseq.recipe.settings import SettingsError
+from biofairseq.recipe.settings import read as recorded_settings
 from biofairseq.text.tables import markdown_table
 
 
@@ -35,8 +37,10 @@ def _read(path, what):
 
 
 def settings(run_dir):
-    text = _read(run_dir / "recipe.env", "run the recipe (recipes/*.sh) into this folder first")
-    return dict(line.split("=", 1) for line in text.splitlines() if "=" in line)
+    try:
+        return recorded_settings(run_dir)
+    except SettingsError as error:
+        raise ReportError(str(error)) from None
 
 
 def corpus(run_dir):

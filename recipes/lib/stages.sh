@@ -28,22 +28,6 @@ PRESET=${PRESET:-tiny} PYTHON=${PYTHON:-python}
 
 die() { echo "$RECIPE.sh: error: $*" >&2; exit 1; }
 
-one_of() {  # one_of NAME VALUE CHOICES...
-    local name=$1 value=$2 choice
-    shift 2
-    for choice in "$@"; do [[ $value == "$choice" ]] && return; done
-    die "$name=$value: unknown; use one of: $*"
-}
-
-NUMBER='[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?'
-check_whole() { local v; for v in "$@"; do [[ ${!v} =~ ^[0-9]+$ ]] || die "$v=${!v}: not a whole number"; done; }
-check_positive() { local v; for v in "$@"; do (( ${!v} > 0 )) || die "$v=${!v}: must be at least 1"; done; }
-check_number() { local v; for v in "$@"; do [[ ${!v} =~ ^$NUMBER$ ]] || die "$v=${!v}: not a number"; done; }
-check_list() {
-    local v
-    for v in "$@"; do [[ ${!v} =~ ^$NUMBER(,$NUMBER)*$ ]] || die "$v=${!v}: give comma-separated numbers, as 5e-5,1e-4"; done
-}
-
 require_inputs() {  # require_inputs "what SOURCES holds" "an NER_DATA example": what a full-size preset cannot guess
     [[ -n ${SOURCES:-} ]] || die "PRESET=$PRESET needs SOURCES=\"NAME=PATH ...\" ($1); see the top of $0"
     [[ -v NER_DATA ]] || die "PRESET=$PRESET needs NER_DATA=\"NAME=DIR ...\" (e.g. $2), or NER_DATA= to pretrain and convert only; see the top of $0"
@@ -115,46 +99,39 @@ recipe_check_settings() {
     RUN_DIR=${RUN_DIR:-runs/$RECIPE/$PRESET}
     FORCE=${FORCE:-0} NUM_NODES=${NUM_NODES:-1} WORKERS=${WORKERS:-$(nproc)} NER_EXTRA=${NER_EXTRA:-}
     STOP_AFTER=${STOP_AFTER:-none} PRECISION=${PRECISION:-fp16} ARCH=${ARCH:-} VOCAB_SIZE=${VOCAB_SIZE:-}
-    one_of STOP_AFTER "$STOP_AFTER" none settings
     WEAK_PRETRAINING=${WEAK_PRETRAINING:-stop} NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-1}
     PHASE2_SHARE=${PHASE2_SHARE:-0} PHASE2_TOKENS_PER_SAMPLE=${PHASE2_TOKENS_PER_SAMPLE:-512}
     PHASE2_SEQUENCES_PER_UPDATE=${PHASE2_SEQUENCES_PER_UPDATE:-$SEQUENCES_PER_UPDATE}
     PHASE2_BATCH_PER_DEVICE=${PHASE2_BATCH_PER_DEVICE:-$BATCH_PER_DEVICE}
-    one_of FORCE "$FORCE" 0 1
-    one_of BASELINE "$BASELINE" random-init none
-    one_of WEAK_PRETRAINING "$WEAK_PRETRAINING" stop continue
-    NER_LABELLINGS=${NER_LABELLINGS:-}
-    local labelling
-    for labelling in $NER_LABELLINGS; do one_of NER_LABELLINGS "$labelling" whole-word sub-token; done
-    one_of PRECISION "$PRECISION" fp16 bf16
-    FAST_PATH=${FAST_PATH:-0}
-    one_of FAST_PATH "$FAST_PATH" 0 1
-    WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-none}
-    one_of WEIGHT_DECAY_EXCLUDE "$WEIGHT_DECAY_EXCLUDE" none norm_and_bias
+    NER_LABELLINGS=${NER_LABELLINGS:-} FAST_PATH=${FAST_PATH:-0} WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-none}
+    COMPILE=${COMPILE:-none} INIT_FROM=${INIT_FROM:-}
+    recipe_check_installed
+    recipe_settings check
     OPTIMIZER_ARGS=(--optimizer adam) FAST_ARGS=()
     [[ $WEIGHT_DECAY_EXCLUDE == none ]] || OPTIMIZER_ARGS=(--optimizer adamw --weight-decay-exclude "$WEIGHT_DECAY_EXCLUDE")
     if [[ $FAST_PATH == 1 ]]; then  # the fast path: same weights and schedule, other kernels; several documents per row
         OPTIMIZER_ARGS[1]=fused_adamw FAST_ARGS=(--attention sdpa --pack-documents)
     fi
-    COMPILE=${COMPILE:-none}
-    one_of COMPILE "$COMPILE" none inductor aot_eager
     [[ $COMPILE == none ]] || FAST_ARGS+=(--compile "$COMPILE")
-    check_whole VALID_DOCS VOCAB_SIZE TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE BATCH_PER_DEVICE WARMUP_UPDATES MAX_UPDATE \
-        SAVE_INTERVAL_UPDATES LOG_INTERVAL NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION NUM_NODES WORKERS \
-        PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE ${NUM_GPUS:+NUM_GPUS}
-    check_positive SEQUENCES_PER_UPDATE BATCH_PER_DEVICE MAX_UPDATE SAVE_INTERVAL_UPDATES NER_BATCH NER_ACCUMULATION \
-        NUM_NODES WORKERS PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE
-    check_number PEAK_LR NER_EPOCHS NER_WARMUP_RATIO NER_LAYERWISE_DECAY PHASE2_SHARE
-    check_list NER_LRS NER_SEEDS
-    awk "BEGIN { exit !($PHASE2_SHARE < 1) }" || die "PHASE2_SHARE=$PHASE2_SHARE: the share of updates at the second length must be below 1 (0: one phase)"
-    (( PHASE2_TOKENS_PER_SAMPLE <= 512 )) || die "PHASE2_TOKENS_PER_SAMPLE=$PHASE2_TOKENS_PER_SAMPLE: the presets' position table has 512 rows"
 }
 
-recipe_check_tools() {
+SETTING_NAMES=()
+recipe_settings() {  # recipe_settings check|keep: every setting biofairseq/recipe/settings.py lists for this recipe,
+    # checked (one line and exit 1 at the first wrong one); keep: then recorded in (or compared with) recipe.env
+    local name values=()
+    (( ${#SETTING_NAMES[@]} )) || mapfile -t SETTING_NAMES < <("$PYTHON" -m biofairseq.recipe.settings names "$RECIPE")
+    for name in "${SETTING_NAMES[@]}"; do values+=("$name=${!name-}"); done
+    "$PYTHON" -m biofairseq.recipe.settings "$1" "$RECIPE" "${values[@]}" || exit 1
+}
+
+recipe_check_installed() {
     local tool
     for tool in "$PYTHON" biofairseq-train fairseq-preprocess biofairseq-convert biofairseq-ner; do
         command -v "$tool" >/dev/null || die "$tool: not found; run 'make install' and 'source .venv/bin/activate' (or 'make demo'), then run this again"
     done
+}
+
+recipe_check_tools() {  # the devices, and the update frequency on them
     if [[ -z ${NUM_GPUS:-} ]]; then
         NUM_GPUS=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")
     fi
@@ -228,31 +205,10 @@ stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (def
     RAN=1
 }
 
-# What every recipe records in recipe.env; a recipe adds its own (recipe_keep_settings VAR...).
-SHARED_SETTINGS=(PRESET SOURCES NER_DATA VALID_DOCS VOCAB_SIZE INIT_FROM ARCH TOKENS_PER_SAMPLE SEQUENCES_PER_UPDATE
-    PEAK_LR WARMUP_UPDATES MAX_UPDATE PHASE2_SHARE PHASE2_TOKENS_PER_SAMPLE PHASE2_SEQUENCES_PER_UPDATE FAST_PATH
-    PRECISION COMPILE WEIGHT_DECAY_EXCLUDE NER_LRS NER_SEEDS NER_EPOCHS NER_MAX_LENGTH NER_BATCH NER_ACCUMULATION
-    NER_WARMUP_RATIO NER_LAYERWISE_DECAY NER_LABELLINGS NER_EXTRA BASELINE WEAK_PRETRAINING)
-
-recipe_keep_settings() {  # recipe_keep_settings VAR...: the shared settings and these, recorded in recipe.env on the
-    # first run and compared on the next; STOP_AFTER=settings prints them (resolved) and stops before any work
-    local v differing settings seen=" "
-    settings=$(for v in RECIPE "${SHARED_SETTINGS[@]}" "$@"; do
-        [[ $seen == *" $v "* ]] || echo "$v=${!v}"
-        seen+="$v "
-    done)
-    if [[ $STOP_AFTER == settings ]]; then
-        echo "$settings"
-        echo "$RECIPE.sh: STOP_AFTER=settings: stopped before any work" >&2
-        exit 0
-    fi
-    mkdir -p "$RUN_DIR"
-    if [[ $FORCE != 1 && -f $RUN_DIR/recipe.env ]] && ! differing=$(diff <(echo "$settings") "$RUN_DIR/recipe.env"); then
-        echo "note: settings differ from $RUN_DIR/recipe.env; stages already done keep their outputs (FORCE=1 redoes them):" >&2
-        echo "$differing" | sed -n 's/^[<>]/  &/p' >&2
-    else
-        echo "$settings" >"$RUN_DIR/recipe.env"
-    fi
+recipe_keep_settings() {  # recipe.env records the settings on the first run and is compared with on the next;
+    # STOP_AFTER=settings prints them (resolved) and stops before any work
+    recipe_settings keep
+    [[ $STOP_AFTER != settings ]] || exit 0
     echo "$RECIPE.sh: PRESET=$PRESET RUN_DIR=$RUN_DIR; $(( NUM_GPUS > 0 ? NUM_GPUS : 0 )) GPU(s) x $NUM_NODES machine(s), update frequency $UPDATE_FREQ" >&2
 }
 
@@ -312,7 +268,6 @@ recipe_breakout() {  # recipe_breakout LANG: each vocabulary's entity break-out 
 }
 
 recipe_check_init_from() {  # INIT_FROM: a transformers RoBERTa-family folder or a fairseq checkpoint (.pt)
-    INIT_FROM=${INIT_FROM:-}
     [[ -z $INIT_FROM ]] && return
     [[ -f $INIT_FROM/config.json || ( -f $INIT_FROM && $INIT_FROM == *.pt ) ]] ||
         die "INIT_FROM=$INIT_FROM: give a transformers model folder (with config.json) or a fairseq checkpoint (.pt)"
