@@ -97,7 +97,6 @@ recipe_check_settings
 recipe_check_tools
 recipe_check_inputs
 recipe_keep_settings
-    DISTIL_WARMUP_UPDATES ALPHA_MLM ALPHA_KL TEMPERATURE ALPHA_COS
 
 recipe_corpus "$CORPUS_LANG" bytelevel-bpe
 
