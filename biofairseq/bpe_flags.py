@@ -10,10 +10,11 @@ import sys
 
 def flags(vocab_dir):
     from biofairseq.corpus.vocab import VocabError, vocab_files
+    from biofairseq.data_bin import shards
 
     try:
-        vocab_type, files = vocab_files(vocab_dir)
-    except VocabError as error:
+        vocab_type, files = vocab_files(shards(vocab_dir)[0])  # a sharded data-bin: every shard has the vocabulary
+    except (VocabError, FileNotFoundError) as error:
         sys.exit(f"error: {error}")
     if vocab_type == "bytelevel-bpe":
         return ["--bpe", "hf_byte_bpe", "--bpe-vocab", files["vocab"], "--bpe-merges", files["merges"]]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS]
+# Usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS [SHARD_MB]]
 #
 # Encodes CLEAN_DIR/{train,valid}.txt with the vocabulary of VOCAB_DIR (preprocess/train_vocab.py) and runs
 # fairseq-preprocess --only-source --srcdict VOCAB_DIR/dict.txt into DATA_BIN, the folder that
@@ -7,13 +7,19 @@
 # so later steps find the BPE from the data-bin alone; DATA_BIN/dict.txt gets the training counts of each entry
 # (for --freq-weighted-replacement). DATA_BIN appears only once it is complete. Run it with the .venv active
 # (source .venv/bin/activate), or PYTHON=.venv/bin/python and fairseq-preprocess on PATH.
+#
+# SHARD_MB (default 0: one data-bin): the encoded training text in shards of at most this many megabytes, documents
+# whole, each binarized on its own into DATA_BIN/shard0, shard1, ... (the valid split in shard0), every shard's
+# dict.txt with the counts of all; fairseq-train reads `python -m biofairseq.data_bin path DATA_BIN`, one shard an
+# epoch. fairseq-preprocess holds a shard's index in Python lists, so the shard size bounds its memory.
 set -euo pipefail
 
-if [[ $# -lt 3 || $# -gt 4 ]]; then
-    echo "usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS]" >&2
+if [[ $# -lt 3 || $# -gt 5 ]]; then
+    echo "usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS [SHARD_MB]]" >&2
     exit 2
 fi
-CLEAN_DIR=$1 VOCAB_DIR=$2 DATA_BIN=$3 WORKERS=${4:-$(nproc)}
+CLEAN_DIR=$1 VOCAB_DIR=$2 DATA_BIN=$3 WORKERS=${4:-$(nproc)} SHARD_MB=${5:-0}
+[[ $SHARD_MB =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "error: SHARD_MB=$SHARD_MB: give megabytes per shard (0: one data-bin)" >&2; exit 2; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-python}
 
@@ -41,13 +47,26 @@ for split in train valid; do
     "$PYTHON" "$HERE/encode.py" --vocab "$VOCAB_DIR" --input "$CLEAN_DIR/$split.txt" \
         --output "$TMP/encoded/$split.bpe" --workers "$WORKERS" --quiet
 done
-PREPROCESS=(fairseq-preprocess --only-source --srcdict "$VOCAB_DIR/dict.txt"
-    --trainpref "$TMP/encoded/train.bpe" --validpref "$TMP/encoded/valid.bpe"
-    --destdir "$TMP" --workers "$WORKERS")
-echo "+ ${PREPROCESS[*]}" >&2
-"${PREPROCESS[@]}" >"$TMP/preprocess.log" 2>&1 || { cat "$TMP/preprocess.log" >&2; exit 1; }
+preprocess() {  # preprocess DESTDIR FLAG...: fairseq-preprocess of the encoded text into DESTDIR, and the vocabulary
+    local command=(fairseq-preprocess --only-source --srcdict "$VOCAB_DIR/dict.txt" --destdir "$1" --workers "$WORKERS")
+    mkdir -p "$1"
+    echo "+ ${command[*]} ${*:2}" >&2
+    "${command[@]}" "${@:2}" >"$1/preprocess.log" 2>&1 || { cat "$1/preprocess.log" >&2; exit 1; }
+    "$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab; copy_vocab(sys.argv[1], sys.argv[2])" "$VOCAB_DIR" "$1"
+}
+if [[ $SHARD_MB == 0 ]]; then
+    preprocess "$TMP" --trainpref "$TMP/encoded/train.bpe" --validpref "$TMP/encoded/valid.bpe"
+else
+    mapfile -t PARTS < <("$PYTHON" -m biofairseq.data_bin split "$TMP/encoded/train.bpe" "$SHARD_MB" "$TMP/encoded/shard{}/train.bpe")
+    (( ${#PARTS[@]} )) || { echo "error: $TMP/encoded/train.bpe could not be split into shards (see above)" >&2; exit 1; }
+    for k in "${!PARTS[@]}"; do
+        valid=()
+        (( k > 0 )) || valid=(--validpref "$TMP/encoded/valid.bpe")
+        preprocess "$TMP/shard$k" --trainpref "${PARTS[$k]}" "${valid[@]}"
+    done
+fi
 rm -rf "$TMP/encoded"
-"$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab, write_counts; copy_vocab(sys.argv[1], sys.argv[2]); write_counts(sys.argv[2])" "$VOCAB_DIR" "$TMP"
+"$PYTHON" -c "import sys; from biofairseq.corpus.vocab import write_counts; write_counts(sys.argv[1])" "$TMP"
 mv "$TMP" "$DATA_BIN"
 trap - EXIT
 echo "$DATA_BIN: data-bin for fairseq-train --user-dir biofairseq --task document_mlm"

@@ -44,12 +44,18 @@ def parse_args(argv=None):
     p.add_argument("--overwrite", action="store_true", help="start again, discarding earlier outputs in --output-dir")
     p.add_argument("--keep-work", action="store_true", help="keep the cleaned shards in OUTPUT_DIR/work")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
+    p.add_argument("--dedup-bucket-hashes", type=int, default=1 << 24,
+                   help="most hashes deduplicated at once per worker, 16 bytes each plus sorting (default: 2^24, "
+                        "about 0.5 GB a worker); the results do not depend on it")
     cluster = p.add_argument_group("running shards as a job array (submitit)")
     cluster.add_argument("--launcher", choices=("local", "slurm", "submitit-local"), default="local",
                          help="local processes (default), a Slurm job array, or submitit's local executor")
     cluster.add_argument("--slurm-partition", help="Slurm partition")
     cluster.add_argument("--slurm-time", type=int, default=240, help="minutes per array task (default: 240)")
     cluster.add_argument("--slurm-mem-gb", type=int, default=None, help="memory per array task")
+    cluster.add_argument("--slurm-array-size", type=int, default=1000,
+                         help="shards per job array, below the cluster's MaxArraySize (Slurm's default: 1001); more "
+                              "shards are submitted as several arrays (default: 1000)")
     add_arguments(p)
     args = p.parse_args(argv)
     names = [n for n, _ in args.sources]

@@ -30,7 +30,8 @@ def main(argv=None):
     p.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
                    help="sentencepiece: map unseen characters to <unk> instead of bytes")
     p.add_argument("--max-sentences", type=int, default=10_000_000,
-                   help="sentencepiece: sample at most this many lines to train on (default: 10M)")
+                   help="train on a seeded sample of at most this many lines (both types; default: 10M), which "
+                        "bounds the memory of learning the vocabulary")
     p.add_argument("--workers", type=int, default=os.cpu_count(), help="threads")
     args = p.parse_args(argv)
 
@@ -46,7 +47,8 @@ def main(argv=None):
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
     try:
         if args.type == "bytelevel-bpe":
-            size = vocab.train_bytelevel_bpe(args.input, tmp, args.vocab_size, args.min_frequency, args.lowercase)
+            size = vocab.train_bytelevel_bpe(args.input, tmp, args.vocab_size, args.min_frequency, args.lowercase,
+                                             args.max_sentences)
             info = vocab.write_info(tmp, args.type, size, lowercase=args.lowercase)
         else:
             size = vocab.train_sentencepiece(

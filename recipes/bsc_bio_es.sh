@@ -33,7 +33,10 @@
 #                  tiny: pharmaconer=examples/data/pharmaconer (an excerpt of PharmaCoNER)
 #   RUN_DIR        where everything goes (default: runs/bsc_bio_es/$PRESET)
 #   FORCE          1: redo every stage (removes its earlier output first)
-#   STOP_AFTER     settings: print the resolved settings (what recipe.env records) and stop before any work
+#   STOP_AFTER     settings: print the resolved settings (what recipe.env records) and stop before any work;
+#                  binarize: stop after the corpus stages (1-3), e.g. to run them as a CPU job before the GPU one
+#   SHARD_MB       the training data-bin in shards of at most this many megabytes, one read an epoch (default 0:
+#                  one data-bin); bounds fairseq-preprocess's memory for a large corpus
 # Hardware:
 #   NUM_GPUS       GPUs per machine (default: all that torch sees; 0: CPU). Pretraining uses all of them,
 #                  each NER run one (the paper's batch of 32 x 2 is per device).

@@ -90,9 +90,9 @@ def free_port():
         return s.getsockname()[1]
 
 
-def train_two_processes(*args, cwd=REPO, command="fairseq-train"):
-    """fairseq-train (or biofairseq-train) as two CPU ranks (gloo, legacy DDP), one process each: rank 0's output, both
-    having succeeded."""
+def train_two_processes(*args, cwd=REPO, command="fairseq-train", both=False):
+    """fairseq-train (or biofairseq-train) as two CPU ranks (gloo, legacy DDP), one process each: rank 0's output (both
+    ranks' with both=True), both having succeeded."""
     port = free_port()
     ranks = [
         subprocess.Popen(
@@ -105,7 +105,7 @@ def train_two_processes(*args, cwd=REPO, command="fairseq-train"):
     ]
     outputs = [p.communicate(timeout=300)[0] for p in ranks]
     assert [p.returncode for p in ranks] == [0, 0], outputs[0][-3000:]
-    return outputs[0]
+    return outputs if both else outputs[0]
 
 
 def run_fairseq(command, *args, cwd=REPO, check=True):

@@ -9,6 +9,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +17,7 @@ import pytest
 import xxhash
 
 from biofairseq.samples import NCBI, PHARMACONER, REPO, clinical_lines, run_script, trainer_in_process
-from conftest import json_logs, run_fairseq
+from conftest import TINY, json_logs, run_fairseq
 
 ENGLISH_DOC = (
     "The patient was admitted with fever and abdominal pain.\nBlood cultures were negative and the fever "
@@ -95,6 +96,108 @@ def test_duplicates_across_sources_are_kept_once(cleaned):
     sentence = max(split_sentences(json.loads(clinical_lines(270, 1)[0])["text"]), key=len)
     lines = [line for d in docs for line in d.split("\n")]
     assert lines.count(" ".join(sentence.split())) == 1
+
+
+class SequentialDeduplicator:
+    """The oracle: the single pass with a dict of every hash that the bucketed deduplication replaced (its code, kept
+    here): the first occurrence in corpus order stays, and a repeat is counted as in its own source or across sources."""
+
+    def __init__(self, min_words):
+        self.min_words, self.docs, self.sentences = min_words, {}, {}
+
+    def _first_seen(self, table, key, source):
+        h = xxhash.xxh3_64_intdigest(key.encode("utf-8"))
+        first = table.get(h)
+        if first is None:
+            table[h] = source
+            return None
+        return "source" if first == source else "global"
+
+    def filter(self, sentences, source, counts):
+        seen = self._first_seen(self.docs, "\n".join(sentences), source)
+        if seen:
+            counts[f"duplicate_docs_{seen}"] += 1
+            return None
+        kept = []
+        for s in sentences:
+            if s.count(" ") + 1 >= self.min_words:
+                seen = self._first_seen(self.sentences, s, source)
+                if seen:
+                    counts[f"duplicate_sentences_{seen}"] += 1
+                    continue
+            kept.append(s)
+        counts["left_empty"] += not kept
+        return kept or None
+
+
+@pytest.fixture(scope="module")
+def repeats(tmp_path_factory):
+    """Two sources whose documents repeat whole, repeat paragraphs of others (so some are left with nothing), and
+    repeat across sources."""
+    raw = tmp_path_factory.mktemp("repeats")
+    texts = [json.loads(line)["text"] for line in clinical_lines(0, 160)]
+    paragraphs = [p for t in texts for p in t.split("\n") if len(p.split()) > 12]
+    mixes = ["\n".join(paragraphs[i::37][:3]) for i in range(30)] + paragraphs[:20]  # the last 20: one paragraph each
+    first = texts[:100] + texts[:10] + mixes
+    second = texts[80:160] + mixes[::3]
+    for name, docs in (("first", first), ("second", second)):
+        (raw / f"{name}.jsonl").write_text("".join(json.dumps({"text": t}) + "\n" for t in docs), encoding="utf-8")
+    return raw
+
+
+def clean_repeats(raw, out, *extra):
+    run_script("preprocess/clean_corpus.py", "--source", f"first={raw / 'first.jsonl'}", "--source",
+               f"second={raw / 'second.jsonl'}", "--output-dir", out, "--lang", "es", "--valid-docs", 20, "--quiet",
+               *extra)
+    return json.loads((out / "stats.json").read_text())
+
+
+def test_bucketed_deduplication_keeps_what_one_pass_over_all_hashes_keeps(repeats, tmp_path):
+    # shards of ~40 kB and 64 hashes a bucket: several shards per source and buckets per kind
+    stats = clean_repeats(repeats, tmp_path / "buckets", "--workers", 2, "--shard-size", 40_000,
+                          "--dedup-bucket-hashes", 64, "--keep-work")
+    work = tmp_path / "buckets" / "work"
+    plan = json.loads((work / "plan.json").read_text())
+    names = [f"{s['source']}/{s['index']:05d}" for s in plan["shards"]]
+    assert len(names) >= 4
+    oracle, expected, counts = SequentialDeduplicator(5), [], {"first": Counter(), "second": Counter()}
+    for source_index, source in enumerate(("first", "second")):
+        for name in (n for n, s in zip(names, plan["shards"]) if s["source"] == source):
+            for doc in docs_of(work / "shards" / f"{name}.txt"):
+                kept = oracle.filter(doc.split("\n"), source_index, counts[source])
+                if kept:
+                    expected.append("\n".join(kept))
+    assert docs_of(work / "all.txt") == expected
+    for source in ("first", "second"):
+        for kind in ("docs_source", "docs_global", "sentences_source", "sentences_global"):
+            found = stats["sources"][source].get(f"duplicate_{kind}", 0)
+            assert found == counts[source][f"duplicate_{kind}"], (source, kind)
+    # every kind of repeat happened, and a document left with no sentence was dropped
+    assert all(counts["first"][f"duplicate_{k}_source"] for k in ("docs", "sentences"))
+    assert all(counts["second"][f"duplicate_{k}_global"] for k in ("docs", "sentences"))
+    cleaning_empty = sum(json.loads((work / "shards" / f"{n}.json").read_text())["counts"].get("empty_docs", 0) for n in names)
+    left_empty = counts["first"]["left_empty"] + counts["second"]["left_empty"]
+    assert left_empty > 0 and stats["total"]["empty_docs"] == cleaning_empty + left_empty
+    # one bucket and one shard per source: the same corpus
+    whole = clean_repeats(repeats, tmp_path / "whole")
+    assert whole["total"] == stats["total"]
+    for split in ("train", "valid"):
+        assert (tmp_path / "whole" / f"{split}.txt").read_text() == (tmp_path / "buckets" / f"{split}.txt").read_text()
+
+
+def test_byte_level_bpe_learns_from_a_bounded_seeded_sample(cleaned, tmp_path):
+    from biofairseq.corpus.vocab import sample_lines, train_bytelevel_bpe
+
+    train = cleaned[0] / "train.txt"
+    lines = [line for line in train.read_text(encoding="utf-8").splitlines(True) if line != "\n"]
+    sample = sample_lines([train], 300)
+    assert len(sample) == 300 and set(sample) <= set(lines) and sample == sample_lines([train], 300)  # seeded
+    assert sample_lines([train], len(lines)) is None  # no more lines than the bound: the files are read whole
+    (tmp_path / "sample.txt").write_text("".join(sample), encoding="utf-8")
+    for name, files, bound in (("bounded", [train], 300), ("sample", [tmp_path / "sample.txt"], 10_000_000)):
+        (tmp_path / name).mkdir()
+        train_bytelevel_bpe(files, tmp_path / name, 600, max_sentences=bound)
+    assert (tmp_path / "bounded" / "merges.txt").read_text() == (tmp_path / "sample" / "merges.txt").read_text()
 
 
 def test_non_spanish_document_is_dropped(cleaned):
@@ -203,6 +306,59 @@ def test_document_boundaries_survive_encoding_and_binarization(vocab_and_bin):
         assert len(lines) == len((clean_dir / f"{split}.txt").read_text().splitlines())
 
 
+def test_token_counts_are_read_in_chunks_and_recorded_once(vocab_and_bin):
+    from fairseq.data import data_utils
+    from fairseq.data import Dictionary
+
+    from biofairseq.corpus.vocab import recorded_counts, token_counts
+
+    _, _, data_bin = vocab_and_bin
+    lines = data_utils.load_indexed_dataset(str(data_bin / "train"), Dictionary.load(str(data_bin / "dict.txt")))
+    everything = np.bincount(np.concatenate([lines[i].numpy() for i in range(len(lines))]))
+    chunked = token_counts(data_bin, "train", 8, chunk=1000)  # chunks of 1,000 tokens, and fewer counts asked for
+    assert chunked.tolist() == everything.tolist()
+    recorded = recorded_counts(data_bin, "train")  # what binarize.sh wrote into dict.txt
+    assert recorded[4:].tolist() == np.pad(everything, (0, len(recorded) - len(everything)))[4:].tolist()
+    assert recorded_counts(data_bin, "valid") is None
+
+
+def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each_shard(vocab_and_bin, tmp_path):
+    from fairseq.data import data_utils
+    from fairseq.data import Dictionary
+
+    from biofairseq.data_bin import fairseq_path, shards
+
+    clean_dir, vocab, whole = vocab_and_bin
+    if "bytelevel" not in vocab.parent.name:
+        pytest.skip("one vocabulary is enough")
+    part = tmp_path / "clean"  # the first 60 documents: quicker to binarize and train on
+    part.mkdir()
+    train = "".join(d + "\n\n" for d in docs_of(clean_dir / "train.txt")[:60])
+    (part / "train.txt").write_text(train, encoding="utf-8")
+    shutil.copy(clean_dir / "valid.txt", part / "valid.txt")
+    megabytes = len(train.encode()) / (1 << 20)  # the encoded text is larger: 2 or more shards
+    run_script("preprocess/binarize.sh", part, vocab, tmp_path / "data-bin", 2, f"{megabytes:.4f}")
+    folders = shards(tmp_path / "data-bin")
+    assert len(folders) >= 2 and [f.name for f in folders] == [f"shard{k}" for k in range(len(folders))]
+    assert (folders[0] / "valid.bin").is_file() and not any((f / "valid.bin").exists() for f in folders[1:])
+    assert all((f / "vocab.json").is_file() for f in folders)
+    dictionary = Dictionary.load(str(whole / "dict.txt"))
+    lines = lambda prefix: data_utils.load_indexed_dataset(str(prefix), dictionary)
+    pieces = [[x.tolist() for x in lines(f / "train")] for f in folders]
+    expected = [lines(whole / "train")[i].tolist() for i in range(train.count("\n"))]
+    assert sum(pieces, []) == expected  # the same lines, in order
+    assert all(piece[-1] == [dictionary.eos()] for piece in pieces)  # each shard ends at a document's end
+    counts = np.bincount(np.concatenate(sum(pieces, [])), minlength=len(dictionary))[4:len(dictionary)]
+    for folder in folders:  # every shard's dict.txt has the counts of all
+        assert [int(line.split()[-1]) for line in (folder / "dict.txt").read_text().splitlines()] == counts.tolist()
+    proc = run_fairseq("biofairseq-train", fairseq_path(tmp_path / "data-bin"), *TINY, "--tokens-per-sample", "512",
+                       "--batch-size", "64", "--max-epoch", "2", "--total-num-update", "10", "--no-save",
+                       "--disable-validation")
+    loaded = re.findall(r"blocks from \d+ lines of (\S+)/train", proc.stderr + proc.stdout)
+    # epoch 1 read shard0, epoch 2 shard1 (and fairseq loads the next epoch's shard as training ends)
+    assert loaded[:2] == [str(folders[0]), str(folders[1])]
+
+
 def test_the_data_bin_trains_with_document_mlm_and_whole_words(vocab_and_bin):
     """fairseq's Trainer, task and model as fairseq-train builds them from these flags, in this process: 8 updates on
     the data-bin's own batches, masking whole words (the recipes run fairseq-train itself)."""
@@ -292,8 +448,10 @@ def test_submitit_job_array_gives_the_same_outputs(tmp_path):
     args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 10, "--shard-size", 150_000, "--quiet"]
     run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "local")
     run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "array", "--launcher", "submitit-local",
-               "--workers", 2, "--keep-work")
-    assert len(list((tmp_path / "array" / "work" / "submitit").glob("*_0_log.out"))) >= 1
+               "--workers", 2, "--keep-work", "--slurm-array-size", 1)
+    shards = len(json.loads((tmp_path / "array" / "work" / "plan.json").read_text())["shards"])
+    # one array per shard (arrays of at most 1 task), each with its task 0
+    assert shards >= 2 and len(list((tmp_path / "array" / "work" / "submitit").glob("*_0_log.out"))) == shards
     for name in ("train.txt", "valid.txt"):
         assert (tmp_path / "array" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
 

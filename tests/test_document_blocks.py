@@ -27,6 +27,31 @@ def test_blocks_cover_every_token_once_and_never_cross_a_document(bytebpe_corpus
         assert all(len(b) == TOKENS_PER_SAMPLE - 1 for b, is_last in zip(blocks, last) if not is_last)
 
 
+@pytest.mark.parametrize("mode", ["complete_doc", "doc"])
+def test_the_block_index_and_packing_are_built_once_then_memory_mapped(bytebpe_corpus, mode, tmp_path, caplog):
+    from biofairseq.data import DocumentBlockDataset, PackedBlocksDataset
+
+    task = make_task(bytebpe_corpus)
+    lines = data_utils.load_indexed_dataset(os.path.join(bytebpe_corpus.data_bin, "train"), task.source_dictionary)
+    split_path = tmp_path / "train"  # where the index goes: beside the split
+    made = []
+    for index_path in (None, split_path, split_path):  # in memory, then built and saved, then read
+        with caplog.at_level("INFO", logger="biofairseq.data.index_cache"):
+            blocks = DocumentBlockDataset(lines, lines.sizes, 127, pad=1, eos=2, break_mode=mode, index_path=index_path)
+            rows = PackedBlocksDataset(blocks, 128, index_path=index_path)
+        made.append((blocks, rows))
+    messages = [r.getMessage().split(" index ")[0] for r in caplog.records]
+    assert messages == [f"built the blocks-{mode}-127", "built the packed-128",
+                        f"memory-mapped the blocks-{mode}-127", "memory-mapped the packed-128"]
+    assert isinstance(made[2][1].order, np.memmap)
+    for blocks, rows in made[1:]:  # the same blocks and rows as built in memory
+        assert [blocks[i].tolist() for i in range(len(blocks))] == [made[0][0][i].tolist() for i in range(len(blocks))]
+        assert rows.order.tolist() == made[0][1].order.tolist() and rows.offsets.tolist() == made[0][1].offsets.tolist()
+    other = DocumentBlockDataset(lines, lines.sizes, 63, pad=1, eos=2, break_mode=mode, index_path=split_path)
+    assert len(other) > len(made[0][0])  # another block size: another index, not the saved one
+    assert len(list((tmp_path / "train.index").glob("blocks-*"))) == 2
+
+
 def test_stock_complete_doc_keeps_long_lines_whole(bytebpe_corpus):
     """Why the task exists: fairseq's complete_doc makes samples longer than the model accepts."""
     task = make_task(bytebpe_corpus)

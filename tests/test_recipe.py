@@ -126,6 +126,13 @@ def test_a_rerun_skips_every_finished_stage(run, sample):
     assert "settings differ from" in changed.stderr and "NER_EPOCHS=3" in changed.stderr
 
 
+def test_stop_after_binarize_ends_before_pretraining(run, sample):
+    run_dir, _ = run
+    proc = recipe(run_dir, **sample, STOP_AFTER="binarize")
+    assert not commands(proc.stderr) and proc.stderr.count("skipped: ") == 3  # clean, vocabulary, data-bin
+    assert proc.stderr.strip().splitlines()[-1].startswith("bsc_bio_es.sh: STOP_AFTER=binarize: stopped after the corpus stages")
+
+
 @pytest.mark.parametrize("variables, message", [
     ({"PRESET": "paper"}, "PRESET=paper needs SOURCES="),
     ({"PRESET": "one_gpu"}, "PRESET=one_gpu needs SOURCES="),

@@ -142,10 +142,24 @@ def test_masked_token_accuracy_counts_real_tokens_of_a_hand_built_batch(trained,
 
 
 def test_two_process_gloo_training(bytebpe_corpus, tmp_path):
-    output = train_two_processes(bytebpe_corpus.data_bin, *TINY, "--max-update", "6", "--total-num-update", "6",
+    """Two ranks, and the block index built before them (as a first run, or binarizing, leaves it): both map it."""
+    from fairseq.data import Dictionary, data_utils
+
+    from biofairseq.data import DocumentBlockDataset
+
+    data_bin = tmp_path / "data-bin"  # a copy with no block index yet
+    shutil.copytree(bytebpe_corpus.data_bin, data_bin, ignore=shutil.ignore_patterns("*.index"))
+    lines = data_utils.load_indexed_dataset(str(data_bin / "train"), Dictionary.load(str(data_bin / "dict.txt")))
+    DocumentBlockDataset(lines, lines.sizes, 127, pad=1, eos=2, index_path=data_bin / "train")
+    index, = [p for p in (data_bin / "train.index").iterdir() if p.is_dir()]
+    built = {p.name: p.stat().st_mtime_ns for p in index.iterdir()}
+    output = train_two_processes(data_bin, *TINY, "--max-update", "6", "--total-num-update", "6",
                                  "--disable-validation", "--no-save", "--save-dir", tmp_path)
     assert "training on 2 devices" in output
     assert len(json_logs(output, "train_inner")) == 6
+    assert f"memory-mapped the blocks-complete_doc-127 index {index}" in output  # rank 0 (fairseq quiets rank 1's log)
+    assert [p for p in (data_bin / "train.index").iterdir() if p.is_dir()] == [index]  # neither rank built another
+    assert {p.name: p.stat().st_mtime_ns for p in index.iterdir()} == built
 
 
 def test_memory_efficient_fp16_on_cpu(bytebpe_corpus, tmp_path):

@@ -1,8 +1,9 @@
 """Raw sources -> cleaned, deduplicated train.txt / valid.txt, in resumable shards.
 
-Workers clean shards independently and write each one atomically; a restart redoes only the shards that
-have no result yet. Deduplication then streams through the shards in order, per source and then across
-sources, holding only 64-bit hashes. The split into train and valid is a seeded draw of documents.
+Workers clean shards independently and write each one atomically, with the 64-bit hashes of its documents and
+sentences; a restart redoes only the shards that have no result yet. Deduplication sorts those hashes in buckets, in
+parallel (biofairseq.corpus.dedup), then the shards are streamed in order without their repeats, per source and then
+across sources. The split into train and valid is a seeded draw of documents.
 """
 
 import json
@@ -15,14 +16,14 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
-import xxhash
 
 from biofairseq.atomic import write_text
 from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
+from biofairseq.corpus.dedup import ShardHashes, find_repeats
 from biofairseq.corpus.sources import InputError, Shard, discover, plan_shards, read_documents
 from biofairseq.text.tables import markdown_table
 
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: each cleaned shard has its hashes beside it
 _CLEANER = None
 
 
@@ -34,9 +35,10 @@ def _cleaner(config, lang):
 
 
 def process_shard(shard, config, lang, text_field, strict, out_dir):
-    """Cleans one shard into out_dir/NAME.txt (fairseq-lm text) and NAME.json (its counts), atomically."""
+    """Cleans one shard into out_dir/NAME.txt (fairseq-lm text), NAME.hashes.npz and NAME.json (its counts, written
+    last: the shard is done), each atomically."""
     cleaner = _cleaner(config, lang)
-    counts, errors = Counter(), []
+    counts, errors, hashes = Counter(), [], ShardHashes(config)
     out = Path(out_dir, f"{shard.name}.txt")
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(f"{out}.tmp")
@@ -59,7 +61,9 @@ def process_shard(shard, config, lang, text_field, strict, out_dir):
                     counts["empty_docs"] += 1
                     continue
                 f.write("\n".join(sentences) + "\n\n")
+                hashes.add(sentences)
     os.replace(tmp, out)
+    hashes.save(out.with_suffix(".hashes.npz"))
     write_text(out.with_suffix(".json"), json.dumps({"counts": counts, "errors": errors[:20]}))
     return shard
 
@@ -77,43 +81,6 @@ def _read_docs(path):
                 doc = []
             else:
                 doc.append(line[:-1])
-
-
-class Deduplicator:
-    """Exact duplicates by 64-bit xxhash; the hash keeps the source of its first occurrence."""
-
-    def __init__(self, config):
-        self.config = config
-        self.docs, self.sentences = {}, {}
-
-    def _first_seen(self, table, key, source):
-        h = xxhash.xxh3_64_intdigest(key.encode("utf-8"))
-        first = table.get(h)
-        if first is None:
-            table[h] = source
-            return None
-        return "source" if first == source else "global"
-
-    def filter(self, sentences, source, counts):
-        """The sentences of a document that stay, or None when the whole document is a duplicate."""
-        if self.config.dedup_documents:
-            seen = self._first_seen(self.docs, "\n".join(sentences), source)
-            if seen:
-                counts[f"duplicate_docs_{seen}"] += 1
-                return None
-        if not self.config.dedup_sentences:
-            return sentences
-        kept = []
-        for s in sentences:
-            if s.count(" ") + 1 >= self.config.dedup_sentence_min_words:
-                seen = self._first_seen(self.sentences, s, source)
-                if seen:
-                    counts[f"duplicate_sentences_{seen}"] += 1
-                    continue
-            kept.append(s)
-        if not kept:
-            counts["empty_docs"] += 1
-        return kept or None
 
 
 def _fingerprint(args, config, sources):
@@ -157,7 +124,10 @@ def _run_shards(pending, args, config, out_dir):
         if args.launcher == "slurm":
             params.update(slurm_array_parallelism=args.workers, slurm_partition=args.slurm_partition)
         executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
-        jobs = executor.map_array(process_shard, pending, *[[a] * len(pending) for a in job_args])
+        jobs = []
+        for start in range(0, len(pending), args.slurm_array_size):  # arrays under the cluster's MaxArraySize
+            chunk = pending[start:start + args.slurm_array_size]
+            jobs += executor.map_array(process_shard, chunk, *[[a] * len(chunk) for a in job_args])
         for job in jobs:
             shard = job.result()
             bar.update(shard.size)
@@ -168,29 +138,45 @@ def _process_packed(packed):
     return process_shard(*packed)
 
 
-def _merge(shards, sources, config, out_dir, work):
-    """Deduplicates the cleaned shards in source order into all.txt; returns per-source counts and #docs."""
-    dedup = Deduplicator(config)
+def _merge(shards, sources, config, out_dir, work, workers, bucket_hashes):
+    """The cleaned shards in source order, without their repeats, into all.txt; returns per-source counts and #docs."""
+    ordered = [s for name, _ in sources for s in shards if s.source == name]
+    source_index = {name: i for i, (name, _) in enumerate(sources)}
+    repeated_docs, repeated_sentences = find_repeats(
+        [Path(out_dir, f"{s.name}.hashes.npz") for s in ordered], [source_index[s.source] for s in ordered], config,
+        work / "dedup", min(workers, os.cpu_count() or 1), bucket_hashes)
     per_source = {name: Counter() for name, _ in sources}
     errors = {name: [] for name, _ in sources}
     n_docs = 0
     with open(work / "all.txt.tmp", "w", encoding="utf-8") as out:
-        for source_index, (name, _) in enumerate(sources):
-            counts = per_source[name]
-            for shard in (s for s in shards if s.source == name):
-                result = json.loads(Path(out_dir, f"{shard.name}.json").read_text())
-                counts.update(result["counts"])
-                errors[name].extend(result["errors"])
-                for sentences in _read_docs(Path(out_dir, f"{shard.name}.txt")):
-                    kept = dedup.filter(sentences, source_index, counts)
-                    if kept is None:
-                        continue
-                    counts["docs_out"] += 1
-                    counts["sentences_out"] += len(kept)
-                    counts["tokens_out"] += sum(s.count(" ") + 1 for s in kept)
-                    out.write("\n".join(kept) + "\n\n")
-                    n_docs += 1
+        for k, shard in enumerate(ordered):
+            counts = per_source[shard.source]
+            result = json.loads(Path(out_dir, f"{shard.name}.json").read_text())
+            counts.update(result["counts"])
+            errors[shard.source].extend(result["errors"])
+            docs, sentences = repeated_docs.of_shard(k), repeated_sentences.of_shard(k)
+            place = 0
+            for doc, lines in enumerate(_read_docs(Path(out_dir, f"{shard.name}.txt"))):
+                first, place = place, place + len(lines)
+                if doc in docs:
+                    counts[f"duplicate_docs_{docs[doc]}"] += 1
+                    continue
+                kept = []
+                for i, line in enumerate(lines, first):
+                    if i in sentences:
+                        counts[f"duplicate_sentences_{sentences[i]}"] += 1
+                    else:
+                        kept.append(line)
+                if not kept:
+                    counts["empty_docs"] += 1
+                    continue
+                counts["docs_out"] += 1
+                counts["sentences_out"] += len(kept)
+                counts["tokens_out"] += sum(s.count(" ") + 1 for s in kept)
+                out.write("\n".join(kept) + "\n\n")
+                n_docs += 1
     os.replace(work / "all.txt.tmp", work / "all.txt")
+    shutil.rmtree(work / "dedup")
     return per_source, errors, n_docs
 
 
@@ -270,7 +256,7 @@ def clean_corpus(args, config):
     _run_shards(pending, args, config, shard_dir)
     seconds["clean_shards"], clock = time.perf_counter() - clock, time.perf_counter()
 
-    per_source, errors, n_docs = _merge(shards, sources, config, shard_dir, work)
+    per_source, errors, n_docs = _merge(shards, sources, config, shard_dir, work, args.workers, args.dedup_bucket_hashes)
     seconds["deduplicate"], clock = time.perf_counter() - clock, time.perf_counter()
     warnings = []
     for name, _ in sources:

@@ -38,8 +38,12 @@ _MMAP_MAGIC = b"MMIDIDX\x00\x00"
 _MMAP_DTYPES = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 6: "<f8", 7: "<f8", 8: "<u2", 9: "<u4", 10: "<u8"}
 
 
-def token_counts(data_bin, split, size):
-    """How often each index occurs in a binarized split of a data-bin (an array of ``size`` or more counts)."""
+COUNT_CHUNK = 1 << 24  # tokens counted at once: 128 MB of int64 whatever the corpus size
+
+
+def token_counts(data_bin, split, size, chunk=COUNT_CHUNK):
+    """How often each index occurs in a binarized split of a data-bin (an array of ``size`` or more counts), read
+    in chunks: memory does not grow with the split."""
     import numpy as np
 
     prefix = Path(data_bin) / split
@@ -48,26 +52,84 @@ def token_counts(data_bin, split, size):
     if header[:9] != _MMAP_MAGIC or header[17] not in _MMAP_DTYPES:
         raise ValueError(f"{prefix}.idx: not a fairseq mmap index; binarize with fairseq-preprocess --dataset-impl mmap")
     tokens = np.memmap(f"{prefix}.bin", dtype=_MMAP_DTYPES[header[17]], mode="r")
-    return np.bincount(tokens, minlength=size)
+    counts = np.zeros(size, np.int64)
+    for start in range(0, len(tokens), chunk):
+        part = np.bincount(tokens[start:start + chunk], minlength=size)
+        if len(part) > len(counts):
+            counts = np.pad(counts, (0, len(part) - len(counts)))
+        counts[: len(part)] += part
+    return counts
 
 
 def write_counts(data_bin, split="train"):
-    """Rewrites DATA_BIN/dict.txt with how often each entry occurs in the split, the order unchanged.
+    """Rewrites dict.txt with how often each entry occurs in the split (over every shard of a sharded data-bin, into
+    each shard's dict.txt), the order unchanged, and records in vocab_info.json that it did (``recorded_counts``
+    reads them back instead of counting again).
 
     fairseq-preprocess --srcdict keeps the counts of the vocabulary's dict.txt (all 1); real counts are what
     ``--freq-weighted-replacement`` draws from. dict.txt lists the entries after fairseq's 4 specials."""
-    path = Path(data_bin) / "dict.txt"
+    from biofairseq.data_bin import shards
+
+    folders = shards(data_bin)
+    path = folders[0] / "dict.txt"
     symbols = [line.rsplit(" ", 1)[0] if " " in line else line for line in path.read_text(encoding="utf-8").splitlines()]
-    counts = token_counts(data_bin, split, len(symbols) + FAIRSEQ_SPECIALS)
-    write_dict(path, symbols, counts[FAIRSEQ_SPECIALS:].tolist())
+    counts = sum(token_counts(folder, split, len(symbols) + FAIRSEQ_SPECIALS)[: len(symbols) + FAIRSEQ_SPECIALS]
+                 for folder in folders)
+    for folder in folders:
+        write_dict(folder / "dict.txt", symbols, counts[FAIRSEQ_SPECIALS:].tolist())
+        info_path = folder / INFO
+        info = json.loads(info_path.read_text())
+        tmp = Path(f"{info_path}.tmp")
+        tmp.write_text(json.dumps({**info, "counts": split}, indent=1) + "\n")
+        os.replace(tmp, info_path)
 
 
-def train_bytelevel_bpe(files, out_dir, vocab_size, min_frequency=2, lowercase=False):
+def recorded_counts(data_bin, split="train"):
+    """The counts of ``split`` that dict.txt holds (fairseq's index order; its 4 specials 0), or None when
+    ``write_counts`` did not write them (a data-bin made another way)."""
+    import numpy as np
+
+    from biofairseq.data_bin import shards
+
+    folder = shards(data_bin)[0]
+    if not (folder / INFO).is_file() or json.loads((folder / INFO).read_text()).get("counts") != split:
+        return None
+    lines = (folder / "dict.txt").read_text(encoding="utf-8").splitlines()
+    return np.array([0] * FAIRSEQ_SPECIALS + [int(line.rsplit(" ", 1)[1]) for line in lines], np.int64)
+
+
+def sample_lines(files, max_lines, seed=1):
+    """A seeded uniform sample of ``max_lines`` of the files' non-empty lines (reservoir sampling: one pass, memory
+    for the sample only), or None when they hold no more than that (then the files are read whole)."""
+    import random
+
+    rng, sample, seen = random.Random(seed), [], 0
+    for name in files:
+        with open(name, encoding="utf-8") as f:
+            for line in f:
+                if line == "\n":
+                    continue
+                seen += 1
+                if len(sample) < max_lines:
+                    sample.append(line)
+                else:
+                    j = rng.randrange(seen)
+                    if j < max_lines:
+                        sample[j] = line
+    return sample if seen > max_lines else None
+
+
+def train_bytelevel_bpe(files, out_dir, vocab_size, min_frequency=2, lowercase=False, max_sentences=10_000_000):
     from tokenizers import ByteLevelBPETokenizer
 
     tok = ByteLevelBPETokenizer(lowercase=lowercase)
-    tok.train([str(f) for f in files], vocab_size=vocab_size, min_frequency=min_frequency,
-              special_tokens=list(SPECIALS), show_progress=False)
+    options = dict(vocab_size=vocab_size, min_frequency=min_frequency, special_tokens=list(SPECIALS), show_progress=False)
+    sample = sample_lines(files, max_sentences)
+    if sample is None:
+        tok.train([str(f) for f in files], **options)
+    else:  # tokenizers reads whole files into memory; a bounded sample, as SentencePiece's input_sentence_size
+        tok.train_from_iterator(sample, **options)
+        del sample
     tok.save_model(str(out_dir))
     size = tok.get_vocab_size()
     # <mask> keeps id 4 when fairseq's task adds it: it is already in the dictionary.

@@ -8,6 +8,8 @@ from fairseq.data.token_block_utils_fast import (
     _get_slice_indices_fast,
 )
 
+from biofairseq.data.index_cache import cached, key_of
+
 BREAK_MODES = ("complete_doc", "doc")
 # A blank line of fairseq-lm text is binarized as a lone </s>: that is the document separator.
 DOCUMENT_SEPARATOR_SIZE = 1
@@ -26,31 +28,37 @@ class DocumentBlockDataset(TokenBlockDataset):
     one block, in corpus order.
     """
 
-    def __init__(self, dataset, sizes, block_size, pad, eos, break_mode="complete_doc"):
+    def __init__(self, dataset, sizes, block_size, pad, eos, break_mode="complete_doc", index_path=None):
+        """index_path: the split's path, beside which the block index is saved once and memory-mapped after
+        (``biofairseq.data.index_cache``); None: built in memory."""
         if break_mode not in BREAK_MODES:
             raise ValueError(f"sample break mode {break_mode!r}: choose one of {', '.join(BREAK_MODES)}")
         if block_size < MIN_BLOCK_SIZE:
             raise ValueError(f"block size {block_size}: --tokens-per-sample must be at least {MIN_BLOCK_SIZE + 1}")
+        self._index_path = index_path
         super().__init__(
             dataset, sizes, block_size, pad, eos,
             break_mode=break_mode, document_sep_len=DOCUMENT_SEPARATOR_SIZE,
         )
 
-    @staticmethod
-    def _build_slice_indices(sizes, break_mode, document_sep_len, block_size):
+    def _build_slice_indices(self, sizes, break_mode, document_sep_len, block_size):
         sizes = np.asarray(sizes, dtype=np.int64)
-        if break_mode == "complete_doc":
-            slice_indices = _get_slice_indices_fast(
-                _cut_long_lines(sizes, block_size), "complete_doc", block_size, document_sep_len
-            )
-        else:
-            slice_indices = _document_blocks(sizes, block_size, document_sep_len)
-        block_to_dataset_index = _get_block_to_dataset_index_fast(sizes, slice_indices)
-        index_dtype = best_fitting_int_dtype(slice_indices[-1].max())
-        block_sizes = (slice_indices[:, 1] - slice_indices[:, 0]).astype(
-            np.uint16 if block_size < 65535 else np.uint32
-        )
-        return block_sizes, block_to_dataset_index.astype(index_dtype), slice_indices.astype(index_dtype)
+        return cached(self._index_path, f"blocks-{break_mode}-{block_size}", key_of(sizes, document_sep_len),
+                      ("block_sizes", "block_to_dataset_index", "slice_indices"),
+                      lambda: _slice_indices(sizes, break_mode, document_sep_len, block_size))
+
+
+def _slice_indices(sizes, break_mode, document_sep_len, block_size):
+    """TokenBlockDataset's three arrays: each block's size, its (first line, offset, last line), its token range."""
+    if break_mode == "complete_doc":
+        slice_indices = _get_slice_indices_fast(_cut_long_lines(sizes, block_size), "complete_doc", block_size,
+                                                document_sep_len)
+    else:
+        slice_indices = _document_blocks(sizes, block_size, document_sep_len)
+    block_to_dataset_index = _get_block_to_dataset_index_fast(sizes, slice_indices)
+    index_dtype = best_fitting_int_dtype(slice_indices[-1].max())
+    block_sizes = (slice_indices[:, 1] - slice_indices[:, 0]).astype(np.uint16 if block_size < 65535 else np.uint32)
+    return block_sizes, block_to_dataset_index.astype(index_dtype), slice_indices.astype(index_dtype)
 
 
 def _cut_long_lines(sizes, block_size):

@@ -9,6 +9,8 @@ import numpy as np
 import torch
 from fairseq.data import BaseWrapperDataset
 
+from biofairseq.data.index_cache import cached, key_of
+
 
 def pack(sizes, capacity):
     """Rows of block indices whose sizes sum to at most capacity: (flat block order, row offsets)."""
@@ -34,12 +36,14 @@ def pack(sizes, capacity):
 
 
 class PackedBlocksDataset(BaseWrapperDataset):
-    """Rows of whole blocks of ``dataset`` (each beginning with <s>), at most ``capacity`` tokens each."""
+    """Rows of whole blocks of ``dataset`` (each beginning with <s>), at most ``capacity`` tokens each; with
+    ``index_path`` (the split's path), the packing is saved beside it once and memory-mapped after."""
 
-    def __init__(self, dataset, capacity):
+    def __init__(self, dataset, capacity, index_path=None):
         super().__init__(dataset)
         block_sizes = np.asarray(dataset.sizes)
-        self.order, self.offsets = pack(block_sizes, capacity)
+        self.order, self.offsets = cached(index_path, f"packed-{capacity}", key_of(block_sizes), ("order", "offsets"),
+                                          lambda: pack(block_sizes, capacity))
         self._sizes = np.add.reduceat(block_sizes[self.order], self.offsets[:-1]) if len(self.order) else block_sizes[:0]
 
     def __len__(self):

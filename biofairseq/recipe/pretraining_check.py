@@ -36,10 +36,14 @@ SAMPLES = 64
 
 def frequency_baselines(data_bin, special):
     """(unigram perplexity, most-frequent-token accuracy in %) of the validation split's real tokens."""
-    from biofairseq.corpus.vocab import token_counts
+    from biofairseq.corpus.vocab import recorded_counts, token_counts
+    from biofairseq.data_bin import shards
 
-    train = token_counts(data_bin, "train", len(special))[: len(special)].astype(np.float64)
-    valid = token_counts(data_bin, "valid", len(special))[: len(special)].astype(np.float64)
+    train = recorded_counts(data_bin, "train")  # binarize.sh counted them once, into dict.txt
+    if train is None:
+        train = sum(token_counts(shard, "train", len(special))[: len(special)] for shard in shards(data_bin))
+    train = np.pad(train, (0, max(0, len(special) - len(train))))[: len(special)].astype(np.float64)
+    valid = token_counts(shards(data_bin)[0], "valid", len(special))[: len(special)].astype(np.float64)
     train[special] = valid[special] = 0
     probability = np.where(special, 0, train + 1)
     probability /= probability.sum()
@@ -55,9 +59,12 @@ def mean_token_cosine(checkpoint, data_bin, special, samples=SAMPLES):
     from fairseq.data.indexed_dataset import MMapIndexedDataset
 
     # biofairseq's tasks and models are registered as fairseq loads (biofairseq/__init__)
-    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(data_bin)})
+    from biofairseq.data_bin import shards
+
+    first = shards(data_bin)[0]  # the dictionary and the valid split
+    models, _, task = checkpoint_utils.load_model_ensemble_and_task([str(checkpoint)], arg_overrides={"data": str(first)})
     model = models[0].eval()
-    data = MMapIndexedDataset(str(Path(data_bin) / "valid"))
+    data = MMapIndexedDataset(str(first / "valid"))
     limit = min(task.cfg.tokens_per_sample, model.max_positions()) - 1
     lines = [data[i][:limit] for i in range(len(data)) if data.sizes[i] > 8][:samples]
     bos, pad = task.source_dictionary.bos(), task.source_dictionary.pad()
@@ -81,7 +88,9 @@ def check(best, data_bin):
     from biofairseq.data import special_symbols
     from biofairseq.recipe.objectives import Electra, objective_of
 
-    special = special_symbols(_with_mask(Dictionary.load(str(Path(data_bin) / "dict.txt"))))
+    from biofairseq.data_bin import shards
+
+    special = special_symbols(_with_mask(Dictionary.load(str(shards(data_bin)[0] / "dict.txt"))))
     unigram_ppl, frequent_acc = frequency_baselines(data_bin, special)
     cosine = mean_token_cosine(best["checkpoint"], data_bin, special)
     objective = objective_of(best)

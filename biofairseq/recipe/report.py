@@ -51,15 +51,25 @@ def corpus(run_dir):
 
 
 def data_bin(folder):
-    """Dictionary size, lines and tokens per split, from fairseq-preprocess's own log."""
-    log = _read(folder / "preprocess.log", "the binarizing stage (preprocess/binarize.sh) did not finish")
-    out = {"dictionary": int(re.search(r"Dictionary: (\d+) types", log).group(1))}
-    info = folder / "vocab_info.json"
+    """Dictionary size, lines and tokens per split (over every shard), and shards, from fairseq-preprocess's own logs."""
+    from biofairseq.data_bin import shards
+
+    try:
+        folders = shards(folder)
+    except FileNotFoundError:
+        raise ReportError(f"{folder}: missing or incomplete; the binarizing stage (preprocess/binarize.sh) did not finish") from None
+    out = {"shards": len(folders)}
+    for shard in folders:
+        log = _read(shard / "preprocess.log", "the binarizing stage (preprocess/binarize.sh) did not finish")
+        out["dictionary"] = int(re.search(r"Dictionary: (\d+) types", log).group(1))
+        for split, lines, tokens in re.findall(r"/(\w+)\.bpe: (\d+) sents, (\d+) tokens", log):
+            counts = out.setdefault(split, {"lines": 0, "tokens": 0})
+            counts["lines"] += int(lines)
+            counts["tokens"] += int(tokens)
+    info = folders[0] / "vocab_info.json"
     if info.is_file():
         kind = json.loads(info.read_text()).get("type")
         out["vocabulary"] = {"bytelevel-bpe": "Byte-level BPE", "sentencepiece": "SentencePiece"}.get(kind, kind)
-    for split, lines, tokens in re.findall(r"/(\w+)\.bpe: (\d+) sents, (\d+) tokens", log):
-        out[split] = {"lines": int(lines), "tokens": int(tokens)}
     return out
 
 
@@ -116,7 +126,8 @@ def markdown(run_dir, found):
         where = f"vocab/{name}/" if name else "init/" if s.get("INIT_FROM") else "vocab/"
         lines += [f"{f'`{name}`: ' if name else ''}{v.get('vocabulary', 'Byte-level BPE')} of {v['dictionary']:,} entries (`{where}`). "
                   f"`data-bin/{name + '/' if name else ''}`: "
-                  + ", ".join(f"{split} {t['tokens']:,} tokens in {t['lines']:,} lines" for split, t in v.items() if isinstance(t, dict)) + ".", ""]
+                  + ", ".join(f"{split} {t['tokens']:,} tokens in {t['lines']:,} lines" for split, t in v.items() if isinstance(t, dict))
+                  + (f", in {v['shards']} shards (one an epoch)" if v["shards"] > 1 else "") + ".", ""]
     if s.get("INIT_FROM"):
         lines += [f"Continual pretraining: the weights and the vocabulary are those of `INIT_FROM={s['INIT_FROM']}` (converted to "
                   "fairseq in `init/`, parity-checked: `init/conversion.json`); no vocabulary was learned on the corpus.", ""]

@@ -83,7 +83,7 @@ def _own(recipe, *settings):
 SETTINGS = [
     # run control and hardware: checked, not recorded
     Setting("RUN_DIR", text, recorded=False),
-    Setting("STOP_AFTER", one_of("none", "settings"), recorded=False),
+    Setting("STOP_AFTER", one_of("none", "settings", "binarize"), recorded=False),
     Setting("FORCE", one_of("0", "1"), recorded=False),
     Setting("NUM_GPUS", or_empty(whole), recorded=False),  # empty: all that torch sees
     Setting("NUM_NODES", positive, recorded=False),
@@ -100,6 +100,7 @@ SETTINGS = [
     Setting("NER_DATA", text),
     Setting("VALID_DOCS", whole),
     Setting("VOCAB_SIZE", whole),
+    Setting("SHARD_MB", number),  # 0: one data-bin
     Setting("INIT_FROM", text),
     Setting("ARCH", text),
     Setting("TOKENS_PER_SAMPLE", whole),

@@ -167,12 +167,13 @@ class DocumentMLMTask(MaskedLMTask):
             pad=self.source_dictionary.pad(),
             eos=self.source_dictionary.eos(),
             break_mode=self.cfg.sample_break_mode,
+            index_path=split_path,  # built once beside the split, memory-mapped by every rank and run after
         )
         logger.info(f"loaded {len(blocks)} {self.cfg.sample_break_mode} blocks from {len(lines)} lines of {split_path}")
         blocks = PrependTokenDataset(blocks, self.source_dictionary.bos())
         if not self.cfg.pack_documents:
             return blocks
-        rows = PackedBlocksDataset(blocks, self.cfg.tokens_per_sample)
+        rows = PackedBlocksDataset(blocks, self.cfg.tokens_per_sample, index_path=split_path)
         logger.info(f"packed {len(blocks)} blocks into {len(rows)} rows of at most {self.cfg.tokens_per_sample} tokens "
                     f"({100 * rows.sizes.sum() / (len(rows) * self.cfg.tokens_per_sample):.1f}% full)")
         return rows

@@ -104,7 +104,7 @@ recipe_check_settings() {
     PHASE2_SEQUENCES_PER_UPDATE=${PHASE2_SEQUENCES_PER_UPDATE:-$SEQUENCES_PER_UPDATE}
     PHASE2_BATCH_PER_DEVICE=${PHASE2_BATCH_PER_DEVICE:-$BATCH_PER_DEVICE}
     NER_LABELLINGS=${NER_LABELLINGS:-} FAST_PATH=${FAST_PATH:-0} WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-none}
-    COMPILE=${COMPILE:-none} INIT_FROM=${INIT_FROM:-}
+    COMPILE=${COMPILE:-none} INIT_FROM=${INIT_FROM:-} SHARD_MB=${SHARD_MB:-0}
     recipe_check_installed
     recipe_settings check
     OPTIMIZER_ARGS=(--optimizer adam) FAST_ARGS=()
@@ -247,7 +247,7 @@ recipe_vocabulary() {  # recipe_vocabulary TYPE SIZE
 
 recipe_binarize() {
     if stage 3 "encode and binarize" "$DATA_BIN"; then
-        PYTHON=$PYTHON run bash "$REPO/preprocess/binarize.sh" "$CLEAN" "$VOCAB" "$DATA_BIN" "$WORKERS"
+        PYTHON=$PYTHON run bash "$REPO/preprocess/binarize.sh" "$CLEAN" "$VOCAB" "$DATA_BIN" "$WORKERS" "$SHARD_MB"
     fi
 }
 
@@ -299,19 +299,24 @@ recipe_init_from() {
 pretrain_phase() {  # pretrain_phase TOKENS_PER_SAMPLE BATCH_PER_DEVICE UPDATE_FREQ UNTIL_UPDATE [FLAG...]
     local tokens=$1 batch=$2 freq=$3 until=$4
     shift 4
-    run "${LAUNCH[@]}" biofairseq-train "$DATA_BIN" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
+    run "${LAUNCH[@]}" biofairseq-train "$DATA_PATH" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
         "${MODEL_ARGS[@]}" "${FAST_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$UPDATES" --max-update "$until" \
         --batch-size "$batch" --update-freq "$freq" --num-workers 2 "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" \
         "${HARDWARE_ARGS[@]}" "$@"
 }
 
 recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX_UPDATE) updates; FLAGs go to biofairseq-train
+    if [[ $STOP_AFTER == binarize ]]; then  # the corpus stages as a CPU job; pretraining in another, on the GPUs
+        echo "$RECIPE.sh: STOP_AFTER=binarize: stopped after the corpus stages [$(elapsed)]; run again without it to pretrain" >&2
+        exit 0
+    fi
     UPDATES=${1:-$MAX_UPDATE}
     (( $# == 0 )) || shift
     stage 4 "pretrain ${MODEL_NAME:+$MODEL_NAME, }$ARCH" "$PRETRAIN" "$PRETRAIN/finished" || return 0
     # the checkpoint records its BPE, so that fairseq's from_pretrained encodes text with no further arguments
     mapfile -t BPE_ARGS < <("$PYTHON" -m biofairseq.bpe_flags "$DATA_BIN")
     (( ${#BPE_ARGS[@]} )) || die "$DATA_BIN: no vocabulary recorded (vocab_info.json); FORCE=1 rebuilds the data-bin"
+    DATA_PATH=$("$PYTHON" -m biofairseq.data_bin path "$DATA_BIN")  # shard0:shard1:... when sharded (SHARD_MB)
     CHECKPOINT_ARGS=(--save-dir "$PRETRAIN/checkpoints" --save-interval-updates "$SAVE_INTERVAL_UPDATES"
         --keep-interval-updates 2 --no-epoch-checkpoints --best-checkpoint-metric "$BEST_METRIC")
     [[ $BEST_MAXIMIZE == 1 ]] && CHECKPOINT_ARGS+=(--maximize-best-checkpoint-metric)
@@ -327,8 +332,11 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
         [[ ${precision[0]} != --fp16 || $WEIGHT_DECAY_EXCLUDE == none ]] || precision+=(--fp16-no-flatten-grads)
         HARDWARE_ARGS=("${precision[@]}" --distributed-world-size "$DEVICES")
         if (( NUM_NODES > 1 )); then
-            # fairseq's launcher reads Slurm's variables: one task per machine, one process per GPU.
-            LAUNCH=(srun --nodes "$NUM_NODES" --ntasks-per-node 1 --gpus-per-node "$NUM_GPUS")
+            # fairseq's launcher reads Slurm's variables (and runs scontrol): one task per machine, which starts one
+            # process per GPU; the task gets the machine's cores (srun does not inherit sbatch's --cpus-per-task since
+            # Slurm 22.05), and one failing machine stops them all
+            LAUNCH=(srun --nodes "$NUM_NODES" --ntasks-per-node 1 --gpus-per-node "$NUM_GPUS" --cpus-per-task "$WORKERS"
+                --kill-on-bad-exit 1)
             HARDWARE_ARGS+=(--distributed-port "${DISTRIBUTED_PORT:-12345}")
         fi
     fi

@@ -1,0 +1,175 @@
+"""Exact deduplication that scales out: the cleaning workers write 64-bit hashes beside their shards; the hashes are
+partitioned into buckets by their top bits and each bucket is deduplicated on its own, in parallel, with numpy.
+
+The first occurrence in corpus order (sources in the order given, shards in order, documents and sentences in order)
+is kept, as a single pass holding every hash in a dict would keep it; memory is 16 bytes a hash for the bucket being
+sorted (``--dedup-bucket-hashes`` bounds a bucket), not 80 bytes per unique hash for the whole corpus.
+Documents are deduplicated first; the sentences of the documents that stay, second.
+"""
+
+import os
+from pathlib import Path
+
+import numpy as np
+import xxhash
+
+LOCAL_BITS = 32  # an item's id: its shard's place in corpus order, then its place in the shard
+
+
+def text_hash(text):
+    return xxhash.xxh3_64_intdigest(text.encode("utf-8"))
+
+
+class ShardHashes:
+    """What a cleaning worker records of its shard: each document's hash, and each long-enough sentence's hash with
+    its place among the shard's sentences and its document."""
+
+    def __init__(self, config):
+        self.config = config
+        self.docs, self.sentences, self.sentence_places, self.sentence_docs = [], [], [], []
+        self.n_sentences = 0
+
+    def add(self, sentences):
+        doc = len(self.docs)
+        self.docs.append(text_hash("\n".join(sentences)))
+        for s in sentences:
+            if s.count(" ") + 1 >= self.config.dedup_sentence_min_words:
+                self.sentences.append(text_hash(s))
+                self.sentence_places.append(self.n_sentences)
+                self.sentence_docs.append(doc)
+            self.n_sentences += 1
+
+    def save(self, path):
+        tmp = Path(f"{path}.tmp.npz")
+        np.savez(tmp, docs=np.array(self.docs, np.uint64), sentences=np.array(self.sentences, np.uint64),
+                 sentence_places=np.array(self.sentence_places, np.uint32),
+                 sentence_docs=np.array(self.sentence_docs, np.uint32))
+        os.replace(tmp, path)
+
+
+def _bucket_bits(total, bucket_hashes):
+    bits = 0
+    while total > bucket_hashes << bits and bits < 16:
+        bits += 1
+    return bits
+
+
+ITEM = np.dtype([("hash", np.uint64), ("id", np.uint64)])
+
+
+def _save(path, array):
+    tmp = Path(f"{path}.tmp.npy")
+    np.save(tmp, array)
+    os.replace(tmp, path)
+
+
+def _partition(hashes, ids, bits, path):
+    """(hash, id) items ordered by bucket (path), and where each bucket starts (path.starts.npy)."""
+    buckets = (hashes >> np.uint64(64 - bits)).astype(np.int64) if bits else np.zeros(len(hashes), np.int64)
+    order = np.argsort(buckets, kind="stable")
+    items = np.empty(len(order), ITEM)
+    items["hash"], items["id"] = hashes[order], ids[order]
+    _save(f"{path}.starts.npy", np.searchsorted(buckets[order], np.arange((1 << bits) + 1)))
+    _save(path, items)
+
+
+def _dedup_bucket(job):
+    """The ids of the repeats in one bucket, sorted, and for each whether its first occurrence is in the same source."""
+    bucket, parts, shard_sources, out = job
+    items = []
+    for part in parts:  # memory-mapped: only this bucket's slice of each shard is read
+        starts = np.load(f"{part}.starts.npy")
+        items.append(np.load(part, mmap_mode="r")[starts[bucket]:starts[bucket + 1]])
+    items = np.concatenate(items) if items else np.empty(0, ITEM)
+    hashes, ids = items["hash"], items["id"]
+    del items
+    order = np.lexsort((ids, hashes))  # by hash, then corpus order
+    hashes, ids = hashes[order], ids[order]
+    first = np.ones(len(hashes), bool)
+    first[1:] = hashes[1:] != hashes[:-1]
+    first_of = ids[np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))]
+    source = shard_sources[(ids >> np.uint64(LOCAL_BITS)).astype(np.int64)]
+    first_source = shard_sources[(first_of >> np.uint64(LOCAL_BITS)).astype(np.int64)]
+    repeats = ~first
+    order = np.argsort(ids[repeats])
+    _save(f"{out}.same_source.npy", (source == first_source)[repeats][order])
+    _save(out, ids[repeats][order])
+    return out
+
+
+class Repeats:
+    """The repeats the buckets found, read back one shard at a time: {place in shard: "source" or "global"}."""
+
+    def __init__(self, paths):
+        self.parts = [(np.load(p, mmap_mode="r"), np.load(f"{p}.same_source.npy", mmap_mode="r")) for p in paths]
+
+    def of_shard(self, k):
+        lo, hi = np.uint64(k << LOCAL_BITS), np.uint64((k + 1) << LOCAL_BITS)
+        found = {}
+        for ids, same in self.parts:
+            a, b = np.searchsorted(ids, lo), np.searchsorted(ids, hi)
+            places = (np.asarray(ids[a:b]) - lo).tolist()
+            found.update(zip(places, np.where(same[a:b], "source", "global").tolist()))
+        return found
+
+
+def _map(function, jobs, workers):
+    if workers > 1 and len(jobs) > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+            return pool.map(function, jobs)
+    return [function(job) for job in jobs]
+
+
+def _sentences_of_kept_docs(job):
+    k, hashes_path, removed_docs, bits, out = job
+    with np.load(hashes_path) as h:
+        keep = ~np.isin(h["sentence_docs"], np.array(removed_docs, np.uint32))
+        ids = (np.uint64(k) << np.uint64(LOCAL_BITS)) | h["sentence_places"][keep].astype(np.uint64)
+        _partition(h["sentences"][keep], ids, bits, out)
+
+
+def _docs(job):
+    k, hashes_path, bits, out = job
+    with np.load(hashes_path) as h:
+        ids = (np.uint64(k) << np.uint64(LOCAL_BITS)) | np.arange(len(h["docs"]), dtype=np.uint64)
+        _partition(h["docs"], ids, bits, out)
+
+
+def _count(hashes_paths, key):
+    total = 0
+    for path in hashes_paths:
+        with np.load(path) as h:
+            total += len(h[key])
+    return total
+
+
+def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hashes):
+    """(document repeats, sentence repeats) of the shards in corpus order (hashes_paths[k] is shard k's)."""
+    work = Path(work)
+    work.mkdir(parents=True, exist_ok=True)
+    shard_sources = np.asarray(shard_sources, np.int64)
+
+    def run(kind, partition_jobs):
+        bits = partition_jobs[0][-2] if partition_jobs else 0
+        _map(_sentences_of_kept_docs if kind == "sentences" else _docs, partition_jobs, workers)
+        parts = [job[-1] for job in partition_jobs]
+        outs = _map(_dedup_bucket, [(b, parts, shard_sources, work / f"{kind}.repeats.{b}.npy")
+                                    for b in range(1 << bits)], workers)
+        for part in parts:
+            os.remove(part)
+            os.remove(f"{part}.starts.npy")
+        return Repeats(outs)
+
+    n = len(hashes_paths)
+    docs = Repeats([])
+    if config.dedup_documents and n:
+        bits = _bucket_bits(_count(hashes_paths, "docs"), bucket_hashes)
+        docs = run("docs", [(k, p, bits, work / f"docs.{k}.npy") for k, p in enumerate(hashes_paths)])
+    sentences = Repeats([])
+    if config.dedup_sentences and n:
+        bits = _bucket_bits(_count(hashes_paths, "sentences"), bucket_hashes)
+        sentences = run("sentences", [(k, p, sorted(docs.of_shard(k)), bits, work / f"sentences.{k}.npy")
+                                      for k, p in enumerate(hashes_paths)])
+    return docs, sentences

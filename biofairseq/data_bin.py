@@ -1,0 +1,80 @@
+"""A data-bin, whole or in shards: what fairseq-train reads, and where its dictionary, vocabulary and valid split are.
+
+A large corpus is binarized into shards (``preprocess/binarize.sh ... --shard-mb``): DATA_BIN/shard0, shard1, ...,
+each a data-bin of whole documents with the same dict.txt and vocabulary, the valid split in shard0 alone. fairseq
+reads one shard an epoch from the colon-separated path (``data-bin/shard0:data-bin/shard1``), its own way for
+corpora that do not fit in one process. A data-bin made whole is its own only shard.
+
+    python -m biofairseq.data_bin path DATA_BIN     the path to give fairseq-train
+    python -m biofairseq.data_bin split FILE MB PATTERN
+                                                    FILE (blank-line separated documents) into PATTERN with {} the
+                                                    part's number, parts of at most MB megabytes (a longer document
+                                                    is a part alone)
+"""
+
+import os
+import sys
+from pathlib import Path
+
+
+def shards(data_bin):
+    """The data-bin's shards in order: [DATA_BIN] for one made whole."""
+    data_bin = Path(data_bin)
+    if (data_bin / "dict.txt").is_file():
+        return [data_bin]
+    found = sorted((p for p in data_bin.glob("shard*") if p.name[5:].isdigit()), key=lambda p: int(p.name[5:]))
+    if not found or not (found[0] / "dict.txt").is_file():
+        raise FileNotFoundError(f"{data_bin}: no dict.txt and no shard0/dict.txt; binarize with preprocess/binarize.sh")
+    return found
+
+
+def fairseq_path(data_bin):
+    return os.pathsep.join(str(p) for p in shards(data_bin))
+
+
+def split_documents(path, max_bytes, pattern):
+    """Writes the documents of ``path`` (each ending in a blank line) to pattern.format(0), pattern.format(1), ... in
+    order, starting a new part before a document that would take a part past ``max_bytes``; returns their paths."""
+    parts, out, size = [], None, 0
+    doc = []
+
+    def flush():
+        nonlocal out, size
+        text = "".join(doc).encode("utf-8")
+        if out is None or (size and size + len(text) > max_bytes):
+            if out is not None:
+                out.close()
+            parts.append(pattern.format(len(parts)))
+            Path(parts[-1]).parent.mkdir(parents=True, exist_ok=True)
+            out, size = open(parts[-1], "wb"), 0
+        out.write(text)
+        size += len(text)
+        doc.clear()
+
+    with open(path, encoding="utf-8") as f:
+        for line in f:
+            doc.append(line)
+            if line == "\n":
+                flush()
+    if doc:
+        flush()
+    if out is not None:
+        out.close()
+    return parts
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["path"] and len(argv) == 2:
+        try:
+            print(fairseq_path(argv[1]))
+        except FileNotFoundError as error:
+            sys.exit(f"error: {error}")
+    elif argv[:1] == ["split"] and len(argv) == 4:
+        print("\n".join(split_documents(argv[1], float(argv[2]) * (1 << 20), argv[3])))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()
