@@ -17,7 +17,7 @@ import pytest
 import xxhash
 
 from biofairseq.samples import NCBI, PHARMACONER, REPO, clinical_lines, run_script, trainer_in_process
-from conftest import TINY, json_logs, run_fairseq
+from conftest import json_logs, run_fairseq
 
 ENGLISH_DOC = (
     "The patient was admitted with fever and abdominal pain.\nBlood cultures were negative and the fever "
@@ -322,7 +322,7 @@ def test_token_counts_are_read_in_chunks_and_recorded_once(vocab_and_bin):
     assert recorded_counts(data_bin, "valid") is None
 
 
-def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each_shard(vocab_and_bin, tmp_path):
+def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each_shard(vocab_and_bin, tmp_path, caplog):
     from fairseq.data import data_utils
     from fairseq.data import Dictionary
 
@@ -351,12 +351,22 @@ def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each
     counts = np.bincount(np.concatenate(sum(pieces, [])), minlength=len(dictionary))[4:len(dictionary)]
     for folder in folders:  # every shard's dict.txt has the counts of all
         assert [int(line.split()[-1]) for line in (folder / "dict.txt").read_text().splitlines()] == counts.tolist()
-    proc = run_fairseq("biofairseq-train", fairseq_path(tmp_path / "data-bin"), *TINY, "--tokens-per-sample", "512",
-                       "--batch-size", "64", "--max-epoch", "2", "--total-num-update", "10", "--no-save",
-                       "--disable-validation")
-    loaded = re.findall(r"blocks from \d+ lines of (\S+)/train", proc.stderr + proc.stdout)
-    # epoch 1 read shard0, epoch 2 shard1 (and fairseq loads the next epoch's shard as training ends)
-    assert loaded[:2] == [str(folders[0]), str(folders[1])]
+    # fairseq's Trainer as fairseq-train drives it: an epoch's iterator loads its shard, and a step trains on it
+    from fairseq.trainer import Trainer
+
+    trainer = trainer_in_process(fairseq_path(tmp_path / "data-bin"), "--task", "document_mlm", "--criterion",
+                                 "masked_lm_accuracy", "--arch", "bio_roberta_tiny", "--tokens-per-sample", 512,
+                                 "--batch-size", 64, "--optimizer", "adam", "--lr", "1e-3", "--max-epoch", 2, "--cpu",
+                                 "--seed", 1, trainer=Trainer)
+    assert trainer.task.has_sharded_data("train")
+    loaded = []
+    for epoch in (1, 2):
+        with caplog.at_level("INFO", logger="biofairseq.tasks.document_mlm"):
+            batches = trainer.get_train_iterator(epoch, load_dataset=True).next_epoch_itr(shuffle=True)
+        loaded += re.findall(r"blocks from \d+ lines of (\S+)/train", caplog.text)
+        caplog.clear()
+        assert np.isfinite(trainer.train_step([next(batches)])["loss"])
+    assert loaded == [str(folders[0]), str(folders[1])]  # epoch 1 read shard0, epoch 2 shard1
 
 
 def test_the_data_bin_trains_with_document_mlm_and_whole_words(vocab_and_bin):
