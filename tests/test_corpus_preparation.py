@@ -185,6 +185,34 @@ def test_bucketed_deduplication_keeps_what_one_pass_over_all_hashes_keeps(repeat
         assert (tmp_path / "whole" / f"{split}.txt").read_text() == (tmp_path / "buckets" / f"{split}.txt").read_text()
 
 
+def test_near_duplicate_documents_are_dropped_when_asked_and_distinct_ones_kept(tmp_path):
+    """Planted copies of cases of 300 words or more with one word changed (word 5-gram Jaccard above 0.96: found with
+    probability 0.9999) go at --near-duplicates 0.8; copies with 1 word in 8 changed (about 0.35: 0.0001) stay, as do
+    the originals; with the default (off) every copy stays."""
+    texts = [json.loads(line)["text"] for line in clinical_lines(0, 200)]
+    rng = np.random.default_rng(1)
+
+    def changed(text, every):
+        words = text.split(" ")
+        for place in rng.choice(len(words), max(1, len(words) // every), replace=False):
+            words[place] = "modificado"
+        return " ".join(words)
+
+    long = [t for t in texts if len(t.split()) >= 300][:20]
+    close, far = [changed(t, 10_000) for t in long[:10]], [changed(t, 8) for t in long[10:]]
+    source = tmp_path / "cases.jsonl"
+    source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts + close + far), encoding="utf-8")
+    args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 5, "--quiet", "--workers", 2]
+    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "off")
+    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "near", "--near-duplicates", 0.8)
+    off, near = (json.loads((tmp_path / name / "stats.json").read_text())["sources"]["cases"] for name in ("off", "near"))
+    assert off.get("near_duplicate_docs_source", 0) == 0
+    assert near["near_duplicate_docs_source"] == len(close) == 10
+    kept = docs_of(tmp_path / "near" / "train.txt") + docs_of(tmp_path / "near" / "valid.txt")
+    assert not any(d.count("modificado") == 1 for d in kept)  # no close copy is left
+    assert sum("modificado" in d for d in kept) == len(far)  # every far copy is
+
+
 def test_byte_level_bpe_learns_from_a_bounded_seeded_sample(cleaned, tmp_path):
     from biofairseq.corpus.vocab import sample_lines, train_bytelevel_bpe
 

@@ -57,6 +57,10 @@ class CleaningConfig:
     dedup_sentence_min_words: int = field(
         default=5, metadata={"help": "shorter sentences may repeat (\"Sin alergias conocidas.\")"}
     )
+    near_duplicates: float = field(
+        default=0.0, metadata={"help": "also drop documents whose word 5-grams are about this similar (Jaccard) to an "
+                               "earlier document's, e.g. 0.8; MinHash LSH (datasketch), see docs/corpus.md; 0: off"}
+    )
 
 
 def add_arguments(parser):

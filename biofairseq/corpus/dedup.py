@@ -1,10 +1,11 @@
-"""Exact deduplication that scales out: the cleaning workers write 64-bit hashes beside their shards; the hashes are
+"""Deduplication that scales out: the cleaning workers write 64-bit hashes beside their shards; the hashes are
 partitioned into buckets by their top bits and each bucket is deduplicated on its own, in parallel, with numpy.
 
 The first occurrence in corpus order (sources in the order given, shards in order, documents and sentences in order)
 is kept, as a single pass holding every hash in a dict would keep it; memory is 16 bytes a hash for the bucket being
 sorted (``--dedup-bucket-hashes`` bounds a bucket), not 80 bytes per unique hash for the whole corpus.
-Documents are deduplicated first; the sentences of the documents that stay, second.
+Documents are deduplicated first; near-duplicate documents (optional: MinHash LSH band keys, deduplicated the same
+way) second; the sentences of the documents that stay, last.
 """
 
 import os
@@ -20,18 +21,48 @@ def text_hash(text):
     return xxhash.xxh3_64_intdigest(text.encode("utf-8"))
 
 
+SHINGLE_WORDS = 5  # near-duplicates: documents as sets of word 5-grams
+NUM_PERM = 128
+
+
+class NearDuplicateKeys:
+    """A document's LSH band keys: a MinHash of its word 5-grams (datasketch, 128 permutations) cut into the bands
+    datasketch's MinHashLSH chooses for the threshold, each band hashed to 64 bits. Two documents that share a key
+    are near-duplicates: at Jaccard similarity s they do with probability 1 - (1 - s^r)^b."""
+
+    def __init__(self, threshold):
+        from datasketch import MinHashLSH
+
+        lsh = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
+        self.bands, self.rows = lsh.b, lsh.r
+
+    def __call__(self, words):
+        from datasketch import MinHash
+
+        shingles = {" ".join(words[i:i + SHINGLE_WORDS]) for i in range(max(1, len(words) - SHINGLE_WORDS + 1))}
+        signature = MinHash(num_perm=NUM_PERM, seed=1, hashfunc=xxhash.xxh32_intdigest)
+        signature.update_batch([s.encode("utf-8") for s in shingles])
+        values = signature.hashvalues.astype(np.uint64)
+        return [xxhash.xxh3_64_intdigest(values[b * self.rows:(b + 1) * self.rows].tobytes(), seed=b)
+                for b in range(self.bands)]
+
+
 class ShardHashes:
-    """What a cleaning worker records of its shard: each document's hash, and each long-enough sentence's hash with
-    its place among the shard's sentences and its document."""
+    """What a cleaning worker records of its shard: each document's hash (and its near-duplicate keys, when asked
+    for), and each long-enough sentence's hash with its place among the shard's sentences and its document."""
 
     def __init__(self, config):
         self.config = config
         self.docs, self.sentences, self.sentence_places, self.sentence_docs = [], [], [], []
+        self.near = []
+        self.near_keys = NearDuplicateKeys(config.near_duplicates) if config.near_duplicates else None
         self.n_sentences = 0
 
     def add(self, sentences):
         doc = len(self.docs)
         self.docs.append(text_hash("\n".join(sentences)))
+        if self.near_keys:
+            self.near.append(self.near_keys(" ".join(sentences).lower().split()))
         for s in sentences:
             if s.count(" ") + 1 >= self.config.dedup_sentence_min_words:
                 self.sentences.append(text_hash(s))
@@ -41,7 +72,9 @@ class ShardHashes:
 
     def save(self, path):
         tmp = Path(f"{path}.tmp.npz")
-        np.savez(tmp, docs=np.array(self.docs, np.uint64), sentences=np.array(self.sentences, np.uint64),
+        bands = self.near_keys.bands if self.near_keys else 0
+        np.savez(tmp, docs=np.array(self.docs, np.uint64), near=np.array(self.near, np.uint64).reshape(len(self.near), bands),
+                 sentences=np.array(self.sentences, np.uint64),
                  sentence_places=np.array(self.sentence_places, np.uint32),
                  sentence_docs=np.array(self.sentence_docs, np.uint32))
         os.replace(tmp, path)
@@ -137,23 +170,36 @@ def _docs(job):
         _partition(h["docs"], ids, bits, out)
 
 
-def _count(hashes_paths, key):
+def _near_keys_of_kept_docs(job):
+    """Every band key of the documents that exact deduplication kept, each with its document's id."""
+    k, hashes_path, removed_docs, bits, out = job
+    with np.load(hashes_path) as h:
+        near = h["near"]
+        docs = np.setdiff1d(np.arange(len(near)), np.array(removed_docs, np.int64))
+        ids = (np.uint64(k) << np.uint64(LOCAL_BITS)) | np.repeat(docs.astype(np.uint64), near.shape[1])
+        _partition(near[docs].reshape(-1), ids, bits, out)
+
+
+def _count(hashes_paths, key, per_row=False):
     total = 0
     for path in hashes_paths:
         with np.load(path) as h:
-            total += len(h[key])
+            total += h[key].size if per_row else len(h[key])
     return total
 
 
 def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hashes):
-    """(document repeats, sentence repeats) of the shards in corpus order (hashes_paths[k] is shard k's)."""
+    """(document repeats, near-duplicate documents, sentence repeats) of the shards in corpus order (hashes_paths[k]
+    is shard k's). A near-duplicate shares an LSH band key with an earlier document that exact deduplication kept
+    (whether or not that one is itself a near-duplicate of another)."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     shard_sources = np.asarray(shard_sources, np.int64)
 
     def run(kind, partition_jobs):
         bits = partition_jobs[0][-2] if partition_jobs else 0
-        _map(_sentences_of_kept_docs if kind == "sentences" else _docs, partition_jobs, workers)
+        _map({"sentences": _sentences_of_kept_docs, "near": _near_keys_of_kept_docs, "docs": _docs}[kind],
+             partition_jobs, workers)
         parts = [job[-1] for job in partition_jobs]
         outs = _map(_dedup_bucket, [(b, parts, shard_sources, work / f"{kind}.repeats.{b}.npy")
                                     for b in range(1 << bits)], workers)
@@ -167,9 +213,14 @@ def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hash
     if config.dedup_documents and n:
         bits = _bucket_bits(_count(hashes_paths, "docs"), bucket_hashes)
         docs = run("docs", [(k, p, bits, work / f"docs.{k}.npy") for k, p in enumerate(hashes_paths)])
+    near = Repeats([])
+    if config.near_duplicates and n:
+        bits = _bucket_bits(_count(hashes_paths, "near", per_row=True), bucket_hashes)
+        near = run("near", [(k, p, sorted(docs.of_shard(k)), bits, work / f"near.{k}.npy")
+                            for k, p in enumerate(hashes_paths)])
     sentences = Repeats([])
     if config.dedup_sentences and n:
         bits = _bucket_bits(_count(hashes_paths, "sentences"), bucket_hashes)
-        sentences = run("sentences", [(k, p, sorted(docs.of_shard(k)), bits, work / f"sentences.{k}.npy")
-                                      for k, p in enumerate(hashes_paths)])
-    return docs, sentences
+        sentences = run("sentences", [(k, p, sorted({*docs.of_shard(k), *near.of_shard(k)}), bits,
+                                       work / f"sentences.{k}.npy") for k, p in enumerate(hashes_paths)])
+    return docs, near, sentences

@@ -142,7 +142,7 @@ def _merge(shards, sources, config, out_dir, work, workers, bucket_hashes):
     """The cleaned shards in source order, without their repeats, into all.txt; returns per-source counts and #docs."""
     ordered = [s for name, _ in sources for s in shards if s.source == name]
     source_index = {name: i for i, (name, _) in enumerate(sources)}
-    repeated_docs, repeated_sentences = find_repeats(
+    repeated_docs, near_docs, repeated_sentences = find_repeats(
         [Path(out_dir, f"{s.name}.hashes.npz") for s in ordered], [source_index[s.source] for s in ordered], config,
         work / "dedup", min(workers, os.cpu_count() or 1), bucket_hashes)
     per_source = {name: Counter() for name, _ in sources}
@@ -154,12 +154,15 @@ def _merge(shards, sources, config, out_dir, work, workers, bucket_hashes):
             result = json.loads(Path(out_dir, f"{shard.name}.json").read_text())
             counts.update(result["counts"])
             errors[shard.source].extend(result["errors"])
-            docs, sentences = repeated_docs.of_shard(k), repeated_sentences.of_shard(k)
+            docs, near, sentences = repeated_docs.of_shard(k), near_docs.of_shard(k), repeated_sentences.of_shard(k)
             place = 0
             for doc, lines in enumerate(_read_docs(Path(out_dir, f"{shard.name}.txt"))):
                 first, place = place, place + len(lines)
                 if doc in docs:
                     counts[f"duplicate_docs_{docs[doc]}"] += 1
+                    continue
+                if doc in near:
+                    counts[f"near_duplicate_docs_{near[doc]}"] += 1
                     continue
                 kept = []
                 for i, line in enumerate(lines, first):
@@ -197,6 +200,7 @@ def _split(work, output_dir, n_docs, valid_docs, seed):
 COLUMNS = ("files_in", "docs_in", "docs_out", "sentences_in", "sentences_out", "tokens_in", "tokens_out")
 REMOVED = (
     "unreadable_docs", "other_language_docs", "empty_docs", "duplicate_docs_source", "duplicate_docs_global",
+    "near_duplicate_docs_source", "near_duplicate_docs_global",
     *SENTENCE_FILTERS, "duplicate_sentences_source", "duplicate_sentences_global",
 )
 
