@@ -479,6 +479,22 @@ def test_bad_inputs_give_one_line_errors(tmp_path, raw_sources):
     assert source.returncode == 2 and "expected NAME=PATH" in source.stderr
 
 
+def test_a_large_compressed_file_is_cleaned_in_parts_with_the_same_output_and_messages(raw_sources, tmp_path):
+    args = ["--source", f"cases={raw_sources / 'cases.jsonl.gz'}", "--lang", "es", "--valid-docs", 20, "--quiet"]
+    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "whole")
+    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "parts", "--shard-size", 100_000,
+               "--workers", 2, "--keep-work")
+    pieces = [p for s in json.loads((tmp_path / "parts" / "work" / "plan.json").read_text())["shards"] for p in s["pieces"]]
+    assert len(pieces) >= 3 and all(p["origin"] == str(raw_sources / "cases.jsonl.gz") for p in pieces)
+    assert [p["first_line"] for p in pieces] == sorted(p["first_line"] for p in pieces)  # in order, each its first line
+    for name in ("train.txt", "valid.txt"):
+        assert (tmp_path / "parts" / name).read_bytes() == (tmp_path / "whole" / name).read_bytes()
+    stats = [json.loads((tmp_path / run / "stats.json").read_text()) for run in ("whole", "parts")]
+    assert stats[0]["errors"] == stats[1]["errors"]  # the compressed file and its line numbers, not a part's
+    assert "cases.jsonl.gz:152: invalid JSON" in stats[1]["errors"]["cases"][0]
+    assert stats[0]["sources"] == stats[1]["sources"]
+
+
 def test_submitit_job_array_gives_the_same_outputs(tmp_path):
     """The shards as a submitit job array (its local executor stands in for Slurm) match local workers."""
     source = tmp_path / "cases.jsonl"

@@ -20,7 +20,8 @@ import numpy as np
 from biofairseq.atomic import write_text
 from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
 from biofairseq.corpus.dedup import ShardHashes, find_repeats
-from biofairseq.corpus.sources import InputError, Shard, discover, plan_shards, read_documents
+from biofairseq.corpus.sources import (InputError, Shard, discover, needs_splitting, plan_shards, read_documents,
+                                      split_compressed)
 from biofairseq.text.tables import markdown_table
 
 FORMAT_VERSION = 2  # 2: each cleaned shard has its hashes beside it
@@ -97,6 +98,21 @@ def _fingerprint(args, config, sources):
         "text_field": args.text_field, "text_docs": args.text_docs, "shard_size": args.shard_size,
         "valid_docs": args.valid_docs, "seed": args.seed, "inputs": sorted(inputs),
     }
+
+
+def _split_large_compressed(pieces, args, folder):
+    """The pieces, with each large compressed file decompressed into parts of a shard (several files at once)."""
+    large = [i for i, p in enumerate(pieces) if needs_splitting(p, args.shard_size)]
+    jobs = [(pieces[i], args.shard_size, folder / f"{n:05d}") for n, i in enumerate(large)]
+    if args.workers > 1 and len(jobs) > 1:
+        import multiprocessing
+
+        with multiprocessing.get_context("fork").Pool(min(args.workers, len(jobs))) as pool:
+            parts = pool.starmap(split_compressed, jobs)
+    else:
+        parts = [split_compressed(*job) for job in jobs]
+    split = dict(zip(large, parts))
+    return [part for i, piece in enumerate(pieces) for part in split.get(i, [piece])]
 
 
 def _run_shards(pending, args, config, out_dir):
@@ -248,7 +264,7 @@ def clean_corpus(args, config):
             if errors and args.strict:
                 raise InputError(errors[0])
             discovery_errors[name] = errors
-            shards += plan_shards(name, pieces, args.shard_size)
+            shards += plan_shards(name, _split_large_compressed(pieces, args, work / "split" / name), args.shard_size)
         write_text(plan_path, json.dumps({"fingerprint": fingerprint, "shards": [s.to_json() for s in shards], "errors": discovery_errors}))
     shard_dir = work / "shards"
     for tmp in shard_dir.glob("*/*.tmp") if shard_dir.is_dir() else []:
@@ -265,8 +281,8 @@ def clean_corpus(args, config):
     warnings = []
     for name, _ in sources:
         pieces = [p for s in shards if s.source == name for p in s.pieces]
-        per_source[name]["files_in"] = len({p.path for p in pieces})
-        text_files = len({p.path for p in pieces if p.fmt == "text"})
+        per_source[name]["files_in"] = len({p.named for p in pieces})
+        text_files = len({p.named for p in pieces if p.fmt == "text"})
         if text_files > 1 and per_source[name]["docs_in"] >= 2 * text_files:
             warnings.append(
                 f"{name}: {text_files:,} text files became {per_source[name]['docs_in']:,} documents, split at blank lines; "

@@ -29,6 +29,11 @@ class Piece:
     start: int = 0
     end: int = -1
     first_line: int = 1
+    origin: str = ""  # a part of a large compressed file, decompressed once: the file that messages name
+
+    @property
+    def named(self):
+        return self.origin or self.path
 
 
 @dataclass
@@ -133,7 +138,44 @@ def _cut(piece, shard_size):
             lines += f.read(cut - pos).count(b"\n")
             line_at[cut], pos = lines, cut
     cuts.append(size)
-    return [Piece(piece.path, piece.fmt, a, b, line_at[a]) for a, b in zip(cuts, cuts[1:]) if b > a]
+    return [Piece(piece.path, piece.fmt, a, b, line_at[a] + piece.first_line - 1, piece.origin)
+            for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+def needs_splitting(piece, shard_size):
+    """A compressed line-based file that likely holds more than a shard (text compresses 3-10x): one worker would
+    read it alone, for hours at 100 GB."""
+    return (piece.fmt in ("jsonl", "text") and piece.path.endswith(_COMPRESSED)
+            and 4 * os.path.getsize(piece.path) > shard_size)
+
+
+def split_compressed(piece, shard_size, folder):
+    """Decompresses a large compressed file once, streaming, into uncompressed parts of about shard_size bytes cut at
+    record boundaries (a line end for JSON lines, a blank line for text): pieces that workers clean in parallel,
+    whose messages still name the file and its line."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    pieces, out, size, line, boundary = [], None, 0, 1, True
+    try:
+        with open_compressed(piece.path) as f:
+            for raw in f:
+                if out is not None and size + len(raw) > shard_size and boundary:  # a new part before this record
+                    out.close()
+                    out = None
+                if out is None:
+                    path = folder / f"{len(pieces):05d}{'.jsonl' if piece.fmt == 'jsonl' else '.txt'}"
+                    out, size = open(path, "wb"), 0
+                    pieces.append(Piece(str(path), piece.fmt, first_line=line, origin=piece.path))
+                out.write(raw)
+                size += len(raw)
+                line += 1
+                boundary = piece.fmt == "jsonl" or not raw.strip()
+    except (OSError, EOFError, lzma.LZMAError):
+        return [piece]  # read whole by one worker, which reports what is wrong with it
+    finally:
+        if out is not None:
+            out.close()
+    return pieces or [piece]
 
 
 def plan_shards(source, pieces, shard_size):
@@ -178,10 +220,10 @@ def read_documents(piece, text_field="text"):
             with open_compressed(piece.path) as f:
                 data = f.read()
             if not data.strip():
-                yield "error", f"{piece.path}: empty file; remove it or fill it"
+                yield "error", f"{piece.named}: empty file; remove it or fill it"
                 return
             try:
-                yield "doc", piece.path, _decode(data, piece.path, 1)
+                yield "doc", piece.named, _decode(data, piece.named, 1)
             except InputError as e:
                 yield "error", str(e)
             return
@@ -192,7 +234,7 @@ def read_documents(piece, text_field="text"):
                     continue
                 seen = True
                 try:
-                    record = json.loads(_decode(raw, piece.path, line))
+                    record = json.loads(_decode(raw, piece.named, line))
                     text = record[text_field]
                     if not isinstance(text, str):
                         raise KeyError
@@ -200,12 +242,12 @@ def read_documents(piece, text_field="text"):
                     yield "error", str(e)
                     continue
                 except json.JSONDecodeError as e:
-                    yield "error", f"{piece.path}:{line}: invalid JSON ({e.msg}); fix or remove the line"
+                    yield "error", f"{piece.named}:{line}: invalid JSON ({e.msg}); fix or remove the line"
                     continue
                 except (KeyError, TypeError):
-                    yield "error", f'{piece.path}:{line}: no "{text_field}" string field; name the field with --text-field'
+                    yield "error", f'{piece.named}:{line}: no "{text_field}" string field; name the field with --text-field'
                     continue
-                yield "doc", f"{piece.path}:{line}", text
+                yield "doc", f"{piece.named}:{line}", text
         else:  # text, documents separated by blank lines
             doc, first = [], None
             for line, raw in _lines(piece):
@@ -215,14 +257,14 @@ def read_documents(piece, text_field="text"):
                     doc.append(raw)
                     continue
                 if doc:
-                    yield _text_document(piece.path, first, doc)
+                    yield _text_document(piece.named, first, doc)
                 doc, first = [], None
             if doc:
-                yield _text_document(piece.path, first, doc)
-        if not seen and piece.start == 0:
-            yield "error", f"{piece.path}: empty file; remove it or fill it"
+                yield _text_document(piece.named, first, doc)
+        if not seen and piece.start == 0 and piece.first_line == 1:
+            yield "error", f"{piece.named}: empty file; remove it or fill it"
     except (OSError, EOFError, lzma.LZMAError) as e:
-        yield "error", f"{piece.path}: can't read ({e}); check the file"
+        yield "error", f"{piece.named}: can't read ({e}); check the file"
 
 
 def _text_document(path, first, lines):
