@@ -119,6 +119,7 @@ def main():
     p.add_argument("--max-sentences", type=int, default=1_000_000, help="train_vocab.py's sample (default: 1M lines)")
     p.add_argument("--shard-mb", type=float, default=256, help="binarize.sh's shards (default: 256 MB)")
     p.add_argument("--dedup-bucket-hashes", type=int, default=1 << 24, help="clean_corpus.py's bucket bound")
+    p.add_argument("--stages", default="clean,vocabulary,binarize", help="the stages to run, in this order, from clean")
     p.add_argument("--work", type=Path, help="a folder for the corpora (default: a temporary one)")
     p.add_argument("--output", type=Path)
     args = p.parse_args()
@@ -143,12 +144,14 @@ def main():
             stats = json.loads((folder / "clean" / "stats.json").read_text())
             timing = json.loads((folder / "clean" / "timing.json").read_text())
             text = (folder / "clean" / "train.txt").stat().st_size
-            stages["vocabulary"] = run([sys.executable, REPO / "preprocess/train_vocab.py", "--input",
-                                        folder / "clean" / "train.txt", "--vocab-size", args.vocab_size,
-                                        "--max-sentences", args.max_sentences, "--output-dir", folder / "vocab",
-                                        "--workers", args.workers], env)
-            stages["binarize"] = run(["bash", REPO / "preprocess/binarize.sh", folder / "clean", folder / "vocab",
-                                      folder / "data-bin", args.workers, args.shard_mb], env)
+            if "vocabulary" in args.stages.split(","):
+                    stages["vocabulary"] = run([sys.executable, REPO / "preprocess/train_vocab.py", "--input",
+                                            folder / "clean" / "train.txt", "--vocab-size", args.vocab_size,
+                                            "--max-sentences", args.max_sentences, "--output-dir", folder / "vocab",
+                                            "--workers", args.workers], env)
+            if "binarize" in args.stages.split(","):
+                stages["binarize"] = run(["bash", REPO / "preprocess/binarize.sh", folder / "clean", folder / "vocab",
+                                          folder / "data-bin", args.workers, args.shard_mb], env)
             shards = len(list((folder / "data-bin").glob("shard*"))) or 1
             results.append({"gb": gb, "raw_bytes": size, "copies": copies, "text_bytes": text, "shards": shards,
                             "docs_in": stats["total"]["docs_in"], "docs_out": stats["total"]["docs_out"],
@@ -169,9 +172,11 @@ def main():
 def markdown(results, args):
     lines = ["# Corpus preparation at growing sizes", "",
              f"Command: `.venv/bin/python benchmarks/corpus_scale.py --gb {','.join(str(r['gb']) for r in results)}"
+             f"{' --dedup-bucket-hashes ' + str(args.dedup_bucket_hashes) if args.dedup_bucket_hashes != 1 << 24 else ''}"
+             f"{' --stages ' + args.stages if args.stages != 'clean,vocabulary,binarize' else ''}"
              f"{' --output ' + str(args.output) if args.output else ''}` ({os.cpu_count()} cores, --workers "
              f"{args.workers}, byte-level BPE {args.vocab_size:,} on a sample of {args.max_sentences:,} lines, shards of "
-             f"{args.shard_mb:g} MB, dedup buckets of {args.dedup_bucket_hashes:,} hashes).", "",
+             f"{args.shard_mb:g} MB, dedup buckets of {args.dedup_bucket_hashes:,} hashes; stages {args.stages}).", "",
              "| corpus | stage | seconds | MB/s | peak RSS by process (MiB) |", "|---|---|---:|---:|---|"]
     for r in results:
         name = f"{r['raw_bytes'] / 1e9:.2f} GB raw ({r['copies']} copies), {r['text_bytes'] / 1e9:.2f} GB cleaned"

@@ -45,8 +45,8 @@ def parse_args(argv=None):
     p.add_argument("--keep-work", action="store_true", help="keep the cleaned shards in OUTPUT_DIR/work")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
     p.add_argument("--dedup-bucket-hashes", type=int, default=1 << 24,
-                   help="most hashes deduplicated at once per worker, 16 bytes each plus sorting (default: 2^24, "
-                        "about 0.5 GB a worker); the results do not depend on it")
+                   help="most hashes deduplicated at once per worker, about 40 bytes each while sorted (default: "
+                        "2^24, about 0.7 GiB a worker); the results do not depend on it")
     cluster = p.add_argument_group("running shards as a job array (submitit)")
     cluster.add_argument("--launcher", choices=("local", "slurm", "submitit-local"), default="local",
                          help="local processes (default), a Slurm job array, or submitit's local executor")
