@@ -1,6 +1,6 @@
 """A data-bin, whole or in shards: what fairseq-train reads, and where its dictionary, vocabulary and valid split are.
 
-A large corpus is binarized into shards (``preprocess/binarize.sh ... --shard-mb``): DATA_BIN/shard0, shard1, ...,
+A large corpus is binarized into shards (``preprocess/binarize.sh CLEAN VOCAB DATA_BIN WORKERS SHARD_MB``): DATA_BIN/shard0, shard1, ...,
 each a data-bin of whole documents with the same dict.txt and vocabulary, the valid split in shard0 alone. fairseq
 reads one shard an epoch from the colon-separated path (``data-bin/shard0:data-bin/shard1``), its own way for
 corpora that do not fit in one process. A data-bin made whole is its own only shard.
@@ -35,12 +35,11 @@ def fairseq_path(data_bin):
 def split_documents(path, max_bytes, pattern):
     """Writes the documents of ``path`` (each ending in a blank line) to pattern.format(0), pattern.format(1), ... in
     order, starting a new part before a document that would take a part past ``max_bytes``; returns their paths."""
-    parts, out, size = [], None, 0
-    doc = []
+    parts, out, size, doc = [], None, 0, []
 
-    def flush():
+    def write_document():
         nonlocal out, size
-        text = "".join(doc).encode("utf-8")
+        text = b"".join(doc)
         if out is None or (size and size + len(text) > max_bytes):
             if out is not None:
                 out.close()
@@ -51,13 +50,13 @@ def split_documents(path, max_bytes, pattern):
         size += len(text)
         doc.clear()
 
-    with open(path, encoding="utf-8") as f:
+    with open(path, "rb") as f:
         for line in f:
             doc.append(line)
-            if line == "\n":
-                flush()
+            if line == b"\n":
+                write_document()
     if doc:
-        flush()
+        write_document()
     if out is not None:
         out.close()
     return parts

@@ -47,12 +47,11 @@ for split in train valid; do
     "$PYTHON" "$HERE/encode.py" --vocab "$VOCAB_DIR" --input "$CLEAN_DIR/$split.txt" \
         --output "$TMP/encoded/$split.bpe" --workers "$WORKERS" --quiet
 done
-preprocess() {  # preprocess DESTDIR FLAG...: fairseq-preprocess of the encoded text into DESTDIR, and the vocabulary
+preprocess() {  # preprocess DESTDIR FLAG...: fairseq-preprocess of the encoded text into DESTDIR
     local command=(fairseq-preprocess --only-source --srcdict "$VOCAB_DIR/dict.txt" --destdir "$1" --workers "$WORKERS")
     mkdir -p "$1"
     echo "+ ${command[*]} ${*:2}" >&2
     "${command[@]}" "${@:2}" >"$1/preprocess.log" 2>&1 || { cat "$1/preprocess.log" >&2; exit 1; }
-    "$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab; copy_vocab(sys.argv[1], sys.argv[2])" "$VOCAB_DIR" "$1"
 }
 if [[ $SHARD_MB == 0 ]]; then
     preprocess "$TMP" --trainpref "$TMP/encoded/train.bpe" --validpref "$TMP/encoded/valid.bpe"
@@ -66,7 +65,9 @@ else
     done
 fi
 rm -rf "$TMP/encoded"
-"$PYTHON" -c "import sys; from biofairseq.corpus.vocab import write_counts; write_counts(sys.argv[1])" "$TMP"
+# every shard (or the one data-bin): the vocabulary files, then the training counts of all in each dict.txt
+"$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab, write_counts; from biofairseq.data_bin import shards
+[copy_vocab(sys.argv[1], shard) for shard in shards(sys.argv[2])]; write_counts(sys.argv[2])" "$VOCAB_DIR" "$TMP"
 mv "$TMP" "$DATA_BIN"
 trap - EXIT
 echo "$DATA_BIN: data-bin for fairseq-train --user-dir biofairseq --task document_mlm"

@@ -2,8 +2,9 @@
 partitioned into buckets by their top bits and each bucket is deduplicated on its own, in parallel, with numpy.
 
 The first occurrence in corpus order (sources in the order given, shards in order, documents and sentences in order)
-is kept, as a single pass holding every hash in a dict would keep it; memory is 16 bytes a hash for the bucket being
-sorted (``--dedup-bucket-hashes`` bounds a bucket), not 80 bytes per unique hash for the whole corpus.
+is kept, as a single pass holding every hash in a dict would keep it; memory is about 40 bytes a hash (16 stored, the
+rest the sort's temporaries) for the bucket being sorted (``--dedup-bucket-hashes`` bounds a bucket), not 80 bytes per
+unique hash for the whole corpus.
 Documents are deduplicated first; near-duplicate documents (optional: MinHash LSH band keys, deduplicated the same
 way) second; the sentences of the documents that stay, last.
 """
@@ -13,6 +14,8 @@ from pathlib import Path
 
 import numpy as np
 import xxhash
+
+from biofairseq.corpus.processes import map_jobs
 
 LOCAL_BITS = 32  # an item's id: its shard's place in corpus order, then its place in the shard
 
@@ -146,28 +149,22 @@ class Repeats:
         return found
 
 
-def _map(function, jobs, workers):
-    if workers > 1 and len(jobs) > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
-            return pool.map(function, jobs)
-    return [function(job) for job in jobs]
+def _ids(k, places):
+    """Corpus-order ids of shard k's items at these places."""
+    return (np.uint64(k) << np.uint64(LOCAL_BITS)) | np.asarray(places).astype(np.uint64)
 
 
 def _sentences_of_kept_docs(job):
     k, hashes_path, removed_docs, bits, out = job
     with np.load(hashes_path) as h:
         keep = ~np.isin(h["sentence_docs"], np.array(removed_docs, np.uint32))
-        ids = (np.uint64(k) << np.uint64(LOCAL_BITS)) | h["sentence_places"][keep].astype(np.uint64)
-        _partition(h["sentences"][keep], ids, bits, out)
+        _partition(h["sentences"][keep], _ids(k, h["sentence_places"][keep]), bits, out)
 
 
 def _docs(job):
-    k, hashes_path, bits, out = job
+    k, hashes_path, _, bits, out = job
     with np.load(hashes_path) as h:
-        ids = (np.uint64(k) << np.uint64(LOCAL_BITS)) | np.arange(len(h["docs"]), dtype=np.uint64)
-        _partition(h["docs"], ids, bits, out)
+        _partition(h["docs"], _ids(k, np.arange(len(h["docs"]))), bits, out)
 
 
 def _near_keys_of_kept_docs(job):
@@ -176,8 +173,7 @@ def _near_keys_of_kept_docs(job):
     with np.load(hashes_path) as h:
         near = h["near"]
         docs = np.setdiff1d(np.arange(len(near)), np.array(removed_docs, np.int64))
-        ids = (np.uint64(k) << np.uint64(LOCAL_BITS)) | np.repeat(docs.astype(np.uint64), near.shape[1])
-        _partition(near[docs].reshape(-1), ids, bits, out)
+        _partition(near[docs].reshape(-1), _ids(k, np.repeat(docs, near.shape[1])), bits, out)
 
 
 def _count(hashes_paths, key, per_row=False):
@@ -196,31 +192,26 @@ def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hash
     work.mkdir(parents=True, exist_ok=True)
     shard_sources = np.asarray(shard_sources, np.int64)
 
-    def run(kind, partition_jobs):
-        bits = partition_jobs[0][-2] if partition_jobs else 0
-        _map({"sentences": _sentences_of_kept_docs, "near": _near_keys_of_kept_docs, "docs": _docs}[kind],
-             partition_jobs, workers)
-        parts = [job[-1] for job in partition_jobs]
-        outs = _map(_dedup_bucket, [(b, parts, shard_sources, work / f"{kind}.repeats.{b}.npy")
-                                    for b in range(1 << bits)], workers)
+    def run(kind, partition, bits, removed=None):
+        """Partitions every shard's items of this kind into buckets, then finds the repeats bucket by bucket."""
+        parts = [work / f"{kind}.{k}.npy" for k in range(len(hashes_paths))]
+        map_jobs(partition, [(k, p, sorted(removed(k)) if removed else [], bits, part)
+                             for k, (p, part) in enumerate(zip(hashes_paths, parts))], workers)
+        outs = map_jobs(_dedup_bucket, [(b, parts, shard_sources, work / f"{kind}.repeats.{b}.npy")
+                                        for b in range(1 << bits)], workers)
         for part in parts:
             os.remove(part)
             os.remove(f"{part}.starts.npy")
         return Repeats(outs)
 
     n = len(hashes_paths)
-    docs = Repeats([])
+    docs = near = sentences = Repeats([])
+    bits = lambda key, per_row=False: _bucket_bits(_count(hashes_paths, key, per_row), bucket_hashes)  # noqa: E731
     if config.dedup_documents and n:
-        bits = _bucket_bits(_count(hashes_paths, "docs"), bucket_hashes)
-        docs = run("docs", [(k, p, bits, work / f"docs.{k}.npy") for k, p in enumerate(hashes_paths)])
-    near = Repeats([])
+        docs = run("docs", _docs, bits("docs"))
     if config.near_duplicates and n:
-        bits = _bucket_bits(_count(hashes_paths, "near", per_row=True), bucket_hashes)
-        near = run("near", [(k, p, sorted(docs.of_shard(k)), bits, work / f"near.{k}.npy")
-                            for k, p in enumerate(hashes_paths)])
-    sentences = Repeats([])
+        near = run("near", _near_keys_of_kept_docs, bits("near", per_row=True), removed=docs.of_shard)
     if config.dedup_sentences and n:
-        bits = _bucket_bits(_count(hashes_paths, "sentences"), bucket_hashes)
-        sentences = run("sentences", [(k, p, sorted({*docs.of_shard(k), *near.of_shard(k)}), bits,
-                                       work / f"sentences.{k}.npy") for k, p in enumerate(hashes_paths)])
+        sentences = run("sentences", _sentences_of_kept_docs, bits("sentences"),
+                        removed=lambda k: {*docs.of_shard(k), *near.of_shard(k)})
     return docs, near, sentences

@@ -20,6 +20,7 @@ import numpy as np
 from biofairseq.atomic import write_text
 from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
 from biofairseq.corpus.dedup import ShardHashes, find_repeats
+from biofairseq.corpus.processes import map_jobs
 from biofairseq.corpus.sources import (InputError, Shard, discover, needs_splitting, plan_shards, read_documents,
                                       split_compressed)
 from biofairseq.text.tables import markdown_table
@@ -104,15 +105,12 @@ def _split_large_compressed(pieces, args, folder):
     """The pieces, with each large compressed file decompressed into parts of a shard (several files at once)."""
     large = [i for i, p in enumerate(pieces) if needs_splitting(p, args.shard_size)]
     jobs = [(pieces[i], args.shard_size, folder / f"{n:05d}") for n, i in enumerate(large)]
-    if args.workers > 1 and len(jobs) > 1:
-        import multiprocessing
-
-        with multiprocessing.get_context("fork").Pool(min(args.workers, len(jobs))) as pool:
-            parts = pool.starmap(split_compressed, jobs)
-    else:
-        parts = [split_compressed(*job) for job in jobs]
-    split = dict(zip(large, parts))
+    split = dict(zip(large, map_jobs(_split_compressed, jobs, args.workers)))
     return [part for i, piece in enumerate(pieces) for part in split.get(i, [piece])]
+
+
+def _split_compressed(job):
+    return split_compressed(*job)
 
 
 def _run_shards(pending, args, config, out_dir):

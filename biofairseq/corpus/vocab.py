@@ -12,6 +12,8 @@ import os
 import shutil
 from pathlib import Path
 
+from biofairseq.atomic import write_text
+
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 FAIRSEQ_SPECIALS = 4  # <s> <pad> </s> <unk>: fairseq's Dictionary adds them; dict.txt starts at <mask>
 TYPES = ("bytelevel-bpe", "sentencepiece")
@@ -30,6 +32,16 @@ def write_dict(path, symbols, counts=None):
         for i, symbol in enumerate(symbols):
             f.write(f"{symbol} {counts[i] if counts is not None else 1}\n")
     os.replace(tmp, path)
+
+
+def read_dict(path):
+    """(symbols, counts) of a dict.txt."""
+    symbols, counts = [], []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        symbol, _, count = line.rpartition(" ")
+        symbols.append(symbol or count)
+        counts.append(int(count) if symbol else 1)
+    return symbols, counts
 
 
 # fairseq's MMapIndexedDataset: the .idx starts with this magic, a version (<Q) and a dtype code (<B); the .bin holds
@@ -71,17 +83,13 @@ def write_counts(data_bin, split="train"):
     from biofairseq.data_bin import shards
 
     folders = shards(data_bin)
-    path = folders[0] / "dict.txt"
-    symbols = [line.rsplit(" ", 1)[0] if " " in line else line for line in path.read_text(encoding="utf-8").splitlines()]
+    symbols, _ = read_dict(folders[0] / "dict.txt")
     counts = sum(token_counts(folder, split, len(symbols) + FAIRSEQ_SPECIALS)[: len(symbols) + FAIRSEQ_SPECIALS]
                  for folder in folders)
     for folder in folders:
         write_dict(folder / "dict.txt", symbols, counts[FAIRSEQ_SPECIALS:].tolist())
-        info_path = folder / INFO
-        info = json.loads(info_path.read_text())
-        tmp = Path(f"{info_path}.tmp")
-        tmp.write_text(json.dumps({**info, "counts": split}, indent=1) + "\n")
-        os.replace(tmp, info_path)
+        info = json.loads((folder / INFO).read_text())
+        write_text(folder / INFO, json.dumps({**info, "counts": split}, indent=1) + "\n")
 
 
 def recorded_counts(data_bin, split="train"):
@@ -94,8 +102,7 @@ def recorded_counts(data_bin, split="train"):
     folder = shards(data_bin)[0]
     if not (folder / INFO).is_file() or json.loads((folder / INFO).read_text()).get("counts") != split:
         return None
-    lines = (folder / "dict.txt").read_text(encoding="utf-8").splitlines()
-    return np.array([0] * FAIRSEQ_SPECIALS + [int(line.rsplit(" ", 1)[1]) for line in lines], np.int64)
+    return np.array([0] * FAIRSEQ_SPECIALS + read_dict(folder / "dict.txt")[1], np.int64)
 
 
 def sample_lines(files, max_lines, seed=1):

@@ -161,9 +161,12 @@ def check(recipe, values):
 
 
 def recorded(recipe, values):
-    """recipe.env's text: RECIPE, then every recorded setting in the list's order."""
-    lines = [f"RECIPE={recipe}"] + [f"{s.name}={values[s.name]}" for s in of(recipe) if s.recorded]
-    return "\n".join(lines) + "\n"
+    """What recipe.env records: RECIPE, then every recorded setting in the list's order."""
+    return {"RECIPE": recipe, **{s.name: values[s.name] for s in of(recipe) if s.recorded}}
+
+
+def _env_text(settings):
+    return "".join(f"{name}={value}\n" for name, value in settings.items())
 
 
 def read(run_dir):
@@ -177,17 +180,17 @@ def read(run_dir):
 def keep(recipe, values, run_dir):
     """recipe.env: printed (STOP_AFTER=settings); else written on the first run (or with FORCE=1) and, on a rerun,
     compared with, naming on stderr the settings that differ."""
-    settings = recorded(recipe, values)
+    now = recorded(recipe, values)
     if values["STOP_AFTER"] == "settings":
-        sys.stdout.write(settings)
+        sys.stdout.write(_env_text(now))
         print(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work", file=sys.stderr)
         return
     path = Path(run_dir) / "recipe.env"
     if values["FORCE"] == "1" or not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, settings)
+        write_text(path, _env_text(now))
         return
-    before, now = read(run_dir), dict(line.split("=", 1) for line in settings.splitlines())
+    before = read(run_dir)
     differing = [name for name in {**before, **now} if before.get(name) != now.get(name)]
     if differing:
         print(f"note: settings differ from {path}; stages already done keep their outputs (FORCE=1 redoes them):",

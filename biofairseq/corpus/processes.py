@@ -1,0 +1,11 @@
+"""Jobs spread over local worker processes, the way the corpus stages run their independent pieces."""
+
+import multiprocessing
+
+
+def map_jobs(function, jobs, workers):
+    """[function(job) for job in jobs], in up to ``workers`` forked processes when there is more than one job."""
+    if workers > 1 and len(jobs) > 1:
+        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+            return pool.map(function, jobs)
+    return [function(job) for job in jobs]
