@@ -122,13 +122,14 @@ def main():
     p.add_argument("--stages", default="clean,vocabulary,binarize", help="the stages to run, in this order, from clean")
     p.add_argument("--work", type=Path, help="a folder for the corpora (default: a temporary one)")
     p.add_argument("--output", type=Path)
+    p.add_argument("--with-runs", type=Path, help="an earlier result file whose runs (at other sizes) join the tables")
     args = p.parse_args()
     sizes = [float(g) for g in args.gb.split(",")]
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable,
            "PYTHONWARNINGS": "ignore"}
     work = Path(args.work or tempfile.mkdtemp(prefix="corpus_scale."))
     work.mkdir(parents=True, exist_ok=True)
-    results = []
+    results = [r for r in earlier_runs(args.with_runs) if r["gb"] not in sizes] if args.with_runs else []
     try:
         for gb in sizes:
             folder = work / f"{gb}gb"
@@ -163,17 +164,26 @@ def main():
     finally:
         if not args.work:
             shutil.rmtree(work, ignore_errors=True)
-    report = markdown(results, args)
+    report = markdown(sorted(results, key=lambda r: r["gb"]), args)
     print(report)
     if args.output:
         args.output.write_text(report)
 
 
+def earlier_runs(path):
+    """The runs of an earlier result file (its first "Per run:" line), so that one size can be added later."""
+    for line in path.read_text().splitlines():
+        if line.startswith("Per run: "):
+            return json.loads(line[len("Per run: "):])
+    sys.exit(f"{path}: no 'Per run:' line; pass a result file written by this script")
+
+
 def markdown(results, args):
     lines = ["# Corpus preparation at growing sizes", "",
-             f"Command: `.venv/bin/python benchmarks/corpus_scale.py --gb {','.join(str(r['gb']) for r in results)}"
+             f"Command: `.venv/bin/python benchmarks/corpus_scale.py --gb {args.gb}"
              f"{' --dedup-bucket-hashes ' + str(args.dedup_bucket_hashes) if args.dedup_bucket_hashes != 1 << 24 else ''}"
              f"{' --stages ' + args.stages if args.stages != 'clean,vocabulary,binarize' else ''}"
+             f"{' --with-runs ' + str(args.with_runs) if args.with_runs else ''}"
              f"{' --output ' + str(args.output) if args.output else ''}` ({os.cpu_count()} cores, --workers "
              f"{args.workers}, byte-level BPE {args.vocab_size:,} on a sample of {args.max_sentences:,} lines, shards of "
              f"{args.shard_mb:g} MB, dedup buckets of {args.dedup_bucket_hashes:,} hashes; stages {args.stages}).", "",
