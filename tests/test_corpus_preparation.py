@@ -3,6 +3,7 @@
 import bz2
 import gzip
 import json
+import os
 import re
 import shutil
 import signal
@@ -495,19 +496,31 @@ def test_a_large_compressed_file_is_cleaned_in_parts_with_the_same_output_and_me
     assert stats[0]["sources"] == stats[1]["sources"]
 
 
-def test_submitit_job_array_gives_the_same_outputs(tmp_path):
-    """The shards as a submitit job array (its local executor stands in for Slurm) match local workers."""
+@pytest.mark.parametrize("launcher", ["submitit-local", "slurm"])
+def test_job_arrays_give_the_same_outputs(launcher, tmp_path, monkeypatch):
+    """The shards as submitit job arrays of at most --slurm-array-size tasks match local workers: through submitit's
+    local executor, and through its Slurm executor with the stand-in sbatch, srun and sacct of tests/slurm, which
+    keep the sbatch scripts submitit writes and run them on this machine."""
     source = tmp_path / "cases.jsonl"
     source.write_text("".join(clinical_lines(0, 120)), encoding="utf-8")
     args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 10, "--shard-size", 150_000, "--quiet"]
     run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "local")
-    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "array", "--launcher", "submitit-local",
-               "--workers", 2, "--keep-work", "--slurm-array-size", 1)
+    monkeypatch.setenv("PATH", f"{REPO / 'tests' / 'slurm'}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("SLURM_STANDIN", str(tmp_path / "slurm"))
+    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "array", "--launcher", launcher,
+               "--workers", 2, "--keep-work", "--slurm-array-size", 2, "--slurm-partition", "cpu", "--slurm-time", 30)
     shards = len(json.loads((tmp_path / "array" / "work" / "plan.json").read_text())["shards"])
-    # one array per shard (arrays of at most 1 task), each with its task 0
-    assert shards >= 2 and len(list((tmp_path / "array" / "work" / "submitit").glob("*_0_log.out"))) == shards
+    # arrays of at most 2 tasks, every task's log there
+    assert shards >= 3 and len(list((tmp_path / "array" / "work" / "submitit").glob("*_log.out"))) == shards
     for name in ("train.txt", "valid.txt"):
         assert (tmp_path / "array" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
+    if launcher == "slurm":
+        scripts = [(tmp_path / "slurm" / f"{job}.sh").read_text() for job in range(1, (shards + 1) // 2 + 1)]
+        assert not (tmp_path / "slurm" / f"{len(scripts) + 1}.sh").exists()
+        for k, script in enumerate(scripts):
+            tasks = min(2, shards - 2 * k)
+            for line in (f"--array=0-{tasks - 1}%{tasks}", "--cpus-per-task=1", "--partition=cpu", "--time=30"):
+                assert f"#SBATCH {line}\n" in script, (line, script)
 
 
 def test_one_file_per_document_skips_bad_files_and_blank_line_splitting_warns(tmp_path):

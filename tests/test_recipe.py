@@ -154,6 +154,76 @@ def test_mistakes_stop_with_one_line_before_any_work(variables, message, tmp_pat
     assert not (tmp_path / "run" / "clean").exists()
 
 
+SLURM = REPO / "tests" / "slurm"  # stand-ins for Slurm's commands: its variables, local processes
+
+
+@pytest.mark.parametrize("variables, message", [
+    ({"NUM_GPUS": "0"}, "NUM_NODES=2 needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1"),
+    ({"NUM_GPUS": "8", "PATH": f"{SLURM}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": ""},
+     "NUM_NODES=2: not inside a Slurm allocation (no SLURM_JOB_ID); submit the recipe with sbatch"),
+    ({"NUM_GPUS": "8", "PATH": f"{BIN}{os.pathsep}/usr/bin{os.pathsep}/bin"}, "NUM_NODES=2: srun not found"),
+])
+def test_several_machines_without_gpus_or_slurm_stop_with_one_line(variables, message, tmp_path):
+    if "srun not found" in message and shutil.which("srun", path=variables["PATH"]):
+        pytest.skip("this machine has Slurm")
+    proc = recipe(tmp_path / "run", check=False, NUM_NODES="2", **variables)
+    last = proc.stderr.strip().splitlines()[-1]
+    assert proc.returncode == 1 and last.startswith(f"bsc_bio_es.sh: error: {message}"), proc.stderr[-2000:]
+    assert not (tmp_path / "run").exists()
+
+
+def test_several_machines_pretrain_under_srun_with_fairseqs_slurm_start(run, sample, tmp_path):
+    """NUM_NODES=2: one srun task per machine, its cores, and fairseq's own launcher (--distributed-port). The
+    stand-in srun records the command instead of starting it (a CPU cannot run --fp16 on 2 x 2 GPUs); then the
+    same srun line starts each machine's task up to fairseq's Slurm start-up, on the recorded arguments."""
+    run_dir, _ = run
+    copy = tmp_path / "run"  # the corpus stages done, pretraining not
+    shutil.copytree(run_dir, copy, ignore=lambda folder, names: [n for n in names if folder == str(run_dir)
+                                                                 and n not in ("clean", "vocab", "data-bin", "recipe.env")])
+    record = tmp_path / "srun.jsonl"
+    proc = recipe(copy, check=False, **{**sample, "NUM_NODES": "2", "NUM_GPUS": "2", "WORKERS": "12",
+                                        "BATCH_PER_DEVICE": "4",  # the 32 sequences of an update on 4 GPUs
+                                        "PATH": f"{SLURM}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}",
+                                        "SLURM_JOB_ID": "7", "SRUN_RECORD": str(record), "SRUN_RECORD_ONLY": "1"})
+    assert proc.returncode != 0 and proc.stderr.count("skipped: ") == 3  # the corpus stages were done
+    assert "2 GPU(s) x 2 machine(s), update frequency 2" in proc.stderr
+    srun, = [json.loads(line) for line in record.read_text().splitlines()]
+    train = srun[srun.index("biofairseq-train"):]
+    assert srun[:srun.index("biofairseq-train")] == ["--nodes", "2", "--ntasks-per-node", "1", "--gpus-per-node", "2",
+                                                     "--cpus-per-task", "12", "--kill-on-bad-exit", "1"]
+    assert train[train.index("--distributed-world-size") + 1] == "4" and "--distributed-port" in train
+    assert "--fp16" in train and "--cpu" not in train and train[train.index("--update-freq") + 1] == "2"
+    printed = next(c for c in commands(proc.stderr) if c[0] == "srun")
+    assert printed[1:] == srun  # the command the recipe printed is the one it ran
+
+    # that srun line, started by the stand-in up to fairseq's own Slurm start-up on the recorded arguments
+    started = subprocess.run([str(SLURM / "srun"), *srun[:srun.index("biofairseq-train")], str(BIN / "python"), "-c",
+                              SLURM_START_UP, *train[1:]], cwd=REPO, capture_output=True, text=True, timeout=300,
+                             env={**os.environ, "PATH": f"{SLURM}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": "7",
+                                  "PYTHONWARNINGS": "ignore"})
+    assert started.returncode == 0, started.stderr[-3000:]
+    tasks = sorted((json.loads(line) for line in started.stdout.splitlines()), key=lambda t: t["rank"])
+    gpus = tasks[0]["gpus"]  # fairseq counts each machine's GPUs: none here
+    assert [t["rank"] for t in tasks] == [0, gpus] and all(t["world"] == 2 * gpus for t in tasks)
+    assert all(t["init"] == "tcp://127.0.0.1:12345" and t["spawns"] == gpus for t in tasks)  # a process per GPU
+    assert all(t["cpus"] == "12" for t in tasks)
+
+
+SLURM_START_UP = """
+import json, os, sys, torch
+from fairseq import options
+from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+from fairseq.distributed.utils import infer_init_method
+from biofairseq.train import add_arguments
+args = options.parse_args_and_arch(options.get_training_parser(), sys.argv[1:], modify_parser=add_arguments)
+cfg = convert_namespace_to_omegaconf(args).distributed_training
+infer_init_method(cfg)
+print(json.dumps({"init": cfg.distributed_init_method, "rank": cfg.distributed_rank, "world": cfg.distributed_world_size,
+                  "spawns": None if cfg.distributed_no_spawn else cfg.distributed_num_procs,
+                  "gpus": torch.cuda.device_count(), "cpus": os.environ["SLURM_CPUS_PER_TASK"]}))
+"""
+
+
 def test_a_run_shorter_than_the_log_interval_is_reported(run, tmp_path):
     """No training step logged (MAX_UPDATE below LOG_INTERVAL): the last validation says how far it went."""
     from biofairseq.recipe.report import _pretraining_lines, pretraining

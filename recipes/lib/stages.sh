@@ -135,6 +135,13 @@ recipe_check_tools() {  # the devices, and the update frequency on them
     if [[ -z ${NUM_GPUS:-} ]]; then
         NUM_GPUS=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")
     fi
+    if (( NUM_NODES > 1 )); then  # several machines: fairseq's launcher under srun, from inside an allocation
+        (( NUM_GPUS > 0 )) || die "NUM_NODES=$NUM_NODES needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1"
+        if [[ $STOP_AFTER == none ]]; then
+            command -v srun >/dev/null || die "NUM_NODES=$NUM_NODES: srun not found; several machines pretrain under Slurm (see docs/recipes.md), or set NUM_NODES=1"
+            [[ -n ${SLURM_JOB_ID:-} ]] || die "NUM_NODES=$NUM_NODES: not inside a Slurm allocation (no SLURM_JOB_ID); submit the recipe with sbatch (see docs/recipes.md), or STOP_AFTER=binarize for the corpus stages"
+        fi
+    fi
     DEVICES=$(( NUM_GPUS > 0 ? NUM_GPUS * NUM_NODES : 1 ))
     UPDATE_FREQ=$(update_freq SEQUENCES_PER_UPDATE BATCH_PER_DEVICE)
     PHASE2_UPDATE_FREQ=$(update_freq PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE)
