@@ -7,7 +7,8 @@ Spanish clinical text but neither document nor sentence deduplication removes th
 about n^2 x 10^9 variants). Each size goes through clean (preprocess/clean_corpus.py), vocabulary
 (preprocess/train_vocab.py, byte-level BPE on a sample of --max-sentences lines) and binarize (preprocess/binarize.sh,
 shards of --shard-mb), each as its own process as a user runs it. Memory: every process of the stage's tree is
-sampled every 0.2 s (psutil; its resident set), and the table gives each kind of process's peak (the stage's main
+read every 0.2 s (the kernel's high-water mark of its resident set, VmHWM; results before 2026-11-25 sampled the
+resident set itself, which misses short peaks), and the table gives each kind of process's peak (the stage's main
 process, its worker processes, fairseq-preprocess).
 
     .venv/bin/python benchmarks/corpus_scale.py --gb 0.25,0.5,1,2 --output benchmarks/results/corpus_scale.md
@@ -58,8 +59,21 @@ def perturbed_corpus(path, gb, seed=1):
     return written, copy
 
 
+def high_water_mark(pid):
+    """The kernel's peak resident set of a process so far (Linux: VmHWM), in MiB; None elsewhere. Unlike a sample of
+    the resident set, it misses no peak shorter than the sampling interval."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next((int(line.split()[1]) / 1024 for line in f if line.startswith("VmHWM:")), None)
+    except FileNotFoundError:
+        if Path("/proc/self/status").exists():
+            raise  # the process has ended
+        return None
+
+
 class PeakMemory:
-    """Peak resident set of each process kind in a process tree, sampled every 0.2 s."""
+    """Peak resident set of each process kind in a process tree: each process's high-water mark (or, without /proc,
+    its resident set), read every 0.2 s; a process that ends within 0.2 s of its peak may still be missed."""
 
     def __init__(self, pid, kind_of):
         import psutil
@@ -79,8 +93,8 @@ class PeakMemory:
             for p in processes:
                 try:
                     kind = self.kind_of(p.cmdline(), p is self.root)
-                    self.peaks[kind] = max(self.peaks.get(kind, 0), p.memory_info().rss / 2**20)
-                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+                    self.peaks[kind] = max(self.peaks.get(kind, 0), high_water_mark(p.pid) or p.memory_info().rss / 2**20)
+                except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, FileNotFoundError, ProcessLookupError):
                     pass
             time.sleep(0.2)
 
