@@ -9,7 +9,7 @@ from biofairseq.samples import REPO
 
 pytestmark = pytest.mark.fast  # make test-fast
 
-NOT_SETTINGS = {"PYTHON"}  # the interpreter the recipe runs, like the tools it checks for
+NOT_SETTINGS = {"PYTHON", "SLURM_JOB_ID"}  # the interpreter the recipe runs (like the tools it checks for); Slurm's own
 
 
 def variables_read(script):
