@@ -188,8 +188,8 @@ def test_several_machines_pretrain_under_srun_with_fairseqs_slurm_start(run, sam
     assert proc.returncode != 0 and proc.stderr.count("skipped: ") == 3  # the corpus stages were done
     assert "2 GPU(s) x 2 machine(s), update frequency 2" in proc.stderr
     srun, = [json.loads(line) for line in record.read_text().splitlines()]
-    train = srun[srun.index("biofairseq-train"):]
-    assert srun[:srun.index("biofairseq-train")] == ["--nodes", "2", "--ntasks-per-node", "1", "--gpus-per-node", "2",
+    options, train = srun[:srun.index("biofairseq-train")], srun[srun.index("biofairseq-train"):]
+    assert options == ["--nodes", "2", "--ntasks-per-node", "1", "--gpus-per-node", "2",
                                                      "--cpus-per-task", "12", "--kill-on-bad-exit", "1"]
     assert train[train.index("--distributed-world-size") + 1] == "4" and "--distributed-port" in train
     assert "--fp16" in train and "--cpu" not in train and train[train.index("--update-freq") + 1] == "2"
@@ -197,7 +197,7 @@ def test_several_machines_pretrain_under_srun_with_fairseqs_slurm_start(run, sam
     assert printed[1:] == srun  # the command the recipe printed is the one it ran
 
     # that srun line, started by the stand-in up to fairseq's own Slurm start-up on the recorded arguments
-    started = subprocess.run([str(SLURM / "srun"), *srun[:srun.index("biofairseq-train")], str(BIN / "python"), "-c",
+    started = subprocess.run([str(SLURM / "srun"), *options, str(BIN / "python"), "-c",
                               SLURM_START_UP, *train[1:]], cwd=REPO, capture_output=True, text=True, timeout=300,
                              env={**os.environ, "PATH": f"{SLURM}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": "7",
                                   "PYTHONWARNINGS": "ignore"})
