@@ -3,8 +3,11 @@
 A checkpoint trained with them records its BPE, so that ``RobertaModel.from_pretrained(DIR, ..., DATA_BIN)``
 encodes text offline without further arguments:
 ``fairseq-train DATA_BIN --user-dir biofairseq ... $(python -m biofairseq.bpe_flags DATA_BIN)``
+
+The paths are absolute: a checkpoint keeps them, and is read (converted, fine-tuned) from other folders.
 """
 
+import os
 import sys
 
 
@@ -16,6 +19,7 @@ def flags(vocab_dir):
         vocab_type, files = vocab_files(shards(vocab_dir)[0])  # a sharded data-bin: every shard has the vocabulary
     except (VocabError, FileNotFoundError) as error:
         sys.exit(f"error: {error}")
+    files = {name: os.path.abspath(path) for name, path in files.items()}
     if vocab_type == "bytelevel-bpe":
         return ["--bpe", "hf_byte_bpe", "--bpe-vocab", files["vocab"], "--bpe-merges", files["merges"]]
     return ["--bpe", "sentencepiece", "--sentencepiece-model", files["model"]]

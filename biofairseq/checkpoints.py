@@ -73,15 +73,64 @@ class FairseqRoberta:
     model: RobertaModel
     args: object  # the model's configuration (cfg.model)
     dictionary: Dictionary
-    data_dir: str  # the data-bin the checkpoint names, or None
+    data_dir: str  # the data-bin the checkpoint names (as recorded: see ``locate``), or None
     bpe: object  # the checkpoint's --bpe settings, or None
     heads: list  # classification heads the checkpoint holds (fine-tuning), left out of the model
     electra: bool = False  # an ElectraModel (generator and discriminator), not a RobertaModel
+    training: dict = None  # what the checkpoint records of its training (``training_summary``)
 
 
 def _data_dir(cfg):
     data = getattr(cfg.get("task") or {}, "data", None) if hasattr(cfg, "get") else None
     return str(data).split(os.pathsep)[0] if data else None
+
+
+def locate(recorded, checkpoint):
+    """Where a path recorded in a checkpoint (its data-bin, its --bpe files) may be now: as recorded (from the working
+    folder), then, for a relative path or one that no longer exists, below the checkpoint's folder and each folder
+    above it; an absolute path that moved is looked for there by its last name. Candidates, in that order."""
+    recorded = Path(recorded)
+    tail = recorded.name if recorded.is_absolute() else recorded
+    folder = Path(checkpoint).absolute().parent
+    return [recorded, *(f / tail for f in (folder, *folder.parents))]
+
+
+def looked_in(recorded, checkpoint):
+    """How ``locate`` searched, for a message of one line."""
+    recorded = Path(recorded)
+    tail = recorded.name if recorded.is_absolute() else recorded
+    return f"{recorded} (from {Path.cwd()}), and {tail} in {Path(checkpoint).absolute().parent} and each folder above it"
+
+
+def find_dictionary(checkpoint, data_dir):
+    """The dict.txt of the data-bin a checkpoint records (see ``locate``), else one beside the checkpoint."""
+    candidates = [p / "dict.txt" for p in locate(data_dir, checkpoint)] if data_dir else []
+    candidates.append(Path(checkpoint).absolute().parent / "dict.txt")
+    found = next((p for p in candidates if p.is_file()), None)
+    if found is None:
+        where = f"dict.txt in its data-bin {looked_in(data_dir, checkpoint)}; and" if data_dir else "dict.txt (it records no data-bin) in"
+        beside = Path(checkpoint).absolute().parent
+        raise CheckpointError(
+            f"{checkpoint}: dictionary not found: looked for {where} {beside}; pass --dict PATH/dict.txt, the "
+            "data-bin's dict.txt the model was trained with"
+        )
+    return found
+
+
+def training_summary(state):
+    """Updates, epoch and validation results a fairseq-train checkpoint records: ``best`` is the best value of
+    ``metric`` (--best-checkpoint-metric) over the run up to this checkpoint, ``valid`` this checkpoint's own;
+    fairseq's masked-LM losses are in base 2, so a loss gives perplexity 2 ** loss. None where not recorded."""
+    history = state.get("optimizer_history") or [{}]
+    extra = state.get("extra_state") or {}
+    checkpoint_cfg = state["cfg"].get("checkpoint") or {}
+    metric = checkpoint_cfg.get("best_checkpoint_metric", "loss")
+    number = lambda value: float(value) if isinstance(value, (int, float)) or torch.is_tensor(value) else None
+    summary = {"updates": history[-1].get("num_updates"), "epoch": (extra.get("train_iterator") or {}).get("epoch"),
+               "metric": metric, "best": number(extra.get("best")), "valid": number(extra.get("val_loss"))}
+    perplexity = {"loss": lambda v: 2 ** v, "ppl": lambda v: v}.get(metric)
+    summary["best_perplexity"] = perplexity(summary["best"]) if perplexity and summary["best"] is not None else None
+    return summary
 
 
 def read_state(path):
@@ -119,10 +168,7 @@ def load(path, dict_path=None, pack_documents=False):
         )
     data_dir = _data_dir(cfg)
     if dict_path is None:
-        if data_dir is None or not (Path(data_dir) / "dict.txt").is_file():
-            where = Path(data_dir) / "dict.txt" if data_dir else "the data-bin's dict.txt"
-            raise CheckpointError(f"{path}: its dictionary {where} is missing; pass --dict PATH/dict.txt")
-        dict_path = Path(data_dir) / "dict.txt"
+        dict_path = find_dictionary(path, data_dir)
     elif not Path(dict_path).is_file():
         raise CheckpointError(f"{dict_path}: no such dictionary file; --dict takes the dict.txt the model was trained with")
     dictionary = load_dictionary(dict_path)
@@ -144,7 +190,8 @@ def load(path, dict_path=None, pack_documents=False):
         raise CheckpointError(f"{path}: weights do not fit a '{arch}' model ({str(error).splitlines()[0]})") from None
     model.amp_bf16 = False  # conversion and parity compute in fp32, whatever the training precision
     return FairseqRoberta(
-        model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads, issubclass(model_class, ElectraModel)
+        model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads, issubclass(model_class, ElectraModel),
+        training_summary(state),
     )
 
 

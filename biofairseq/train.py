@@ -17,9 +17,9 @@ MegatronTrainer. One argument is its own, ``--compile``: the trainer compiles th
 (``biofairseq.models.compiled_layers``); loading a checkpoint elsewhere (conversion, fine-tuning) never compiles.
 """
 
-import argparse
 import functools
 import logging
+import os
 import sys
 
 import fairseq_cli.train as fairseq_train
@@ -78,16 +78,72 @@ def main(cfg, compile="none", **kwargs):
     return _fairseq_main(cfg, **kwargs)
 
 
+# Tasks whose data-bin must hold the dictionary (fairseq's masked_lm and ours read DATA/dict.txt first thing).
+DICT_TASKS = ("document_mlm", "electra", "masked_lm")
+HALF_FLAGS = {"fp16": "--fp16", "bf16": "--bf16", "memory_efficient_bf16": "--memory-efficient-bf16"}
+
+
+def user_error(args):
+    """The first mistake in fairseq-train's parsed arguments that would otherwise end in a traceback (or, for
+    --restore-file, in a silent start from scratch) after the save folder is made: one line, or None."""
+    import torch
+
+    implied = {"fp16": "memory_efficient_fp16", "bf16": "memory_efficient_bf16"}  # fairseq sets fp16 for these too
+    for name, flag in HALF_FLAGS.items():
+        if getattr(args, implied.get(name, ""), False):
+            continue  # --memory-efficient-fp16 trains on a CPU; --memory-efficient-bf16 is checked as itself
+        if getattr(args, name, False) and (args.cpu or not torch.cuda.is_available()):
+            why = "--cpu was given" if args.cpu else f"this torch ({torch.__version__}) sees no CUDA GPU"
+            return (f"{flag} needs a CUDA GPU and {why}: drop {flag} (fp32), or give --memory-efficient-fp16 to train "
+                    "in float16 on the CPU, or install a CUDA build of torch (README: make install TORCH=...)")
+    data = getattr(args, "data", None)
+    for shard in data.split(os.pathsep) if data else []:
+        if not os.path.isdir(shard):
+            return f"{shard}: no such data-bin folder; give the folder preprocess/binarize.sh wrote"
+        if args.task in DICT_TASKS and not os.path.isfile(os.path.join(shard, "dict.txt")):
+            if os.path.isfile(os.path.join(shard, "shard0", "dict.txt")):
+                return (f"{shard}: a sharded data-bin; give its shards instead: "
+                        f"\"$(python -m biofairseq.data_bin path {shard})\"")
+            return (f"{shard}: no dict.txt, so not a data-bin for --task {args.task}; give the folder "
+                    "preprocess/binarize.sh wrote")
+    restore = getattr(args, "restore_file", "checkpoint_last.pt")
+    sharded = getattr(args, "model_parallel_size", 1) > 1 or getattr(args, "ddp_backend", "") == "fully_sharded"
+    if restore != "checkpoint_last.pt" and not sharded and not os.path.isfile(restore):
+        return (f"--restore-file {restore}: no such checkpoint file (fairseq would train from scratch); give the path "
+                "of a .pt file, relative to this folder, or leave the flag out")
+    return None
+
+
+def arch_missing(parser):
+    """fairseq's parse_args_and_arch meets a missing --arch with a bare RuntimeError: one line instead, or None.
+    (An unknown --arch or --task is argparse's invalid-choice error.) Read as its own first pass reads it."""
+    from fairseq.models import ARCH_CONFIG_REGISTRY
+
+    if parser.parse_known_args()[0].arch is not None:
+        return None
+    ours = sorted(a for a, f in ARCH_CONFIG_REGISTRY.items() if f.__module__.startswith("biofairseq."))
+    return f"--arch is missing; give one of biofairseq's ({', '.join(ours)}) or fairseq's (--help lists them)"
+
+
 def cli_main():
+    """fairseq-train's cli_main, after biofairseq-train's own checks of its arguments, parsed by fairseq's parser."""
+    from fairseq import options
+
+    help_asked = any(a in ("-h", "--help") for a in sys.argv[1:])
+    error = None if help_asked else arch_missing(options.get_training_parser())
+    if error is None:
+        args = options.parse_args_and_arch(options.get_training_parser(), modify_parser=add_arguments)
+        error = user_error(args)
+    if error:
+        print(f"biofairseq-train: error: {error}", file=sys.stderr)
+        return 1
     # fairseq's parser accepts --compile (and lists it in --help); its configuration has no place for it, so it is
-    # read here and handed to main, which fairseq's cli_main passes to distributed_utils.call_main
-    ours = argparse.ArgumentParser(prog="biofairseq-train", add_help=False)
-    add_arguments(ours)
+    # handed to main, which fairseq's cli_main passes to distributed_utils.call_main.
     # Kept on purpose: cli_main calls this module-level main (through distributed_utils.call_main, in every rank)
     # and takes no other; the alternative is a copy of cli_main and its distributed start-up.
-    fairseq_train.main = functools.partial(main, compile=ours.parse_known_args(sys.argv[1:])[0].compile)
+    fairseq_train.main = functools.partial(main, compile=args.compile)
     fairseq_train.cli_main(modify_parser=add_arguments)
 
 
 if __name__ == "__main__":
-    cli_main()
+    sys.exit(cli_main())

@@ -28,16 +28,26 @@ PYTHON=${PYTHON:-python}
     { echo "error: $PYTHON cannot import biofairseq and fairseq; run 'source .venv/bin/activate' after 'make install' (or set PYTHON=.venv/bin/python)" >&2; exit 1; }
 command -v fairseq-preprocess >/dev/null ||
     { echo "error: fairseq-preprocess: not found; run 'source .venv/bin/activate' after 'make install'" >&2; exit 1; }
+fail() { echo "error: $*" >&2; exit 1; }
+[[ $WORKERS =~ ^[1-9][0-9]*$ ]] || fail "WORKERS=$WORKERS: give the number of processes, at least 1"
+# the usual mistakes first, each named: a path that is not there, the two folders swapped, a file for a folder
+for dir in CLEAN_DIR VOCAB_DIR; do
+    [[ -e ${!dir} ]] || fail "$dir ${!dir}: no such folder; usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN"
+    [[ -d ${!dir} ]] || fail "$dir ${!dir}: a file, not a folder; usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN"
+done
+if [[ -f $CLEAN_DIR/dict.txt && ! -e $CLEAN_DIR/train.txt && -f $VOCAB_DIR/train.txt ]]; then
+    fail "$CLEAN_DIR holds a vocabulary and $VOCAB_DIR cleaned text: swap them; usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN"
+fi
 for f in "$CLEAN_DIR/train.txt" "$CLEAN_DIR/valid.txt"; do
-    [[ -s $f ]] || { echo "error: $f: missing or empty; run preprocess/clean_corpus.py first" >&2; exit 1; }
+    [[ -s $f ]] || fail "$f: missing or empty; CLEAN_DIR is the --output-dir of preprocess/clean_corpus.py (run it first)"
 done
 for f in "$VOCAB_DIR/dict.txt" "$VOCAB_DIR/vocab_info.json"; do
-    [[ -s $f ]] || { echo "error: $f: missing; run preprocess/train_vocab.py first" >&2; exit 1; }
+    [[ -s $f ]] || fail "$f: missing; VOCAB_DIR is the --output-dir of preprocess/train_vocab.py (run it first)"
 done
-if [[ -e $DATA_BIN ]]; then
-    echo "error: $DATA_BIN: already exists; remove it or choose another DATA_BIN" >&2
-    exit 1
-fi
+[[ ! -e $DATA_BIN ]] || fail "$DATA_BIN: already exists; remove it or choose another DATA_BIN"
+PARENT=$(dirname "$DATA_BIN")
+while [[ ! -e $PARENT ]]; do PARENT=$(dirname "$PARENT"); done
+[[ -d $PARENT && -w $PARENT ]] || fail "DATA_BIN $DATA_BIN: $PARENT is not a folder this user can write in; choose another DATA_BIN"
 
 TMP="$DATA_BIN.tmp.$$"
 trap 'rm -rf "$TMP"' EXIT

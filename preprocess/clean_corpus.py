@@ -15,6 +15,8 @@ restarted with the same arguments redoes only unfinished shards, and the outputs
 import argparse
 import sys
 
+from biofairseq.arguments import OneLineParser, at_least
+from biofairseq.corpus.checks import language_problem, output_problem, source_problem
 from biofairseq.corpus.cleaning import add_arguments, config_from_args
 from biofairseq.corpus.sources import TEXT_DOCS, InputError
 
@@ -22,38 +24,39 @@ from biofairseq.corpus.sources import TEXT_DOCS, InputError
 def source(value):
     name, sep, path = value.partition("=")
     if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"{value!r}: expected NAME=PATH, e.g. scielo=raw/scielo.jsonl.gz")
+        raise argparse.ArgumentTypeError(f"{value!r}: expected NAME=PATH, e.g. --source scielo=raw/scielo.jsonl.gz")
     return name, path
 
 
 def parse_args(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--source", dest="sources", action="append", type=source, required=True, metavar="NAME=PATH",
                    help="a named input file or folder; repeat for several sources (statistics are kept per source)")
     p.add_argument("--output-dir", required=True, help="where train.txt, valid.txt and stats.json go")
-    p.add_argument("--lang", required=True, help="the target language, an ISO 639-1 code (es, en, ...)")
-    p.add_argument("--valid-docs", type=int, default=2000, help="documents held out for validation (default: 2000)")
+    p.add_argument("--lang", required=True,
+                   help="the target language, a code of fastText's lid.176 (ISO 639-1 where there is one: es, en, ...)")
+    p.add_argument("--valid-docs", type=at_least(0), default=2000, help="documents held out for validation (default: 2000)")
     p.add_argument("--seed", type=int, default=1, help="seed of the validation draw (default: 1)")
-    p.add_argument("--workers", type=int, default=1, help="parallel shards (local processes or array tasks)")
+    p.add_argument("--workers", type=at_least(1), default=1, help="parallel shards (local processes or array tasks)")
     p.add_argument("--text-field", default="text", help="the text field of JSON lines (default: text)")
     p.add_argument("--text-docs", choices=TEXT_DOCS, default="blank-line",
                    help="plain text: documents separated by blank lines, or one document per file")
-    p.add_argument("--shard-size", type=int, default=64 << 20, help="bytes of raw input per shard (default: 64 MiB)")
+    p.add_argument("--shard-size", type=at_least(1), default=64 << 20, help="bytes of raw input per shard (default: 64 MiB)")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first unreadable file or record (default: skip it and count it in the stats)")
     p.add_argument("--overwrite", action="store_true", help="start again, discarding earlier outputs in --output-dir")
     p.add_argument("--keep-work", action="store_true", help="keep the cleaned shards in OUTPUT_DIR/work")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
-    p.add_argument("--dedup-bucket-hashes", type=int, default=1 << 24,
+    p.add_argument("--dedup-bucket-hashes", type=at_least(1), default=1 << 24,
                    help="most hashes deduplicated at once per worker, about 40 bytes each while sorted (default: "
                         "2^24, about 0.7 GiB a worker); the results do not depend on it")
     cluster = p.add_argument_group("running shards as a job array (submitit)")
     cluster.add_argument("--launcher", choices=("local", "slurm", "submitit-local"), default="local",
                          help="local processes (default), a Slurm job array, or submitit's local executor")
     cluster.add_argument("--slurm-partition", help="Slurm partition")
-    cluster.add_argument("--slurm-time", type=int, default=240, help="minutes per array task (default: 240)")
+    cluster.add_argument("--slurm-time", type=at_least(1), default=240, help="minutes per array task (default: 240)")
     cluster.add_argument("--slurm-mem-gb", type=int, default=None, help="memory per array task")
-    cluster.add_argument("--slurm-array-size", type=int, default=1000,
+    cluster.add_argument("--slurm-array-size", type=at_least(1), default=1000,
                          help="shards per job array, below the cluster's MaxArraySize (Slurm's default: 1001); more "
                               "shards are submitted as several arrays (default: 1000)")
     add_arguments(p)
@@ -61,6 +64,12 @@ def parse_args(argv=None):
     names = [n for n, _ in args.sources]
     if len(set(names)) != len(names):
         p.error(f"--source names must be unique: {names}")
+    # every setting before any work: a wrong one would otherwise surface as "0 documents left" at the end
+    problems = [source_problem(name, path) for name, path in args.sources]
+    problems += [output_problem(args.output_dir, args.sources), args.langid != "off" and language_problem(args.lang)]
+    problem = next((x for x in problems if x), None)
+    if problem:
+        p.error(problem)
     return args
 
 

@@ -8,18 +8,44 @@ Either way <s> <pad> </s> <unk> <mask> take ids 0-4 and a fairseq index equals t
 """
 
 import argparse
+import codecs
 import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
+from biofairseq.arguments import OneLineParser, at_least
+
+
+def input_problem(path):
+    """None if ``path`` is cleaned text (clean_corpus.py's train.txt), else what it is and the fix, in one line."""
+    p = Path(path)
+    if p.is_dir():
+        hint = f", e.g. {p / 'train.txt'}" if (p / "train.txt").is_file() else ""
+        return f"{path}: a folder; give the cleaned text file{hint} (preprocess/clean_corpus.py's train.txt)"
+    if not p.is_file() or p.stat().st_size == 0:
+        return f"{path}: missing or empty; run preprocess/clean_corpus.py first"
+    with open(p, "rb") as f:
+        head = f.read(1 << 16)
+    if head.startswith((b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd")):
+        return f"{path}: a compressed file, not cleaned text; run preprocess/clean_corpus.py on it and give its train.txt"
+    try:  # a character cut at the end of the head is not an error
+        text = codecs.getincrementaldecoder("utf-8")().decode(head, final=len(head) < 1 << 16)
+    except UnicodeDecodeError:
+        return f"{path}: not UTF-8 text; give the cleaned text of preprocess/clean_corpus.py (train.txt)"
+    if "\x00" in text:
+        return f"{path}: a binary file, not cleaned text; give the cleaned text of preprocess/clean_corpus.py (train.txt)"
+    if text.lstrip().startswith("{"):
+        return f"{path}: JSON lines, not cleaned text; run preprocess/clean_corpus.py on it and give its train.txt"
+    return None
+
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--input", nargs="+", required=True, help="cleaned text, e.g. CLEAN_DIR/train.txt")
     p.add_argument("--type", choices=("bytelevel-bpe", "sentencepiece"), default="bytelevel-bpe")
-    p.add_argument("--vocab-size", type=int, default=50262, help="entries, specials included (default: 50262)")
+    p.add_argument("--vocab-size", type=at_least(1), default=50262, help="entries, specials included (default: 50262)")
     p.add_argument("--output-dir", required=True, help="new folder for the vocabulary, dict.txt and vocab_info.json")
     p.add_argument("--min-frequency", type=int, default=2, help="bytelevel-bpe: least count of a merge (default: 2)")
     p.add_argument("--lowercase", action="store_true", help="bytelevel-bpe: lowercase (uncased vocabulary)")
@@ -29,18 +55,21 @@ def main(argv=None):
                    help="sentencepiece normalisation rule: identity (default; text round-trips) or nmt_nfkc")
     p.add_argument("--no-byte-fallback", dest="byte_fallback", action="store_false",
                    help="sentencepiece: map unseen characters to <unk> instead of bytes")
-    p.add_argument("--max-sentences", type=int, default=10_000_000,
+    p.add_argument("--max-sentences", type=at_least(1), default=10_000_000,
                    help="train on a seeded sample of at most this many lines (both types; default: 10M), which "
                         "bounds the memory of learning the vocabulary")
-    p.add_argument("--workers", type=int, default=os.cpu_count(), help="threads")
+    p.add_argument("--workers", type=at_least(1), default=os.cpu_count(), help="threads")
     args = p.parse_args(argv)
 
     for f in args.input:
-        if not Path(f).is_file() or Path(f).stat().st_size == 0:
-            sys.exit(f"error: {f}: missing or empty; run preprocess/clean_corpus.py first")
+        problem = input_problem(f)
+        if problem:
+            sys.exit(f"error: {problem}")
     out = Path(args.output_dir)
     if out.exists():
         sys.exit(f"error: {out}: already exists; remove it or choose another --output-dir")
+    if any(parent.exists() and not parent.is_dir() for parent in out.parents):
+        sys.exit(f"error: --output-dir {out}: inside a file, not a folder; choose another --output-dir")
     os.environ.setdefault("RAYON_NUM_THREADS", str(args.workers))
     from biofairseq.corpus import vocab
 

@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+import sys
 
 import pytest
 import torch
@@ -330,7 +331,8 @@ def test_missing_files_and_a_wrong_dictionary_fail_clearly(checkpoints, tmp_path
     })
     moved = tmp_path / "moved.pt"
     torch.save(state, moved)
-    assert "moved-away/dict.txt is missing; pass --dict" in fails(capsys, "to-hf", moved, tmp_path / "out")
+    message = fails(capsys, "to-hf", moved, tmp_path / "out")
+    assert "dictionary not found" in message and "moved-away" in message and "pass --dict" in message
     message = fails(capsys, "to-hf", moved, tmp_path / "out", "--dict", data_bin / "dict.txt")
     assert "vocabulary not found" in message and "pass --vocab" in message
     assert convert("to-hf", moved, tmp_path / "out", "--dict", data_bin / "dict.txt", "--vocab", data_bin) == 0
@@ -386,3 +388,110 @@ def test_generator_flag_on_a_roberta_checkpoint_fails_in_one_line(checkpoints, t
     assert convert("to-hf", checkpoint, tmp_path / "out", "--generator") == 1
     message = capsys.readouterr().err.strip().splitlines()[-1]
     assert "--generator" in message and "ELECTRA" in message and not (tmp_path / "out").exists()
+
+
+# ---- a project's relative paths, converted from another folder; the model card
+
+def relative_project(trained_bytebpe, bytebpe_corpus, root):
+    """The session's trained model as a project trained from its own folder records it: ``fairseq-train data-bin ...
+    --bpe-vocab data-bin/vocab.json`` (what bpe_flags printed before its paths were absolute), the checkpoint in
+    project/checkpoints/."""
+    import shutil
+
+    save_dir, _ = trained_bytebpe
+    project = root / "project"
+    shutil.copytree(bytebpe_corpus.data_bin, project / "data-bin")
+    state = torch.load(save_dir / "checkpoint_best.pt")
+    state["cfg"]["task"]["data"] = "data-bin"
+    state["cfg"]["bpe"].update(bpe_vocab="data-bin/vocab.json", bpe_merges="data-bin/merges.txt")
+    (project / "checkpoints").mkdir()
+    torch.save(state, project / "checkpoints" / "checkpoint_best.pt")
+    return project / "checkpoints" / "checkpoint_best.pt", state
+
+
+def test_relative_paths_in_a_checkpoint_resolve_from_another_folder_and_the_card_has_the_run(
+        trained_bytebpe, bytebpe_corpus, tmp_path):
+    """From a working folder outside the project (and the repository), to-hf finds data-bin/dict.txt and the BPE
+    files beside the checkpoint's folder, and writes a model card that huggingface_hub reads."""
+    from huggingface_hub import ModelCard
+
+    checkpoint, state = relative_project(trained_bytebpe, bytebpe_corpus, tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    proc = subprocess.run([str(BIN / "biofairseq-convert"), "to-hf", checkpoint, "hf", "--language", "es",
+                           "--license", "apache-2.0", "--dataset", "clinical-cases"], cwd=elsewhere,
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert report(elsewhere / "hf")["parity"]["ids_identical"]
+    card = ModelCard.load(elsewhere / "hf" / "README.md")
+    assert card.data.language == ["es"] and card.data.license == "apache-2.0" and card.data.datasets == ["clinical-cases"]
+    assert card.data.library_name == "transformers" and card.data.pipeline_tag == "fill-mask"
+    assert {"fill-mask", "biomedical", "fairseq"} <= set(card.data.tags)
+    updates = state["optimizer_history"][-1]["num_updates"]
+    perplexity = 2 ** state["extra_state"]["best"]
+    parity = report(elsewhere / "hf")["parity"]
+    assert "bio_roberta_tiny" in card.text and "RobertaForMaskedLM" in card.text and f"| {updates:,} |" in card.text
+    assert f"validation perplexity | {perplexity:.2f}" in card.text
+    assert f"{parity['max_abs_diff_logits']:.2e}" in card.text and "token ids identical" in card.text
+
+
+def test_bpe_flags_prints_absolute_paths(bytebpe_corpus):
+    out = subprocess.run([sys.executable, "-m", "biofairseq.bpe_flags", bytebpe_corpus.data_bin.name],
+                         cwd=bytebpe_corpus.data_bin.parent, capture_output=True, text=True, check=True)
+    flags = out.stdout.split()
+    assert flags[:2] == ["--bpe", "hf_byte_bpe"]
+    assert flags[3] == str(bytebpe_corpus.data_bin / "vocab.json") and flags[5] == str(bytebpe_corpus.data_bin / "merges.txt")
+
+
+def test_a_dictionary_found_nowhere_is_asked_for_in_one_line(trained_bytebpe, bytebpe_corpus, tmp_path, capsys,
+                                                             monkeypatch):
+    import shutil
+
+    checkpoint, _ = relative_project(trained_bytebpe, bytebpe_corpus, tmp_path)
+    shutil.move(tmp_path / "project" / "data-bin", tmp_path / "moved")
+    monkeypatch.chdir(tmp_path)
+    message = fails(capsys, "to-hf", checkpoint, tmp_path / "out")
+    assert "dictionary not found: looked for dict.txt in its data-bin data-bin" in message
+    assert str(checkpoint.parent) in message and "pass --dict" in message
+    message = fails(capsys, "to-hf", checkpoint, tmp_path / "out", "--dict", tmp_path / "moved" / "dict.txt")
+    assert "vocabulary not found" in message and "data-bin/vocab.json" in message and "pass --vocab" in message
+    assert convert("to-hf", checkpoint, tmp_path / "out", "--dict", tmp_path / "moved" / "dict.txt",
+                   "--vocab", tmp_path / "moved", "--no-verify") == 0
+    assert (tmp_path / "out" / "README.md").is_file()
+
+
+def test_user_mistakes_fail_in_one_line_before_loading_anything(converted, checkpoints, tmp_path, capsys):
+    """Each: exit status 1, one line naming the file or flag and the fix, no output folder (nor its staging folder)."""
+    checkpoint = checkpoints["bytebpe"][0]
+    (tmp_path / "notes.txt").write_text("not a checkpoint\n")
+    (tmp_path / "existing").mkdir()
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "config.json").write_text('{"model_type": "roberta"}')  # no weights, no tokenizer
+    cases = [  # arguments, what the line says, the path it names
+        (("to-hf", tmp_path / "notes.txt", tmp_path / "out"), "not a PyTorch checkpoint", tmp_path / "notes.txt"),
+        (("to-hf", tmp_path, tmp_path / "out"), "a folder; give the checkpoint file in it", tmp_path),
+        (("to-hf", checkpoint, tmp_path / "existing"), "already exists; choose another output or pass --overwrite",
+         tmp_path / "existing"),
+        (("to-hf", checkpoint, checkpoint.parent, "--overwrite"), "choose an output folder elsewhere", checkpoint),
+        (("to-hf", checkpoint, tmp_path / "out", "--dict", tmp_path / "no-dict.txt"), "--dict takes the dict.txt",
+         tmp_path / "no-dict.txt"),
+        (("to-hf", checkpoint, tmp_path / "out", "--vocab", tmp_path / "no-vocab"), "--vocab takes the vocabulary",
+         tmp_path / "no-vocab"),
+        (("from-hf", tmp_path / "notes.txt", tmp_path / "out"), "no such folder; give a transformers model folder",
+         tmp_path / "notes.txt"),
+        (("from-hf", tmp_path / "existing", tmp_path / "out"), "no config.json", tmp_path / "existing"),
+        (("from-hf", tmp_path / "broken", tmp_path / "out"), "not loadable as a masked LM", tmp_path / "broken"),
+        (("from-hf", converted["bytebpe"][0], converted["bytebpe"][0] / "fairseq"), "choose an output folder elsewhere",
+         converted["bytebpe"][0]),
+    ]
+    for args, fragment, named in cases:
+        message = fails(capsys, *args)
+        assert fragment in message and str(named) in message, (args, message)
+        assert not (tmp_path / "out").exists() and list(tmp_path.glob(".out*")) == []
+    assert checkpoint.is_file() and list((tmp_path / "existing").iterdir()) == []
+    with pytest.raises(SystemExit) as exit:
+        convert("to-hf", checkpoint)
+    assert exit.value.code == 2
+    assert capsys.readouterr().err.strip().splitlines() == [
+        "biofairseq-convert to-hf: error: the following arguments are required: output; "
+        "see biofairseq-convert to-hf --help"]

@@ -553,3 +553,99 @@ def test_binarize_without_the_venv_says_how_in_one_line(tmp_path):
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 1 and len(lines) == 1 and "source .venv/bin/activate" in lines[0] and "Traceback" not in proc.stderr
     assert not (tmp_path / "bin").exists()
+
+
+# ---- a newcomer's mistakes: one line on stderr naming the setting and the fix, before any work, nothing left behind
+
+@pytest.fixture(scope="module")
+def mistakes(tmp_path_factory):
+    """A working folder with 30 real clinical cases, an empty file, an empty folder, a folder of other files, a
+    cleaned corpus (train.txt and valid.txt: cleaned text, as clean_corpus.py writes it) and its vocabulary."""
+    root = tmp_path_factory.mktemp("mistakes")
+    lines = clinical_lines(0, 30)
+    (root / "cases.jsonl").write_text("".join(lines), encoding="utf-8")
+    with gzip.open(root / "cases.jsonl.gz", "wt", encoding="utf-8") as f:
+        f.writelines(lines)
+    (root / "empty.jsonl").write_text("")
+    (root / "empty_folder").mkdir()
+    (root / "pdfs").mkdir()
+    (root / "pdfs" / "case.pdf").write_bytes(b"%PDF-1.4\n")
+    (root / "clean").mkdir()
+    from biofairseq.text.sentences import split_sentences
+
+    docs = ["\n".join(split_sentences(json.loads(line)["text"])) + "\n\n" for line in lines]
+    (root / "clean" / "train.txt").write_text("".join(docs[5:]), encoding="utf-8")
+    (root / "clean" / "valid.txt").write_text("".join(docs[:5]), encoding="utf-8")
+    run_script("preprocess/train_vocab.py", "--input", root / "clean" / "train.txt", "--vocab-size", 400,
+               "--output-dir", root / "vocab", "--workers", 1)
+    return root
+
+
+CLEAN = {"--source": "cases=cases.jsonl", "--output-dir": "out", "--lang": "es", "--valid-docs": "5", "--workers": "1"}
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("changed, message", [
+    ({"--source": "cases=nope.jsonl"}, "--source cases=nope.jsonl: no such file or folder; fix the PATH"),
+    ({"--source": "cases"}, "--source: 'cases': expected NAME=PATH"),
+    ({"--source": "cases=empty.jsonl"}, "--source cases=empty.jsonl: an empty file"),
+    ({"--source": "cases=empty_folder"}, "--source cases=empty_folder: an empty folder; fix the PATH"),
+    ({"--source": "cases=pdfs"}, "--source cases=pdfs: a folder with no JSON lines (.jsonl, .json, .ndjson), text (.txt)"),
+    ({"--lang": "spa"}, "--lang spa: not a language of the language identifier (fastText lid.176); use --lang es"),
+    ({"--lang": "spanish"}, "--lang spanish: not a language of the language identifier (fastText lid.176); use --lang es"),
+    ({"--lang": "es_ES"}, "use --lang es,"),
+    ({"--lang": "xx"}, "--lang xx: not a language of the language identifier (fastText lid.176); use one of its codes"),
+    ({"--valid-docs": "-1"}, "argument --valid-docs: -1: must be at least 0"),
+    ({"--workers": "0"}, "argument --workers: 0: must be at least 1"),
+    ({"--output-dir": "cases.jsonl"}, "--output-dir cases.jsonl: an existing file, not a folder; choose a folder"),
+    ({"--source": "cases=clean", "--output-dir": "clean/out"}, "--output-dir clean/out: inside --source cases=clean"),
+])
+def test_clean_corpus_settings_are_checked_before_any_work(changed, message, mistakes):
+    args = [x for flag, value in {**CLEAN, **changed}.items() for x in (flag, value)]
+    proc = run_script("preprocess/clean_corpus.py", *args, check=False, cwd=mistakes)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
+    assert proc.stderr.startswith("clean_corpus.py: error: ") and message in proc.stderr, proc.stderr
+    assert not (mistakes / "out").exists() and not (mistakes / "clean" / "out").exists()
+
+
+@pytest.mark.fast
+def test_a_run_left_with_no_documents_names_the_stage_and_leaves_nothing_for_the_rerun(mistakes):
+    """--lang en on Spanish text: the language filter removed every document, said so even at --valid-docs 0; too
+    high a --valid-docs names --valid-docs; each failed run leaves no folder, so the corrected rerun needs no --overwrite."""
+    for lang, valid, message in (("en", "0", "error: no document left after cleaning: of 30 read, the language filter "
+                                               "removed 30 (not identified as --lang en; check --lang, or --langid off)"),
+                                 ("es", "50", "error: --valid-docs 50: only 30 documents left after cleaning; use "
+                                              "--valid-docs 3 (below 30), or give more text")):
+        proc = run_script("preprocess/clean_corpus.py", "--source", "cases=cases.jsonl.gz", "--output-dir", "out",
+                          "--lang", lang, "--valid-docs", valid, "--quiet", check=False, cwd=mistakes)
+        assert proc.returncode == 1 and proc.stderr == message + "\n", proc.stderr
+        assert not (mistakes / "out").exists()
+    run_script("preprocess/clean_corpus.py", "--source", "cases=cases.jsonl.gz", "--output-dir", "out", "--lang", "es",
+               "--valid-docs", 5, "--quiet", cwd=mistakes)
+    assert len(docs_of(mistakes / "out" / "valid.txt")) == 5
+    shutil.rmtree(mistakes / "out")
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("script, args, status, message", [
+    ("train_vocab.py", ["--input", "nope.txt", "--output-dir", "v"], 1, "error: nope.txt: missing or empty; run preprocess/clean_corpus.py first"),
+    ("train_vocab.py", ["--input", "clean", "--output-dir", "v"], 1, "error: clean: a folder; give the cleaned text file, e.g. clean/train.txt"),
+    ("train_vocab.py", ["--input", "cases.jsonl.gz", "--output-dir", "v"], 1, "error: cases.jsonl.gz: a compressed file, not cleaned text; run preprocess/clean_corpus.py"),
+    ("train_vocab.py", ["--input", "cases.jsonl", "--output-dir", "v"], 1, "error: cases.jsonl: JSON lines, not cleaned text; run preprocess/clean_corpus.py"),
+    ("train_vocab.py", ["--input", "clean/train.txt", "--output-dir", "vocab"], 1, "error: vocab: already exists; remove it or choose another --output-dir"),
+    ("train_vocab.py", ["--input", "clean/train.txt", "--output-dir", "cases.jsonl/v"], 1, "error: --output-dir cases.jsonl/v: inside a file"),
+    ("train_vocab.py", ["--input", "clean/train.txt", "--output-dir", "v", "--workers", "0"], 2, "train_vocab.py: error: argument --workers: 0: must be at least 1"),
+    ("binarize.sh", ["nope", "vocab", "v"], 1, "error: CLEAN_DIR nope: no such folder; usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN"),
+    ("binarize.sh", ["clean/train.txt", "vocab", "v"], 1, "error: CLEAN_DIR clean/train.txt: a file, not a folder"),
+    ("binarize.sh", ["vocab", "clean", "v"], 1, "error: vocab holds a vocabulary and clean cleaned text: swap them"),
+    ("binarize.sh", ["empty_folder", "vocab", "v"], 1, "error: empty_folder/train.txt: missing or empty; CLEAN_DIR is the --output-dir of preprocess/clean_corpus.py"),
+    ("binarize.sh", ["clean", "empty_folder", "v"], 1, "error: empty_folder/dict.txt: missing; VOCAB_DIR is the --output-dir of preprocess/train_vocab.py"),
+    ("binarize.sh", ["clean", "vocab", "clean"], 1, "error: clean: already exists; remove it or choose another DATA_BIN"),
+    ("binarize.sh", ["clean", "vocab", "cases.jsonl/v"], 1, "error: DATA_BIN cases.jsonl/v: cases.jsonl is not a folder this user can write in"),
+    ("binarize.sh", ["clean", "vocab", "v", "0"], 1, "error: WORKERS=0: give the number of processes, at least 1"),
+])
+def test_vocabulary_and_binarize_mistakes_give_one_line_and_no_output(script, args, status, message, mistakes):
+    before = sorted(p.name for p in mistakes.iterdir())
+    proc = run_script(f"preprocess/{script}", *args, check=False, cwd=mistakes)
+    assert proc.returncode == status and proc.stderr.count("\n") == 1 and proc.stderr.startswith(message), proc.stderr
+    assert sorted(p.name for p in mistakes.iterdir()) == before  # no output, no half-written or temporary folder

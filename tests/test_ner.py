@@ -160,7 +160,7 @@ def test_conversion_command_writes_bio_and_statistics(tmp_path):
     (lambda p: p / "missing", "no such file or folder"),
     (lambda p: (p.mkdir(), (p / "a.ann").write_text("T1\tX 0 1\ta\n"))[0] or p, "BRAT file without its .txt"),
     (lambda p: (p.mkdir(), (p / "a.txt").write_text("abc"), (p / "a.ann").write_text("T1\tX zero 1\ta\n"))[0] or p, "a.ann:1: not a BRAT entity line"),
-    (lambda p: (p.write_text("fever\tB-Disease\nhigh\tDISEASE\n"), p)[1], ":2: tag 'DISEASE' is not IOB2"),
+    (lambda p: (p.with_suffix(".tsv").write_text("fever\tB-Disease\nhigh\tDISEASE\n"), p.with_suffix(".tsv"))[1], ":2: tag 'DISEASE' is not IOB2"),
 ])
 def test_bad_data_gives_one_line_naming_the_file(tmp_path, make, message):
     path = make(tmp_path / "input")
@@ -321,8 +321,12 @@ def trained(model, tmp_path_factory):
     test = brat_sample(root / "test", "test", 5)  # fewer windows than dev: scored apart from the dev metrics
     assert add_nested_mentions(test) > 5
     out = root / "run"
-    ner("train", "--model", model, "--train", train, "--dev", dev, "--test", test, "--output-dir", out, "--lr", 3e-3,
-        "--epochs", 6, "--warmup-ratio", 0.1, "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64, "--window-overlap", 16)
+    # the card biofairseq-convert to-hf gives a converted model: the fine-tuned model's card inherits its language and license
+    (model / "README.md").write_text("---\nlanguage: es\nlicense: apache-2.0\n---\n\nA tiny RoBERTa.\n", encoding="utf-8")
+    proc = ner("train", "--model", model, "--train", train, "--dev", dev, "--test", test, "--output-dir", out, "--lr", 3e-3,
+               "--epochs", 6, "--warmup-ratio", 0.1, "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64,
+               "--window-overlap", 16, "--dataset", "PlanTL-GOB-ES/pharmaconer")
+    (root / "train.stderr").write_text(proc.stderr, encoding="utf-8")
     return out, dev, test
 
 
@@ -406,6 +410,8 @@ def test_layerwise_lr_decay_gives_electras_reference_rates_to_a_12_layer_model(f
 
 def test_sweep_on_conll_writes_both_statistics_and_resumes(model, tmp_path):
     train = conll_sample(tmp_path / "train.tsv", "train", 300)
+    # a sentence whose entity starts with I-: read as B- (conlleval's rule), which the sweep must say, once
+    train.write_text("fever\tO\nleukemia\tI-Disease\n\n" + train.read_text(encoding="utf-8"), encoding="utf-8")
     dev = conll_sample(tmp_path / "dev.tsv", "devel", 80)
     args = ["sweep", "--model", model, "--train", train, "--dev", dev, "--test", dev, "--output-dir", tmp_path / "sweep",
             "--lrs", "1e-3,3e-3", "--seeds", "1,2", "--epochs", 1, "--batch-size", 16, "--gradient-accumulation", 1,
@@ -422,6 +428,13 @@ def test_sweep_on_conll_writes_both_statistics_and_resumes(model, tmp_path):
     assert (tmp_path / "sweep" / "lr=0.001" / "seed=1" / "predictions" / "dev" / "predictions.conll").is_file()
     second = ner(*args)
     assert second.stdout.count("finished earlier, skipped") == 4
+    # the repaired I- tag: one warning line on stderr for the whole grid, and its count in every run's metrics.json
+    warnings = [line for line in first.stderr.splitlines() if "warning:" in line]
+    assert len(warnings) == 1 and str(train) in warnings[0] and "1 entity changed" in warnings[0] and "sentence 1: an I- tag" in warnings[0]
+    m = json.loads((tmp_path / "sweep" / "lr=0.003" / "seed=2" / "metrics.json").read_text())
+    assert m["data_problems"]["train"] == {"count": 1, "dropped": 0, "repaired": 1} and m["data_problems"]["dev"]["count"] == 0
+    # per type, as seqeval's classification_report gives them
+    assert m["test"]["scorer"] == "seqeval" and set(m["test"]["per_type"]["Disease"]) == {"precision", "recall", "f1", "support"}
 
 
 # ---- scores as the official scorers count them, prediction on new notes, CRLF files, reports
@@ -564,3 +577,260 @@ def test_a_sweep_redoes_the_runs_of_a_model_that_changed(model, tmp_path):
         m = json.loads((tmp_path / "sweep" / "lr=0.001" / f"seed={seed}" / "metrics.json").read_text())
         assert m["model_sha256"] == training.weights_sha256(copy) != first
     assert (tmp_path / "sweep" / "model.sha256").read_text().strip() == training.weights_sha256(copy)
+
+
+# ---- what a new user meets: raw text, warnings, --help, reports, model cards, Hub ids, stray files, one-line errors
+
+
+def test_predict_tags_a_single_txt_file_as_raw_text(trained, tmp_path):
+    """A .txt file is text to tag (a CoNLL file is .conll, .tsv or .bio): its .ann is written beside a copy of it, as
+    for a folder of notes."""
+    out, dev, _ = trained
+    note = tmp_path / "notes" / "notes.txt"
+    note.parent.mkdir()
+    shutil.copy(sorted(dev.glob("*.txt"))[0], note)
+    proc = ner("predict", "--model", out, "--input", note, "--output-dir", tmp_path / "tagged", "--max-length", 64)
+    written = tmp_path / "tagged" / "predictions"
+    assert sorted(p.name for p in written.iterdir()) == ["notes.ann", "notes.txt"] and "warning" not in proc.stderr
+    assert (written / "notes.txt").read_bytes() == note.read_bytes()
+    assert {e.type for e in brat.read_folder(written, [])[0].entities} <= {"NORMALIZABLES", "NO_NORMALIZABLES", "PROTEINAS", "UNCLEAR"}
+    assert "scores" not in json.loads((tmp_path / "tagged" / "metrics.json").read_text())
+
+
+@pytest.mark.fast
+def test_a_txt_file_is_one_brat_document_and_conll_files_are_conll(tmp_path):
+    txt = next(t for t in sorted((PHARMACONER / "valid").glob("*.txt")) if "\nT" in "\n" + t.with_suffix(".ann").read_text(encoding="utf-8"))
+    shutil.copy(txt, tmp_path / "note.txt")
+    raw = data.read(tmp_path / "note.txt")
+    assert raw.is_brat and not raw.annotated and [d.id for d in raw.documents] == ["note"]
+    annotated = data.read(txt)  # its .ann beside it: gold
+    assert annotated.annotated and annotated.types() and [d.id for d in annotated.documents] == [txt.stem]
+    for suffix in (".conll", ".tsv", ".bio"):
+        shutil.copy(NCBI / "devel.tsv", tmp_path / f"devel{suffix}")
+        assert not data.read(tmp_path / f"devel{suffix}").is_brat
+    with pytest.raises(NERFormatError, match="has no annotations .a CoNLL file\\? name it .conll, .tsv or .bio"):
+        training.read_annotated(tmp_path / "note.txt", "training")
+
+
+@pytest.mark.fast
+def test_reading_problems_are_one_warning_line_with_the_count_and_the_first(tmp_path):
+    said = []
+    dataset = training.read_annotated(PHARMACONER_MISALIGNED, "training", said.append)
+    assert len(said) == 1 and said[0].startswith(f"warning: training {PHARMACONER_MISALIGNED}: 8 entities changed")
+    assert "5 misaligned (kept by their offsets), 3 trimmed" in said[0] and said[0].count("S0211-69952015000200015-1.ann:") == 3
+    assert dataset.problem_counts() == {"count": 8, "dropped": 0, "misaligned": 5, "trimmed": 3}
+
+
+def test_train_says_on_stderr_what_reading_dropped_and_records_it(trained):
+    out, _, test = trained
+    stderr = (out.parent / "train.stderr").read_text(encoding="utf-8")
+    lines = [line for line in stderr.splitlines() if "warning:" in line]
+    m = json.loads((out / "metrics.json").read_text())
+    dropped = m["data_problems"]["test"]
+    assert dropped["flattened"] > 5 and dropped["dropped"] == dropped["flattened"]  # the nested mentions the BIO tags cannot hold
+    assert len(lines) == 1 and f"warning: test {test}: {dropped['count']} entities changed" in lines[0]
+    assert m["data_problems"]["train"]["count"] == m["data_problems"]["dev"]["count"] == 0
+
+
+@pytest.mark.fast
+def test_help_shows_every_flags_default_and_every_flag_has_help():
+    import argparse
+
+    from biofairseq.finetune import cli
+
+    parser = cli._parser()
+    commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(commands) == {"convert", "train", "sweep", "predict", "report"}
+    for name, sub in commands.items():
+        text = " ".join(sub.format_help().split())
+        for action in sub._actions:
+            assert action.help, f"{name} {action.dest}: no help"
+            if action.option_strings and action.default not in (None, False, True, argparse.SUPPRESS):
+                assert f"(default: {action.default})" in text, f"{name} {action.option_strings[0]}: default not shown"
+    train = " ".join(commands["train"].format_help().split())
+    for shown in ("--lr LR peak learning rate (linear decay to 0) (default: 5e-05)", "(default: 20)", "(default: 32)", "(default: 0.9,0.999)"):
+        assert shown in train
+    assert "(default: 8e-06,1e-05,2e-05,3e-05,5e-05)" in " ".join(commands["sweep"].format_help().split())
+
+
+def copied_run(run, folder, lr):
+    """A copy of a finished run's metrics.json (no model) as a run of learning rate ``lr``."""
+    folder.mkdir(parents=True)
+    m = json.loads((run / "metrics.json").read_text())
+    m["options"]["lr"] = lr
+    (folder / "metrics.json").write_text(json.dumps(m))
+
+
+def test_report_groups_runs_by_the_value_of_their_learning_rate(trained, tmp_path):
+    out, *_ = trained
+    for i, lr in enumerate([1e-3, "1e-3", 0.1 * 0.01, "0.001"]):  # one setting, however written
+        copied_run(out, tmp_path / "model" / f"run{i}", lr)
+    copied_run(out, tmp_path / "model" / "other", 2e-3)
+    ner("report", tmp_path / "model")
+    report = json.loads((tmp_path / "model" / "report.json").read_text())[0]
+    assert report["lrs"] == [1e-3, 2e-3] and report["runs"] == 5 and report["median_over_seeds"]["seeds"] in (1, 4)
+
+
+def test_report_has_a_per_type_table_over_runs_with_its_scorer(trained, tmp_path):
+    out, *_ = trained
+    m = json.loads((out / "metrics.json").read_text())
+    copied_run(out, tmp_path / "model" / "a", 3e-3)
+    b = json.loads((out / "metrics.json").read_text())
+    kind = sorted(b["test"]["per_type"])[0]
+    b["test"]["per_type"][kind]["f1"] = m["test"]["per_type"][kind]["f1"] + 0.1  # a second run, 10 points better on one type
+    (tmp_path / "model" / "b").mkdir()
+    (tmp_path / "model" / "b" / "metrics.json").write_text(json.dumps(b))
+    ner("report", tmp_path / "model")
+    text = (tmp_path / "model" / "report.md").read_text()
+    assert "Per entity type, test set" in text and "scorer: brat" in text and "official scorers" in text
+    f1 = m["test"]["per_type"][kind]["f1"]
+    row = next(line for line in text.splitlines() if f"| {kind} " in line)
+    assert f"{100 * (f1 + 0.05):.2f} ± {100 * 0.1 / 2 ** 0.5:.2f}" in row and f"{m['test']['per_type'][kind]['support']:,}" in row
+    summary = json.loads((tmp_path / "model" / "report.json").read_text())[0]
+    assert summary["scorer"] == "brat" and set(summary["per_type"]) == set(m["test"]["per_type"])
+
+
+@pytest.mark.fast
+def test_the_dev_f1_plot_says_its_unit_and_has_a_title():
+    from biofairseq.finetune import report
+
+    fig, axes = report.figure(1)
+    runs = [{"lr": 1e-3, "history": [{"epoch": 1, "f1": 0.5}, {"epoch": 2, "f1": 0.6}]}]
+    report.plot_dev_f1(axes[0], "NER dev F1", {"model": runs})
+    assert "(%)" in axes[0].get_ylabel() and axes[0].get_title()
+    assert [line.get_ydata().tolist() for line in axes[0].get_lines()] == [[50.0, 60.0]]
+    import matplotlib.pyplot as plt
+
+    plt.close(fig)
+
+
+@pytest.mark.fast
+def test_write_model_card_writes_hub_metadata_that_huggingface_hub_reads(tmp_path):
+    from huggingface_hub import ModelCard
+
+    from biofairseq.model_card import read_metadata, write_model_card
+
+    metadata = {"language": "es", "license": "apache-2.0", "tags": ["fill-mask"], "base_model": None, "datasets": [],
+                "model-index": [{"name": "m", "results": [{"task": {"type": "fill-mask"}, "dataset": {"type": "scielo", "name": "SciELO"},
+                                                           "metrics": [{"type": "perplexity", "value": 3.5}]}]}]}
+    path = write_model_card(tmp_path, metadata, "# m\n\nPretrained on SciELO.")
+    assert path == tmp_path / "README.md" and sorted(p.name for p in tmp_path.iterdir()) == ["README.md"]  # no temporary left
+    card = ModelCard.load(path)
+    assert card.data.language == "es" and card.data.license == "apache-2.0" and card.data.base_model is None
+    assert card.data.eval_results[0].metric_value == 3.5 and "Pretrained on SciELO." in card.text
+    assert read_metadata(tmp_path)["language"] == "es" and read_metadata(tmp_path / "none") == {}
+
+
+def test_train_writes_a_model_card_with_the_runs_figures(trained):
+    from huggingface_hub import ModelCard
+
+    out, *_ = trained
+    m = json.loads((out / "metrics.json").read_text())
+    card = ModelCard.load(out / "model" / "README.md")
+    data = card.data
+    assert data.language == "es" and data.license == "apache-2.0"  # the base model's card's
+    assert {"token-classification", "ner"} <= set(data.tags) and data.pipeline_tag == "token-classification"
+    assert data.datasets == ["PlanTL-GOB-ES/pharmaconer"] and data.base_model is None  # a local folder, not a Hub id
+    results = {(r.dataset_split, r.metric_type): r.metric_value for r in data.eval_results}
+    assert results[("test", "f1")] == pytest.approx(m["test"]["f1"], abs=1e-4) and results[("dev", "recall")] == pytest.approx(m["dev"]["recall"], abs=1e-4)
+    text = card.text
+    assert "official definition" in text and "learning rate | 0.003" in " ".join(text.split()) and "| seed " in text
+    assert card.data.model_name == "tiny0-ner-pharmaconer"
+    for kind, v in m["test"]["per_type"].items():
+        assert f"| {kind} " in text and f"{100 * v['f1']:.2f}" in text
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("given, message", [
+    ("PlanTL-GOB-ES/bsc-bio-es", "--model PlanTL-GOB-ES/bsc-bio-es: not a local folder, and the Hub cannot be reached (HF_HUB_OFFLINE is set)"),
+    ("./hf/my-model", "--model ./hf/my-model: no such folder"),
+    ("runs/ner/pharmaconer/model", "--model runs/ner/pharmaconer/model: no such folder"),
+    ("EMPTY", "without config.json, not a model"),
+    ("EMPTY/checkpoint_best.pt", "a file, not a model folder (a fairseq checkpoint: biofairseq-convert to-hf"),
+])
+def test_model_is_a_folder_or_a_hub_id_and_offline_fails_in_one_line(given, message, tmp_path, monkeypatch):
+    (tmp_path / "EMPTY").mkdir()
+    (tmp_path / "EMPTY" / "checkpoint_best.pt").write_bytes(b"")
+    monkeypatch.chdir(tmp_path)
+    proc = ner("train", "--model", given, "--train", PHARMACONER / "train", "--dev", PHARMACONER / "valid",
+               "--output-dir", "out/run", check=False)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1 and message in proc.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.fast
+def test_brat_folders_with_stray_files_are_read_and_wrong_inputs_refused(tmp_path):
+    clean = brat_sample(tmp_path / "clean", "valid", 3)
+    stray = tmp_path / "stray"
+    shutil.copytree(clean, stray)
+    (stray / "README.md").write_text("PharmaCoNER excerpt\n")
+    (stray / ".DS_Store").write_bytes(b"\x00\x00\x00\x01Bud1\x00\xff")
+    (stray / "meta.json").write_text("{}")
+    first = sorted(clean.glob("*.txt"))[0].name
+    (stray / f"._{first}").write_bytes(b"\x00\x05\x16\x07\x00\x02\x00\x00Mac OS X\xff\xfe")  # macOS's AppleDouble copy
+    (stray / ".ipynb_checkpoints").mkdir()
+    shutil.copy(clean / first, stray / ".ipynb_checkpoints" / first.replace(".txt", "-checkpoint.txt"))
+    a, b = data.read(clean), data.read(stray)
+    assert [(s.tokens, s.tags) for s in a.sentences] == [(s.tokens, s.tags) for s in b.sentences] and b.annotated
+    assert sorted(p.name for p in b.ignored) == sorted([".DS_Store", "README.md", "meta.json", f"._{first}", first.replace(".txt", "-checkpoint.txt")])
+    assert [line.split(":")[0] for line in b.warnings("training")] == ["note"]
+    # refused, in one line naming the path and the fix
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "data.json").write_text("{}")
+    ann = tmp_path / "alone" / "x.ann"
+    ann.parent.mkdir()
+    ann.write_text("T1\tX 0 1\ta\n")
+    shutil.copy(ann, tmp_path / "x.ann")
+    (tmp_path / "splits").mkdir()
+    for split in ("train", "test"):
+        shutil.copytree(clean, tmp_path / "splits" / split)
+    for path, named, message in [
+        (tmp_path / "empty", tmp_path / "empty", "no .txt files (it is empty)"),
+        (tmp_path / "data.json", tmp_path / "data.json", "not NER data (.json); give a BRAT folder"),
+        (tmp_path / "x.ann", tmp_path / "x.ann", "a BRAT annotation file alone; give its text x.txt"),
+        (ann.parent, ann, "BRAT file without its .txt"),
+        (tmp_path / "splits", tmp_path / "splits", "holds the splits train/, test/ of a data set; give one of them"),
+    ]:
+        with pytest.raises(NERFormatError, match="^" + re.escape(f"{named}: {message}")):
+            data.read(path)
+
+
+@pytest.mark.fast
+def test_a_folder_made_for_a_run_is_removed_when_it_fails_before_a_checkpoint(tmp_path):
+    with pytest.raises(KeyError):
+        with training.created_folder(tmp_path / "runs" / "a" / "seed=1"):
+            raise KeyError
+    assert list(tmp_path.iterdir()) == []
+    with pytest.raises(KeyError):
+        with training.created_folder(tmp_path / "resumable", keep=lambda: True):
+            raise KeyError
+    assert (tmp_path / "resumable").is_dir()
+
+
+USER_MISTAKES = [  # (arguments, exit status, a fragment of the one line on stderr); {d}: the data, {o}: the output, {m}: the model
+    (["train", "--train", "{d}/train", "--dev", "{d}/valid", "--output-dir", "{o}"], 2, "the following arguments are required: --model; see biofairseq-ner train --help"),
+    (["train", "--model", "{m}", "--train", "{d}/train", "--dev", "{d}/valid", "--output-dir", "{o}", "--lr", "abc"], 2, "argument --lr: invalid float value: 'abc'"),
+    (["sweep", "--model", "{m}", "--train", "{d}/train", "--dev", "{d}/valid", "--output-dir", "{o}", "--lrs", "1e-3,x"], 2, "'x' in '1e-3,x' is not a number"),
+    (["sweep", "--model", "{m}", "--train", "{d}/train", "--dev", "{d}/valid", "--output-dir", "{o}", "--lrs", "1e-3,-1e-3"], 1, "--lr -0.001: must be a positive learning rate"),
+    (["train", "--model", "{m}", "--train", "{d}/train", "--dev", "{d}/valid", "--output-dir", "{o}", "--adam-betas", "0.9"], 1, "--adam-betas 0.9: must be two values"),
+    (["train", "--model", "{m}", "--train", "{d}/train", "--dev", "{d}/valid", "--output-dir", "{o}", "--epochs", "0"], 1, "--epochs 0: must be a positive number"),
+    (["train", "--model", "{m}", "--train", "{d}/train", "--dev", "{d}/valid", "--output-dir", "{o}", "--warmup-ratio", "10"], 1, "--warmup-ratio 10: must be a share"),
+    (["train", "--model", "{m}", "--train", "{d}", "--dev", "{d}/valid", "--output-dir", "{o}"], 1, "holds the splits train/, valid/, test/ of a data set; give one of them"),
+    (["train", "--model", "{m}", "--train", "{d}/trian", "--dev", "{d}/valid", "--output-dir", "{o}"], 1, "trian: no such file or folder"),
+    (["train", "--model", "{m}", "--train", "{d}/LICENSE", "--dev", "{d}/valid", "--output-dir", "{o}"], 1, "LICENSE: not NER data (no suffix)"),
+    (["train", "--model", "{m}", "--train", "{d}/train/S0004-06142005000900013-1.ann", "--dev", "{d}/valid", "--output-dir", "{o}"], 1, "a BRAT annotation file alone"),
+    (["train", "--model", "{m}", "--train", "{d}/train", "--dev", "{d}/valid", "--output-dir", "{d}/LICENSE"], 1, "LICENSE: a file; give a folder"),
+    (["predict", "--model", "{m}", "--input", "{d}/valid", "--output-dir", "{o}"], 1, "are not BIO tags, so it is not a fine-tuned NER model"),
+    (["predict", "--model", "{m}", "--input", "{d}/valid", "--output-dir", "{d}"], 1, "already exists; choose another or pass --overwrite"),
+    (["report", "{o}"], 1, "no finished run"),
+    (["convert", "{d}/valid", "{o}.txt"], 1, "give the CoNLL file to write a .conll, .tsv or .bio name"),
+]
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("args, status, message", USER_MISTAKES, ids=lambda v: " ".join(v)[:60] if isinstance(v, list) else None)
+def test_user_mistakes_are_one_line_and_leave_nothing_behind(args, status, message, model, tmp_path):
+    out = tmp_path / "out"
+    proc = ner(*[a.format(d=PHARMACONER, o=out, m=model) for a in args], check=False)
+    assert proc.returncode == status and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
+    assert not out.exists() and not out.with_suffix(".txt").exists()

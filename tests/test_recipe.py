@@ -46,6 +46,9 @@ def sample(tmp_path_factory):
         for txt in sorted((EXAMPLES / "pharmaconer" / split).glob("*.txt"))[:count]:
             for path in (txt, txt.with_suffix(".ann")):
                 shutil.copy(path, root / "ner" / split)
+    # the same train and valid, the latter named dev, and no test split (test_recipe_bioelectra.py's NER data)
+    shutil.copytree(root / "ner" / "train", root / "ner_no_test" / "train")
+    shutil.copytree(root / "ner" / "valid", root / "ner_no_test" / "dev")
     return {"SOURCES": f"cases={root / 'cases.jsonl'}", "NER_DATA": f"pharmaconer={root / 'ner'}", **SMALL}
 
 

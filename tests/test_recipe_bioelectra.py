@@ -2,6 +2,7 @@
 machinery with another objective (ELECTRA) and two length phases, on CPU, with the real tools."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -14,9 +15,11 @@ BIOELECTRA = REPO / "recipes" / "bioelectra.sh"
 def electra_run(sample, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("electra") / "tiny"
     # 18 updates at 128 tokens, then 2 at 512 with 8 sequences each; one seed, no random-init twin
-    # (test_electra_convert makes one of a discriminator)
+    # (test_electra_convert makes one of a discriminator); NER data with train and dev and no test split
+    no_test = Path(sample["SOURCES"].split("=", 1)[1]).parent / "ner_no_test"
     return run_dir, recipe(run_dir, script=BIOELECTRA, **{**sample, "MAX_UPDATE": "20", "SAVE_INTERVAL_UPDATES": "10",
-                                                          "NER_SEEDS": "1", "BASELINE": "none"})
+                                                          "NER_SEEDS": "1", "BASELINE": "none",
+                                                          "NER_DATA": f"pharmaconer={no_test}"})
 
 
 def test_bioelectra_runs_two_length_phases_on_one_schedule_and_reports_electra(electra_run):
@@ -58,6 +61,9 @@ def test_bioelectra_runs_two_length_phases_on_one_schedule_and_reports_electra(e
     assert [s["model"] for s in ner] == ["model=bioelectra"] and ner[0]["runs"] == 1
     sweep = next(c for c in commands(proc.stderr) if c[0] == "biofairseq-ner")
     assert value(sweep, "--layerwise-lr-decay") == "0.8" and value(sweep, "--warmup-ratio") == "0.1"
+    # no test split: the sweep fine-tunes on train, selects on dev and reports dev scores
+    assert value(sweep, "--dev").endswith("ner_no_test/dev") and "--test" not in sweep
+    assert ner[0]["split"] == "dev" and "| dev F1 mean ± std" in proc.stdout
     assert (run_dir / "recipe.env").read_text().startswith("RECIPE=bioelectra\n")
 
 

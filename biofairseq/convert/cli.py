@@ -12,9 +12,13 @@ import sys
 import time
 from pathlib import Path
 
+from biofairseq.arguments import OneLineParser
+
+
+
 
 def _parser():
-    parser = argparse.ArgumentParser(prog="biofairseq-convert", description=__doc__.split("\n")[0])
+    parser = OneLineParser(prog="biofairseq-convert", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     to_hf = commands.add_parser(
         "to-hf", help="fairseq RoBERTa or ELECTRA checkpoint -> transformers directory (config, safetensors, tokenizer)",
@@ -33,6 +37,12 @@ def _parser():
     to_hf.add_argument("--vocab", type=Path, default=None,
                        help="vocabulary folder (preprocess/train_vocab.py's, or encoder.json + vocab.bpe) or "
                        "SentencePiece .model (default: the checkpoint's --bpe files, then the data-bin's)")
+    card = to_hf.add_argument_group("model card (OUTPUT_DIR/README.md, Hugging Face Hub metadata)")
+    card.add_argument("--language", action="append", default=None, metavar="CODE",
+                      help="language of the training text, ISO 639-1 (es, en); repeat for several")
+    card.add_argument("--license", default=None, help="the model's license, a Hub identifier (default: other)")
+    card.add_argument("--dataset", action="append", dest="datasets", default=None, metavar="NAME",
+                      help="a training corpus, by name or Hub dataset id; repeat for several")
     from_hf = commands.add_parser(
         "from-hf", help="transformers RoBERTa-family directory -> fairseq checkpoint, dict.txt and vocabulary",
         description="Converts a transformers RoBERTa-family masked LM into OUTPUT_DIR/model.pt, dict.txt and the "
@@ -62,8 +72,48 @@ def _quiet_libraries():
     transformers.utils.logging.disable_progress_bar()
 
 
+def _inside(path, folder):
+    return path == folder or folder in path.parents
+
+
+def check_arguments(args):
+    """Mistakes found from the arguments alone, before torch, fairseq and transformers load: one line, or None."""
+    source = args.checkpoint if args.command == "to-hf" else args.hf_dir
+    output = args.output.resolve()
+    if args.command == "to-hf":
+        if args.checkpoint.is_dir():
+            return f"{args.checkpoint}: a folder; give the checkpoint file in it (for example checkpoint_best.pt)"
+        if not args.checkpoint.is_file():
+            return f"{args.checkpoint}: no such checkpoint file; give the path of a fairseq .pt checkpoint"
+        with open(args.checkpoint, "rb") as f:
+            head = f.read(4)
+        if head != b"PK\x03\x04" and not head.startswith(b"\x80"):  # torch.save's zip, or an old pickle
+            return (f"{args.checkpoint}: not a PyTorch checkpoint (neither torch.save's zip nor a pickle); give the "
+                    ".pt file fairseq-train wrote (SAVE_DIR/checkpoint_best.pt)")
+        if args.dict_path is not None and not args.dict_path.is_file():
+            return f"{args.dict_path}: no such dictionary file; --dict takes the dict.txt the model was trained with"
+        if args.vocab is not None and not args.vocab.exists():
+            return f"{args.vocab}: no such file or folder; --vocab takes the vocabulary folder or a SentencePiece .model"
+    else:
+        if not args.hf_dir.is_dir():
+            return f"{args.hf_dir}: no such folder; give a transformers model folder (config.json and weights: save_pretrained's output)"
+        if not (args.hf_dir / "config.json").is_file():
+            return f"{args.hf_dir}: no config.json; give a transformers model folder (save_pretrained's output)"
+    if output.exists() and not args.overwrite:
+        return f"{output}: already exists; choose another output or pass --overwrite"
+    if output.exists() and not output.is_dir():
+        return f"{output}: a file; the output is a folder to create: choose another path"
+    if _inside(source.resolve(), output) or (args.command == "from-hf" and _inside(output, args.hf_dir.resolve())):
+        return f"{args.output}: holds (or is inside) the input {source}; choose an output folder elsewhere"
+    return None
+
+
 def main(argv=None):
     args = _parser().parse_args(argv)
+    problem = check_arguments(args)
+    if problem:
+        print(f"biofairseq-convert: error: {problem}", file=sys.stderr)
+        return 1
     _quiet_libraries()
     from biofairseq.atomic import staged_folder
     from biofairseq.checkpoints import CheckpointError
@@ -74,14 +124,21 @@ def main(argv=None):
     try:
         with staged_folder(args.output, args.overwrite, ConvertError) as staging:
             if args.command == "to-hf":
+                card = {"name": args.output.resolve().name, "language": args.language, "license": args.license,
+                        "datasets": args.datasets}
                 report = to_hf.convert(args.checkpoint, staging, args.dict_path, args.vocab, not args.no_verify, log,
-                                        args.generator)
+                                       args.generator, card)
             else:
                 report = from_hf.convert(args.hf_dir, staging, args.output.resolve(), not args.no_verify, log)
             report["seconds"] = round(time.time() - start, 1)
             (staging / "conversion.json").write_text(json.dumps(report, indent=1) + "\n")
     except (ConvertError, CheckpointError) as error:
         print(f"biofairseq-convert: error: {error}", file=sys.stderr)
+        return 1
+    except OSError as error:  # a file that cannot be read or written (permissions, a full disk)
+        where = error.filename or args.output
+        print(f"biofairseq-convert: error: {where}: {error.strerror or error}; check the path and its permissions "
+              "(the output goes to a folder beside OUTPUT_DIR, renamed at the end)", file=sys.stderr)
         return 1
     log(f"wrote {args.output} in {time.time() - start:.1f} s")
     if args.command == "from-hf":

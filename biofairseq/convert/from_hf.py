@@ -64,7 +64,11 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
         notes.append(f"layer_norm_eps {config.layer_norm_eps} becomes fairseq's 1e-5")
     if any(k.startswith("lm_head.") for k in info["missing_keys"]):
         notes.append("the model has no trained LM head: fairseq gets transformers' random initialisation")
-    tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
+    except (ValueError, OSError, KeyError, TypeError) as error:
+        raise ConvertError(f"{hf_dir}: no tokenizer transformers can load ({str(error).splitlines()[0]}); the folder "
+                           "needs the model's tokenizer files (save the tokenizer with save_pretrained too)") from None
     vocabulary.export_fairseq_vocabulary(tokenizer, config.vocab_size, hf_dir, output)
     dictionary = checkpoints.load_dictionary(output / "dict.txt")
     if len(dictionary) != config.vocab_size:

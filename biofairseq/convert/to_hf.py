@@ -8,6 +8,7 @@ from transformers.initialization import no_init_weights
 
 from biofairseq import checkpoints
 from biofairseq.convert import ConvertError, layouts, parity, vocabulary
+from biofairseq.model_card import write_model_card
 
 
 def _check_supported(args, checkpoint):
@@ -126,7 +127,70 @@ def _write(fairseq, layout, output, found, checkpoint, verify, log):
     return parity_result
 
 
-def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=print, generator=False):
+def _card(report, fairseq, checkpoint, found, card):
+    """The model card's metadata and body: what this conversion knows (architecture, updates, validation perplexity,
+    parity) and what the user told it (``card``: language, license, datasets)."""
+    args, training = fairseq.args, fairseq.training or {}
+    arch = getattr(args, "_name", None) or getattr(args, "arch", None)
+    cls = report["transformers_class"]
+    kind = "electra" if fairseq.electra else "roberta"
+    metadata = {
+        "language": card.get("language") or None, "license": card.get("license") or "other",
+        "library_name": "transformers", "pipeline_tag": None if fairseq.electra else "fill-mask",
+        "tags": ["fill-mask", "biomedical", "fairseq", "biofairseq", kind] if not fairseq.electra else
+                ["biomedical", "fairseq", "biofairseq", kind, "electra-discriminator"],
+        "datasets": card.get("datasets") or None,
+    }
+    shape = (f"{args.encoder_layers} layers, hidden size {args.encoder_embed_dim}, {args.encoder_attention_heads} "
+             f"heads, feed-forward {args.encoder_ffn_embed_dim}")
+    parity = report.get("parity")
+    rows = [("architecture", f"fairseq `{arch}` ({report['layout']}) as transformers `{cls}`: {shape}"),
+            ("vocabulary", f"{found.kind}, {report['dictionary_size']:,} entries (fairseq's dict.txt order)"),
+            ("pretraining updates", f"{training['updates']:,}" if training.get("updates") is not None else "not recorded")]
+    if training.get("epoch") is not None:
+        rows.append(("epoch", str(training["epoch"])))
+    if training.get("best") is not None:
+        metric = training["metric"]
+        if training.get("best_perplexity") is not None and not fairseq.electra:
+            rows.append(("validation perplexity", f"{training['best_perplexity']:.2f} (best validation {metric} "
+                                                  f"{training['best']:.4f}, base 2, up to this checkpoint)"))
+        else:
+            rows.append((f"best validation {metric}", f"{training['best']:.4f}"))
+    rows.append(("parity with fairseq", (
+        f"token ids {'identical' if parity['ids_identical'] else 'differ'}; max abs. logit difference "
+        f"{parity['max_abs_diff_logits']:.2e}, hidden states {parity['max_abs_diff_hidden']:.2e} on "
+        f"{parity['sentences']} sentences, fp32 (tolerance {parity['tolerance']:.0e})") if parity else "not checked (--no-verify)"))
+    rows.append(("converted from", f"`{Path(checkpoint).name}` by `biofairseq-convert to-hf`"))
+    table = "\n".join(f"| {k} | {v} |" for k, v in rows)
+    language = ", ".join(card.get("language") or []) or "not given at conversion (`--language`)"
+    use = (
+        "```python\nfrom transformers import pipeline\n\nfill = pipeline(\"fill-mask\", model=\"PATH/TO/THIS/FOLDER\")\n"
+        "fill(\"El paciente presenta hipertensión <mask>.\")\n```"
+        if not fairseq.electra else
+        "```python\nfrom transformers import AutoModelForTokenClassification\n\nmodel = "
+        "AutoModelForTokenClassification.from_pretrained(\"PATH/TO/THIS/FOLDER\", num_labels=N)\n```"
+    )
+    body = f"""# {card.get('name') or Path(checkpoint).stem}
+
+A {'ELECTRA discriminator' if fairseq.electra else 'masked language model'} pretrained with
+biofairseq on fairseq, converted to Hugging Face transformers. Language: {language}. License:
+{metadata['license']}{' (not given at conversion: set `--license` to the terms of your training data)' if not card.get('license') else ''}.
+
+| | |
+|---|---|
+{table}
+
+## Use
+
+{use}
+
+Fine-tune it for NER with `biofairseq-ner sweep --model PATH/TO/THIS/FOLDER ...`. `conversion.json` beside this card
+holds the conversion's full record.
+"""
+    return metadata, body
+
+
+def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=print, generator=False, card=None):
     with no_init_weights():  # the checkpoint overwrites every weight
         fairseq = checkpoints.load(checkpoint, dict_path)
     args, dictionary = fairseq.args, fairseq.dictionary
@@ -152,4 +216,6 @@ def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=pri
     if generator:
         report["generator"] = {"folder": "generator", "layout": written[1][0].name,
                                "transformers_class": written[1][0].model_class, "parity": parities[1]}
+    report["training"] = fairseq.training
+    write_model_card(output, *_card(report, fairseq, checkpoint, found, card or {}))
     return report

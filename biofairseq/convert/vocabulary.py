@@ -52,34 +52,57 @@ def from_folder(path):
     return None
 
 
-def _from_bpe_config(bpe):
-    """The vocabulary named by a checkpoint's --bpe settings, when its files are on this disk."""
+def _from_bpe_config(bpe, checkpoint):
+    """The vocabulary named by a checkpoint's --bpe settings, where its files are found (``checkpoints.locate``)."""
+    from biofairseq.checkpoints import locate
+
     name = getattr(bpe, "_name", None) if bpe is not None else None
-    exists = lambda *paths: all(isinstance(p, str) and Path(p).is_file() for p in paths)
-    if name == "hf_byte_bpe" and exists(bpe.bpe_vocab, bpe.bpe_merges):
-        return Vocabulary("bytelevel-bpe", {"vocab": bpe.bpe_vocab, "merges": bpe.bpe_merges})
-    if name == "gpt2" and exists(bpe.gpt2_encoder_json, bpe.gpt2_vocab_bpe):
-        return Vocabulary("bytelevel-bpe", {"vocab": bpe.gpt2_encoder_json, "merges": bpe.gpt2_vocab_bpe}, gpt2=True)
-    if name == "sentencepiece" and exists(bpe.sentencepiece_model):
-        return Vocabulary("sentencepiece", {"model": bpe.sentencepiece_model})
+
+    def found(*paths):
+        if not all(isinstance(p, str) and p for p in paths):
+            return None
+        files = [next((str(c) for c in locate(p, checkpoint) if c.is_file()), None) for p in paths]
+        return files if all(files) else None
+
+    if name == "hf_byte_bpe" and (files := found(bpe.bpe_vocab, bpe.bpe_merges)):
+        return Vocabulary("bytelevel-bpe", {"vocab": files[0], "merges": files[1]})
+    if name == "gpt2" and (files := found(bpe.gpt2_encoder_json, bpe.gpt2_vocab_bpe)):
+        return Vocabulary("bytelevel-bpe", {"vocab": files[0], "merges": files[1]}, gpt2=True)
+    if name == "sentencepiece" and (files := found(bpe.sentencepiece_model)):
+        return Vocabulary("sentencepiece", {"model": files[0]})
     return None
 
 
+def _bpe_files(bpe):
+    """The files a checkpoint's --bpe settings name, for messages."""
+    names = ("bpe_vocab", "bpe_merges", "gpt2_encoder_json", "gpt2_vocab_bpe", "sentencepiece_model")
+    return [str(getattr(bpe, n)) for n in names if isinstance(getattr(bpe, n, None), str)] if bpe is not None else []
+
+
 def find(checkpoint, explicit, bpe, data_dir):
-    """--vocab if given, else the checkpoint's --bpe files, else the vocabulary the data-bin carries."""
+    """--vocab if given, else the checkpoint's --bpe files, else the vocabulary the data-bin carries, else one beside
+    the checkpoint; recorded paths that do not resolve from here are looked for as ``checkpoints.locate`` says."""
+    from biofairseq.checkpoints import locate, looked_in
+
     if explicit is not None:
+        if not Path(explicit).exists():
+            raise ConvertError(f"{explicit}: no such file or folder; --vocab takes a folder with {LOOKED_FOR}")
         found = from_folder(explicit)
         if found is None:
             raise ConvertError(f"{explicit}: no vocabulary there; --vocab takes a folder with {LOOKED_FOR}")
         return found
-    found = _from_bpe_config(bpe)
-    if found is None and data_dir is not None and Path(data_dir).is_dir():
-        found = from_folder(data_dir)
+    found = _from_bpe_config(bpe, checkpoint)
+    folders = [p for p in locate(data_dir, checkpoint) if p.is_dir()] if data_dir else []
+    for folder in [*folders, Path(checkpoint).absolute().parent]:
+        found = found or from_folder(folder)
     if found is None:
-        where = f"the data-bin it names ({data_dir}) has none" if data_dir else "it names no data-bin"
+        bpe_files = _bpe_files(bpe)
+        recorded = f"its --bpe files {', '.join(bpe_files)}, " if bpe_files else ""
+        data = f"its data-bin {looked_in(data_dir, checkpoint)}, " if data_dir else ""
         raise ConvertError(
-            f"{checkpoint}: vocabulary not found ({where}; looked for {LOOKED_FOR}); pass --vocab DIR, "
-            "the folder preprocess/train_vocab.py wrote (or encoder.json + vocab.bpe for fairseq's GPT-2 BPE)"
+            f"{checkpoint}: vocabulary not found: looked for {recorded}{data}and {LOOKED_FOR} in "
+            f"{Path(checkpoint).absolute().parent}; pass --vocab DIR, the folder preprocess/train_vocab.py wrote "
+            "(or encoder.json + vocab.bpe for fairseq's GPT-2 BPE)"
         )
     return found
 

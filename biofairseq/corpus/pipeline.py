@@ -245,14 +245,45 @@ def clean_corpus(args, config):
         if stats.get("fingerprint") == fingerprint:
             return stats
         raise InputError(f"{output_dir}: holds a cleaned corpus made with other arguments or inputs; use another --output-dir or --overwrite")
+    output_existed = output_dir.exists()
     work.mkdir(parents=True, exist_ok=True)
+    plan_path = work / "plan.json"
+    plan = json.loads(plan_path.read_text()) if plan_path.is_file() else None
+    if plan and plan["fingerprint"] != fingerprint:  # a killed run's shards: kept for its own resume
+        raise InputError(f"{work}: holds an unfinished run with other arguments or inputs; use another --output-dir or --overwrite")
+    try:
+        return _clean(args, config, sources, output_dir, work, plan, fingerprint)
+    except InputError:
+        # a failed run leaves nothing that the corrected rerun would trip on (its outputs appear only on success)
+        shutil.rmtree(work, ignore_errors=True)
+        if not output_existed:
+            shutil.rmtree(output_dir, ignore_errors=True)
+        raise
+
+
+def _nothing_left(total, errors, lang):
+    """Why no document is left, naming the stage that removed them and the setting to check."""
+    read, first_error = total["docs_in"], next((e for errs in errors.values() for e in errs), None)
+    if not read:
+        unreadable = sum(len(e) for e in errors.values())
+        return f"no document could be read ({unreadable} unreadable input(s), e.g. {first_error})"
+    stages = [
+        (total["other_language_docs"], f"the language filter removed {total['other_language_docs']:,} (not identified as "
+                                       f"--lang {lang}; check --lang, or --langid off)"),
+        (total["empty_docs"], f"the sentence filters left {total['empty_docs']:,} with no sentence (see --min-words, "
+                              "--min-letter-ratio and the other filters in --help)"),
+        (sum(total[f"{kind}_docs_{where}"] for kind in ("duplicate", "near_duplicate") for where in ("source", "global")),
+         "deduplication removed the rest as repeats"),
+    ]
+    said = "; ".join(text for count, text in sorted(stages, key=lambda s: -s[0]) if count)
+    return f"no document left after cleaning: of {read:,} read, {said}"
+
+
+def _clean(args, config, sources, output_dir, work, plan, fingerprint):
     clock = time.perf_counter()
     seconds = {}
     plan_path = work / "plan.json"
-    if plan_path.is_file():
-        plan = json.loads(plan_path.read_text())
-        if plan["fingerprint"] != fingerprint:
-            raise InputError(f"{work}: holds an unfinished run with other arguments or inputs; use another --output-dir or --overwrite")
+    if plan:
         shards = [Shard.from_json(s) for s in plan["shards"]]
         discovery_errors = plan["errors"]
     else:
@@ -289,13 +320,16 @@ def clean_corpus(args, config):
     for name, messages in discovery_errors.items():
         per_source[name]["unreadable_docs"] += len(messages)
         errors[name] = messages + errors[name]
-    if n_docs <= args.valid_docs:
-        raise InputError(f"{output_dir}: only {n_docs} documents left after cleaning, not more than --valid-docs {args.valid_docs}; lower --valid-docs")
-    _split(work, output_dir, n_docs, args.valid_docs, args.seed)
-    seconds["split"] = time.perf_counter() - clock
     total = Counter()
     for counts in per_source.values():
         total.update(counts)
+    if n_docs == 0:
+        raise InputError(_nothing_left(total, errors, args.lang))
+    if n_docs <= args.valid_docs:
+        raise InputError(f"--valid-docs {args.valid_docs}: only {n_docs:,} documents left after cleaning; "
+                         f"use --valid-docs {max(1, n_docs // 10)} (below {n_docs:,}), or give more text")
+    _split(work, output_dir, n_docs, args.valid_docs, args.seed)
+    seconds["split"] = time.perf_counter() - clock
     stats = {
         "sources": {name: dict(c) for name, c in per_source.items()}, "total": dict(total),
         "train_docs": n_docs - args.valid_docs, "valid_docs": args.valid_docs,
@@ -303,7 +337,7 @@ def clean_corpus(args, config):
     }
     # where this run's time went (only the unfinished shards, when it resumed), apart from the reproducible stats
     write_text(output_dir / "timing.json", json.dumps({k: round(v, 2) for k, v in seconds.items()}) + "\n")
-    write_text(stats_path, json.dumps(stats, indent=1, ensure_ascii=False))
+    write_text(output_dir / "stats.json", json.dumps(stats, indent=1, ensure_ascii=False))
     if not args.keep_work:
         shutil.rmtree(work)
     return stats

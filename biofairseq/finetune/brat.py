@@ -23,22 +23,36 @@ class Document:
     annotated: bool = True  # False when the .txt has no .ann beside it (text to predict)
 
 
-def read_folder(folder, problems):
-    """The documents of a BRAT folder (searched recursively), in file order.
+SPLITS = ("train", "dev", "valid", "devel", "test")
+
+
+def read_folder(folder, problems, texts=None, ignored=None):
+    """The documents of a BRAT folder (searched recursively), in file order, or of the ``texts`` given in it.
 
     Entity lines are ``T<n>\\tTYPE START END[;START END]\\tMENTION``; notes (``#``), relations, events and
     attributes are skipped. Problems that do not stop the reading are appended to ``problems`` as
     (kind, message): a mention that disagrees with its offsets is kept by its offsets ("misaligned"); a
     discontinuous entity is joined into its outer span ("discontinuous"); one outside the text is dropped
-    ("outside").
+    ("outside"). Files other than .txt and .ann (README.md, .DS_Store, metadata) and hidden ones (macOS's ``._X.txt``,
+    ``.ipynb_checkpoints/``) are skipped and, when ``ignored`` is a list, appended to it.
     """
     folder = Path(folder)
-    texts = sorted(folder.rglob("*.txt"))
-    for ann in sorted(folder.rglob("*.ann")):
-        if not ann.with_suffix(".txt").is_file():
-            raise NERFormatError(f"{ann}: BRAT file without its .txt; add it or remove the .ann")
-    if not texts:
-        raise NERFormatError(f"{folder}: no .txt files; give a BRAT folder (X.txt + X.ann) or a CoNLL file")
+    if texts is None:
+        files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
+        hidden = lambda p: any(part.startswith(".") for part in p.relative_to(folder).parts)
+        texts = [p for p in files if p.suffix == ".txt" and not hidden(p)]
+        if ignored is not None:
+            ignored += [p for p in files if hidden(p) or p.suffix not in (".txt", ".ann")]
+        for ann in (p for p in files if p.suffix == ".ann" and not hidden(p)):
+            if not ann.with_suffix(".txt").is_file():
+                raise NERFormatError(f"{ann}: BRAT file without its .txt; add it or remove the .ann")
+        splits = [name for name in SPLITS if any(p.relative_to(folder).parts[0] == name for p in texts if len(p.relative_to(folder).parts) > 1)]
+        if len(splits) > 1:
+            raise NERFormatError(f"{folder}: holds the splits {', '.join(s + '/' for s in splits)} of a data set; give one of them (e.g. {folder / splits[0]}), not their parent")
+        if not texts:
+            found = sorted({p.suffix for p in files if not hidden(p)} - {""})
+            has = f" (it has {', '.join(found)} files)" if found else " (it is empty)" if not files else ""
+            raise NERFormatError(f"{folder}: no .txt files{has}; give a BRAT folder (X.txt + X.ann) or a CoNLL file (.conll, .tsv, .bio)")
     documents = []
     for txt in texts:
         ann = txt.with_suffix(".ann")
@@ -51,8 +65,11 @@ def read_folder(folder, problems):
 
 def read_text(path):
     """A file's text exactly as it is: BRAT offsets count its characters, "\\r\\n" as two."""
-    with open(path, encoding="utf-8", newline="") as f:
-        return f.read()
+    try:
+        with open(path, encoding="utf-8", newline="") as f:
+            return f.read()
+    except UnicodeDecodeError as error:
+        raise NERFormatError(f"{path}: not UTF-8 text (byte {error.start}); convert it to UTF-8 (iconv -f latin1 -t utf-8) or move it out") from None
 
 
 def mentions(documents):

@@ -11,36 +11,64 @@ PATH is a BRAT folder (X.txt + X.ann) or a CoNLL file (token<TAB>tag, blank line
 
 import argparse
 import json
+import os
 import sys
 import time
 from dataclasses import fields
 from pathlib import Path
 
-
-def _floats(text):
-    return [float(x) for x in text.split(",") if x]
+from biofairseq.arguments import DefaultsHelp, OneLineParser
 
 
-def _ints(text):
-    return [int(x) for x in text.split(",") if x]
+def _numbers(kind, example):
+    def parse(text):
+        values = []
+        for x in text.split(","):
+            try:
+                values.append(kind(x))
+            except ValueError:
+                raise argparse.ArgumentTypeError(f"{x.strip()!r} in {text!r} is not a number; give comma-separated values, as {example}") from None
+        if not values:
+            raise argparse.ArgumentTypeError(f"no values; give comma-separated values, as {example}")
+        return values
+
+    parse.__name__ = "list"
+    return parse
+
+
+_floats = _numbers(float, "2e-5,5e-5")
+_ints = _numbers(int, "1,2,3")
+
+
+def _listed(values):
+    return ",".join(f"{v:g}" for v in values)
+
+
+def _prediction_flags(parser, defaults):
+    """The windows and the evaluation's batch and precision: training's and predict's."""
+    parser.add_argument("--max-length", type=int, default=defaults.max_length,
+                        help="sub-tokens per window, special tokens included (capped by the model's positions)")
+    parser.add_argument("--window-overlap", type=int, default=defaults.window_overlap,
+                        help="sub-tokens shared by consecutive windows of a sentence longer than --max-length")
+    parser.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size, help="windows per evaluation step")
+    parser.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default=defaults.precision,
+                        help="auto: bf16 on GPUs that have it, else fp16 on GPU, fp32 on CPU")
 
 
 def _training_flags(parser, defaults):
     g = parser.add_argument_group("fine-tuning (defaults: bsc-bio-es, Carrino et al. 2022, Table 4)")
-    g.add_argument("--epochs", type=float, default=defaults.epochs)
+    g.add_argument("--epochs", type=float, default=defaults.epochs, help="passes over the training set")
     g.add_argument("--batch-size", type=int, default=defaults.batch_size, help="sequences per device and step")
-    g.add_argument("--gradient-accumulation", type=int, default=defaults.gradient_accumulation)
-    g.add_argument("--weight-decay", type=float, default=defaults.weight_decay)
-    g.add_argument("--adam-epsilon", type=float, default=defaults.adam_epsilon)
-    g.add_argument("--adam-betas", type=_floats, default=list(defaults.adam_betas), help="two values, as 0.9,0.999")
-    g.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm, help="gradient clipping")
-    g.add_argument("--warmup-ratio", type=float, default=defaults.warmup_ratio, help="linear warm-up over this share of the steps")
+    g.add_argument("--gradient-accumulation", type=int, default=defaults.gradient_accumulation,
+                   help="steps per update: an update holds batch-size x this sequences (per device)")
+    g.add_argument("--weight-decay", type=float, default=defaults.weight_decay, help="AdamW's, on all but LayerNorm weights and biases")
+    g.add_argument("--adam-epsilon", type=float, default=defaults.adam_epsilon, help="Adam's epsilon")
+    g.add_argument("--adam-betas", type=_floats, default=_listed(defaults.adam_betas), help="Adam's two betas, as 0.9,0.999")
+    g.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm, help="gradient clipping (0: none)")
+    g.add_argument("--warmup-ratio", type=float, default=defaults.warmup_ratio, help="linear warm-up over this share of the updates")
     g.add_argument("--layerwise-lr-decay", type=float, default=defaults.layerwise_lr_decay,
                    help="ELECTRA's layer-wise decay (BioELECTRA: 0.8): the head at the full learning rate, the last layer at "
                    "this squared, each layer below this times less, the embeddings at this ** (layers + 2); 1 turns it off")
-    g.add_argument("--max-length", type=int, default=defaults.max_length, help="sub-tokens per window, special tokens included")
-    g.add_argument("--window-overlap", type=int, default=defaults.window_overlap,
-                   help="sub-tokens shared by consecutive windows of a sentence longer than --max-length")
     g.add_argument("--label-scheme", choices=["first-subtoken", "all-subtokens"], default=defaults.label_scheme,
                    help="which sub-tokens of a word carry its label in training (prediction reads the first)")
     g.add_argument("--num-fc-layers", type=int, choices=[1, 2], default=defaults.num_fc_layers,
@@ -50,19 +78,26 @@ def _training_flags(parser, defaults):
     g.add_argument("--fc-dropout", type=float, default=defaults.fc_dropout,
                    help="dropout on the encoder's output before the head (BioMegatron: 0.5; default: the encoder's hidden dropout)")
     g.add_argument("--eval-steps", type=int, default=defaults.eval_steps, help="evaluate on dev every N updates (0: every epoch)")
-    g.add_argument("--logging-steps", type=int, default=defaults.logging_steps)
-    g.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
-    g.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default=defaults.precision,
-                   help="auto: bf16 on GPUs that have it, else fp16 on GPU, fp32 on CPU")
-    g.add_argument("--no-save-model", dest="save_model", action="store_false", help="keep metrics and predictions only")
+    g.add_argument("--logging-steps", type=int, default=defaults.logging_steps, help="log the training loss every N updates")
+    _prediction_flags(g, defaults)
+    g.add_argument("--no-save-model", dest="save_model", action="store_false",
+                   help="keep metrics and predictions only (default: the best model and its card are saved in model/)")
     g.add_argument("--keep-checkpoints", action="store_true", help="keep Trainer's checkpoints (optimizer state) after a run")
+    c = parser.add_argument_group("model card (model/README.md)")
+    c.add_argument("--language", default=None, help="the data's language code, as es (default: the base model card's, if any)")
+    c.add_argument("--license", default=None, help="the fine-tuned model's license, as apache-2.0 (default: the base model card's, else unknown)")
+    c.add_argument("--dataset", default=None,
+                   help="the data set's Hub id or name, as PlanTL-GOB-ES/pharmaconer (default: left out of the metadata; "
+                   "the results name the folder holding --train)")
 
 
 def _data_flags(parser, output_help):
-    parser.add_argument("--model", required=True, type=Path, help="transformers encoder folder (biofairseq-convert to-hf output)")
-    parser.add_argument("--train", required=True, type=Path, help="training data: BRAT folder or CoNLL file")
+    parser.add_argument("--model", required=True,
+                        help="transformers encoder folder (biofairseq-convert to-hf output), or a Hugging Face Hub id such as "
+                        "PlanTL-GOB-ES/bsc-bio-es (offline: from the cache)")
+    parser.add_argument("--train", required=True, type=Path, help="training data: BRAT folder or .txt (X.txt + X.ann), or CoNLL file (.conll, .tsv, .bio)")
     parser.add_argument("--dev", required=True, type=Path, help="development data, for checkpoint selection")
-    parser.add_argument("--test", type=Path, default=None, help="test data, scored with the best-on-dev checkpoint")
+    parser.add_argument("--test", type=Path, default=None, help="test data, scored with the best-on-dev checkpoint (default: none)")
     parser.add_argument("--output-dir", required=True, type=Path, help=output_help)
 
 
@@ -71,33 +106,33 @@ def _parser():
     from biofairseq.finetune.training import TrainOptions
 
     defaults = TrainOptions()
-    parser = argparse.ArgumentParser(prog="biofairseq-ner", description=__doc__.split("\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
-    commands = parser.add_subparsers(dest="command", required=True)
-    convert = commands.add_parser("convert", help="BRAT folder or CoNLL file -> BIO CoNLL, with conversion statistics")
-    convert.add_argument("input", type=Path)
+    parser = OneLineParser(prog="biofairseq-ner", description=__doc__.split("\n")[0],
+                     formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    command = lambda name, text: commands.add_parser(name, help=text, description=text, formatter_class=DefaultsHelp)
+    convert = command("convert", "BRAT folder or CoNLL file -> BIO CoNLL, with conversion statistics")
+    convert.add_argument("input", type=Path, help="a BRAT folder (X.txt + X.ann), a .txt with its .ann, or a CoNLL file (.conll, .tsv, .bio)")
     convert.add_argument("output", type=Path, help="CoNLL file to write; its statistics go beside it as OUTPUT.stats.json")
-    train = commands.add_parser("train", help="fine-tune one configuration; writes metrics.json, predictions, the best model")
+    train = command("train", "fine-tune one configuration; writes metrics.json, predictions, the best model and its card")
     _data_flags(train, "run folder to create (resumed if it holds checkpoints of an unfinished run)")
-    train.add_argument("--lr", type=float, default=defaults.lr)
-    train.add_argument("--seed", type=int, default=defaults.seed)
+    train.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate (linear decay to 0)")
+    train.add_argument("--seed", type=int, default=defaults.seed, help="seed of the head's initialisation and the batch order")
     train.add_argument("--overwrite", action="store_true", help="replace a finished run in --output-dir")
     _training_flags(train, defaults)
-    sweep = commands.add_parser("sweep", help="the LR x seed grid, one run folder per configuration, resumable")
+    sweep = command("sweep", "the LR x seed grid, one run folder per configuration, resumable")
     _data_flags(sweep, "sweep folder; runs go to DIR/lr=X/seed=Y/, then the report to DIR")
-    sweep.add_argument("--lrs", type=_floats, default=list(PAPER_LRS), help="comma-separated learning rates")
-    sweep.add_argument("--seeds", type=_ints, default=list(PAPER_SEEDS), help="comma-separated seeds")
+    sweep.add_argument("--lrs", type=_floats, default=_listed(PAPER_LRS), help="comma-separated learning rates")
+    sweep.add_argument("--seeds", type=_ints, default=_listed(PAPER_SEEDS), help="comma-separated seeds")
     _training_flags(sweep, defaults)
-    predict = commands.add_parser("predict", help="tag a BRAT folder or CoNLL file with a fine-tuned model")
-    predict.add_argument("--model", required=True, type=Path, help="a train output folder, or its model/ folder")
-    predict.add_argument("--input", required=True, type=Path, help="BRAT folder (.txt, with or without .ann) or CoNLL file")
-    predict.add_argument("--output-dir", required=True, type=Path, help="folder to create: predictions/ and metrics.json")
-    predict.add_argument("--max-length", type=int, default=defaults.max_length)
-    predict.add_argument("--window-overlap", type=int, default=defaults.window_overlap)
-    predict.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size)
-    predict.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default=defaults.precision)
+    predict = command("predict", "tag a folder of .txt notes, a .txt file, BRAT or CoNLL data with a fine-tuned model")
+    predict.add_argument("--model", required=True, help="a train output folder, its model/ folder, or a Hub id of a token-classification model")
+    predict.add_argument("--input", required=True, type=Path,
+                         help="a .txt file or a folder of them (raw text; scored where X.ann is beside X.txt), or a CoNLL file (.conll, .tsv, .bio)")
+    predict.add_argument("--output-dir", required=True, type=Path,
+                         help="folder to create: predictions/ (X.txt + X.ann for text, predictions.conll for CoNLL) and metrics.json")
+    _prediction_flags(predict, defaults)
     predict.add_argument("--overwrite", action="store_true", help="replace --output-dir if it exists")
-    report = commands.add_parser("report", help="the bsc-bio-es Table 2 layout (+ median over seeds) as Markdown, JSON and a plot")
+    report = command("report", "the bsc-bio-es Table 2 layout (+ median over seeds, per-type scores) as Markdown, JSON and a plot")
     report.add_argument("runs", nargs="+", type=Path, help="sweep folders (one per model) or run folders")
     report.add_argument("--output-dir", type=Path, default=None, help="where report.md/.json and dev_f1.png go (default: the one RUN_DIR)")
     return parser
@@ -112,6 +147,10 @@ def _options(args):
     return TrainOptions(**values)
 
 
+def _card(args):
+    return {"language": args.language, "license": args.license, "dataset": args.dataset}
+
+
 def _quiet_libraries():
     import logging
     import warnings
@@ -123,6 +162,8 @@ def _quiet_libraries():
     import transformers
 
     transformers.logging.set_verbosity_error()
+    if not os.isatty(2):  # as Trainer's own bars (disable_tqdm): no progress bars in a log file or a captured stderr
+        transformers.utils.logging.disable_progress_bar()
 
 
 def _convert(args, log):
@@ -132,10 +173,16 @@ def _convert(args, log):
 
     if args.output.is_dir():
         raise NERFormatError(f"{args.output}: is a folder; give the CoNLL file to write")
+    if args.output.suffix.lower() not in data.CONLL_SUFFIXES:
+        raise NERFormatError(f"{args.output}: give the CoNLL file to write a .conll, .tsv or .bio name (biofairseq-ner reads those as CoNLL)")
     dataset = data.read(args.input)
+    for line in dataset.warnings("input")[1:] if dataset.problems else dataset.warnings("input"):  # problems: listed below
+        print(f"biofairseq-ner: {line}", file=sys.stderr)
     if not dataset.annotated:
         raise NERFormatError(f"{args.input}: has no annotations (.ann files or a tag column); nothing to convert")
     stats = dataset.statistics()
+    if args.output.resolve() == Path(args.input).resolve():
+        raise NERFormatError(f"{args.output}: is the input; give another file to write")
     args.output.parent.mkdir(parents=True, exist_ok=True)
     conll.write_file(args.output, [(s.tokens, s.tags) for s in dataset.sentences])
     write_text(args.output.with_suffix(".stats.json"), json.dumps(stats, indent=1, ensure_ascii=False) + "\n")
@@ -161,13 +208,14 @@ def main(argv=None):
         if args.command == "convert":
             _convert(args, log)
         elif args.command == "train":
-            training.train(args.model, args.train, args.dev, args.test, args.output_dir, _options(args), args.overwrite, log)
+            training.train(args.model, args.train, args.dev, args.test, args.output_dir, _options(args), args.overwrite, log, card=_card(args))
             log(f"wrote {args.output_dir}/metrics.json in {time.time() - started:.0f} s")
         elif args.command == "predict":
             training.predict(args.model, args.input, args.output_dir, _options(args), args.overwrite, log)
             log(f"wrote {args.output_dir}/predictions in {time.time() - started:.0f} s")
         elif args.command == "sweep":
-            folders = sweep.sweep(args.model, args.train, args.dev, args.test, args.output_dir, _options(args), args.lrs, args.seeds, log)
+            folders = sweep.sweep(args.model, args.train, args.dev, args.test, args.output_dir, _options(args), args.lrs, args.seeds, log,
+                                  card=_card(args))
             print(report.write([args.output_dir], args.output_dir))
             log(f"{len(folders)} runs; wrote {args.output_dir}/report.md, report.json and dev_f1.png in {time.time() - started:.0f} s")
         else:

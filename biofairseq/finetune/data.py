@@ -36,6 +36,7 @@ class NERData:
     documents: list = None  # BRAT only
     problems: list = field(default_factory=list)  # (kind, message)
     counts: Counter = field(default_factory=Counter)
+    ignored: list = field(default_factory=list)  # BRAT: files of the folder that are neither .txt nor .ann, and hidden ones
 
     @property
     def is_brat(self):
@@ -65,15 +66,62 @@ class NERData:
             "problem_list": [message for _, message in self.problems],
         }
 
+    def warnings(self, role, shown=3):
+        """Lines for stderr about what reading changed: the entity problems by kind with the first ``shown``, and the
+        files a BRAT folder skipped. ``convert`` lists every problem; training and prediction must not drop entities
+        silently either."""
+        lines = []
+        if self.problems:
+            kinds = Counter(kind for kind, _ in self.problems)
+            lines.append(f"warning: {role} {self.path}: {len(self.problems)} entit{'y' if len(self.problems) == 1 else 'ies'} "
+                         f"changed in reading ({', '.join(f'{n} {PROBLEMS.get(k, k)}' for k, n in sorted(kinds.items()))}), "
+                         f"counted in metrics.json; the first: "
+                         + "; ".join(m for _, m in self.problems[:shown])
+                         + (f"; all of them: biofairseq-ner convert {self.path} OUT.conll" if len(self.problems) > shown else ""))
+        if self.ignored:
+            names = sorted({p.name for p in self.ignored})
+            lines.append(f"note: {role} {self.path}: {len(self.ignored)} file(s) neither .txt nor .ann, or hidden, skipped: "
+                         + ", ".join(names[:5]) + (", ..." if len(names) > 5 else ""))
+        return lines
+
+    def problem_counts(self):
+        """{"count", "dropped", kind: n}: what metrics.json records of the problems (dropped: entities not trained on or
+        not scored as gold BIO: outside the text, covering no token, flattened)."""
+        kinds = Counter(kind for kind, _ in self.problems)
+        return {"count": len(self.problems), "dropped": sum(kinds[k] for k in DROPPED), **dict(sorted(kinds.items()))}
+
+
+# What each kind of problem did to the entity, for the warnings.
+PROBLEMS = {
+    "outside": "outside the text (dropped)", "no_token": "covering no token (dropped)",
+    "flattened": "overlapping a longer one (dropped from the BIO tags)", "duplicate": "duplicates (counted once)",
+    "misaligned": "misaligned (kept by their offsets)", "trimmed": "trimmed of white space", "discontinuous": "discontinuous (outer span kept)",
+    "repaired": "I- tags starting an entity (read as B-)",
+}
+DROPPED = ("outside", "no_token", "flattened")
+
+
+CONLL_SUFFIXES = (".conll", ".tsv", ".bio")
+KINDS = "a BRAT folder (X.txt + X.ann), a .txt file, or a CoNLL file (.conll, .tsv, .bio: token<TAB>tag)"
+
 
 def read(path):
-    """The sentences of a BRAT folder or a CoNLL file."""
+    """The sentences of a BRAT folder, a plain-text ``.txt`` file (one BRAT document: annotated when its ``.ann`` is
+    beside it, raw text to tag otherwise) or a CoNLL file (``.conll``, ``.tsv``, ``.bio``). Anything else is refused
+    in one line, before any model is loaded."""
     path = Path(path)
     if path.is_dir():
         return _read_brat(path)
-    if path.is_file():
+    if not path.exists():
+        raise NERFormatError(f"{path}: no such file or folder; give {KINDS}")
+    suffix = path.suffix.lower()
+    if suffix == ".txt":
+        return _read_brat(path.parent, [path])
+    if suffix in CONLL_SUFFIXES:
         return _read_conll(path)
-    raise NERFormatError(f"{path}: no such file or folder; give a BRAT folder (X.txt + X.ann) or a CoNLL file (token<TAB>tag)")
+    if suffix == ".ann":
+        raise NERFormatError(f"{path}: a BRAT annotation file alone; give its text {path.with_suffix('.txt').name} (read with its .ann) or the folder holding both")
+    raise NERFormatError(f"{path}: not NER data ({path.suffix or 'no suffix'}); give {KINDS}")
 
 
 def _read_conll(path):
@@ -88,9 +136,9 @@ def _read_conll(path):
     return data
 
 
-def _read_brat(folder):
-    data = NERData(str(folder), [], [])
-    data.documents = brat.read_folder(folder, data.problems)
+def _read_brat(folder, texts=None):
+    data = NERData(str(texts[0] if texts else folder), [], [])
+    data.documents = brat.read_folder(folder, data.problems, texts, data.ignored)
     for doc in data.documents:
         data.counts["entities_read"] += len(doc.entities)
         data.sentences += document_sentences(doc, data)

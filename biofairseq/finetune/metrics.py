@@ -4,7 +4,8 @@ import warnings
 
 
 def scores(gold, predicted):
-    """{"precision", "recall", "f1", "support", "per_type": {type: {...}}} of tag sequences, micro-averaged."""
+    """{"precision", "recall", "f1", "support", "per_type": {type: {...}}, "scorer": "seqeval"} of tag sequences,
+    micro-averaged; per type, P/R/F1/support as seqeval's classification_report gives them."""
     from seqeval.metrics import classification_report
     from seqeval.scheme import IOB2
 
@@ -15,7 +16,7 @@ def scores(gold, predicted):
     for key in ("macro avg", "weighted avg"):
         report.pop(key, None)
     clean = lambda r: {"precision": float(r["precision"]), "recall": float(r["recall"]), "f1": float(r["f1-score"]), "support": int(r["support"])}
-    return {**clean(micro), "per_type": {kind: clean(r) for kind, r in sorted(report.items())}}
+    return {**clean(micro), "per_type": {kind: clean(r) for kind, r in sorted(report.items())}, "scorer": "seqeval"}
 
 
 def line(name, s):

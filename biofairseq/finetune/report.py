@@ -3,7 +3,10 @@
 Each run's scores are those of its best-on-dev checkpoint. Per model (a sweep folder):
 - mean ± sample standard deviation of the test F1, P and R over every run (all LRs and seeds);
 - the run that is best on dev (ties: the earlier LR, then seed), with its test F1, LR and epoch;
-- the median of the test F1 over the seeds of the LR whose median dev F1 is highest (bio-lm's statistic).
+- the median of the test F1 over the seeds of the LR whose median dev F1 is highest (bio-lm's statistic);
+- per entity type, the mean ± std of the test P, R and F1 over every run, by the same scorer as the overall scores.
+
+Runs are grouped by the value of their learning rate, not its spelling (1e-3 and 0.001 are one).
 
 For BRAT data the scores are the shared tasks' official ones: the BRAT predictions against every gold
 mention of the .ann files, nested and overlapping ones included (PharmaCoNER, CANTEMIST). Where seqeval's
@@ -30,14 +33,34 @@ def runs(folder):
         raise NERFormatError(f"{folder}: no finished run (metrics.json from biofairseq-ner train or sweep) below it; give a sweep or run folder")
     out = []
     for path in found:
-        m = json.loads(path.read_text())
-        if "history" not in m or "options" not in m:  # written by biofairseq-ner predict, not by a training run
+        try:
+            m = json.loads(path.read_text(encoding="utf-8"))
+        except (ValueError, UnicodeDecodeError):
+            raise NERFormatError(f"{path}: not a JSON file biofairseq-ner wrote (damaged?); rerun that training run or remove its folder") from None
+        if not isinstance(m, dict) or "history" not in m or "options" not in m:  # biofairseq-ner predict's, not a training run's
             continue
-        out.append({"path": str(path.parent), "lr": m["options"]["lr"], "seed": m["options"]["seed"], "best": m["best"],
+        out.append({"path": str(path.parent), "lr": setting(m["options"]["lr"]), "seed": int(m["options"]["seed"]), "best": m["best"],
                     "dev": m["dev"], "test": m.get("test"), "history": m["history"]})
     if not out:
         raise NERFormatError(f"{folder}: no finished training run below it (only biofairseq-ner predict outputs); give a sweep or run folder")
     return out
+
+
+def setting(value):
+    """A numeric setting as runs are grouped by it: 1e-3, "1e-3", 0.001 and 0.1 * 0.01 are one learning rate."""
+    return float(f"{float(value):.12g}")
+
+
+def per_type(model_runs, split):
+    """{type: {"precision", "recall", "f1": mean and std over the runs that score the type, "support", "runs"}}, from each
+    run's per-type scores (the official scorer's for BRAT data, seqeval's for CoNLL)."""
+    found = defaultdict(list)
+    for r in model_runs:
+        for kind, v in r[split].get("per_type", {}).items():
+            found[kind].append(v)
+    stat = lambda v: {"mean": statistics.fmean(v), "std": statistics.stdev(v) if len(v) > 1 else 0.0}
+    return {kind: {**{k: stat([v[k] for v in vs]) for k in ("precision", "recall", "f1")}, "support": max(v["support"] for v in vs), "runs": len(vs)}
+            for kind, vs in sorted(found.items())}
 
 
 def summarize(name, model_runs):
@@ -58,6 +81,8 @@ def summarize(name, model_runs):
                         "dev_f1": best["dev"]["f1"], "lr": best["lr"], "seed": best["seed"], "epoch": best["best"]["epoch"] if best["best"] else None,
                         "path": best["path"]},
         "median_over_seeds": {"f1": statistics.median(r[split]["f1"] for r in by_lr[median_lr]), "lr": median_lr, "seeds": len(by_lr[median_lr])},
+        "scorer": model_runs[0][split].get("scorer", "seqeval"),
+        "per_type": per_type(model_runs, split),
     }
 
 
@@ -79,6 +104,24 @@ def markdown(summaries):
     return markdown_table(header, rows)
 
 
+SCORERS = {"brat": "BRAT scorer: every gold mention of the .ann files, exact span and type, as the shared tasks' official scorers count them",
+           "seqeval": "seqeval: entity level, strict IOB2"}
+
+
+def per_type_markdown(summaries):
+    """Per entity type, mean ± std of P, R and F1 over each model's runs, with the scorer named."""
+    pct = lambda s: f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f}"
+    rows = [[s["model"], kind, f"{v['support']:,}", pct(v["precision"]), pct(v["recall"]), pct(v["f1"])]
+            for s in summaries for kind, v in s.get("per_type", {}).items()]
+    if not rows:
+        return ""
+    split = summaries[0]["split"]
+    scorers = "; ".join(f"{s['model']}: {s['scorer']}" for s in summaries) if len({s["scorer"] for s in summaries}) > 1 else summaries[0]["scorer"]
+    header = ["model", "type", f"{split} entities", "P mean ± std", "R mean ± std", "F1 mean ± std"]
+    named = "; ".join(SCORERS.get(k, k) for k in sorted({s["scorer"] for s in summaries}))
+    return f"Per entity type, {split} set, mean ± std over the runs (scorer: {scorers}; {named}):\n\n{markdown_table(header, rows)}"
+
+
 def plot_dev_f1(ax, title, groups):
     """Dev F1 per epoch of every model on one axis, so that a model and its random-init twin compare at a glance:
     one colour per model, one line style per LR, each line the mean over its seeds."""
@@ -94,7 +137,7 @@ def plot_dev_f1(ax, title, groups):
             line, = ax.plot(epochs, [statistics.fmean(by_lr[lr][e]) for e in epochs], marker="o", markersize=3,
                             linestyle=styles[i % len(styles)], color=color, label=f"{name}, lr {lr:g}")
             color = line.get_color()
-    ax.set(title=title, xlabel="epoch", ylabel="dev F1 (mean over seeds)")
+    ax.set(title=title, xlabel="epoch", ylabel="dev F1 (%), seqeval, mean over seeds")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
 
@@ -123,7 +166,7 @@ def save_figure(fig, path):
 def plot(groups, path):
     """Dev F1 per epoch of every model, on one axis."""
     fig, axes = figure(1)
-    plot_dev_f1(axes[0], "NER dev F1", groups)
+    plot_dev_f1(axes[0], "NER: dev F1 per epoch, one line per LR", groups)
     save_figure(fig, path)
 
 
@@ -149,9 +192,12 @@ def write(run_folders, output_dir):
 def save(groups, summaries, output_dir):
     """``write`` for runs already collected."""
     table = markdown(summaries)
+    types = per_type_markdown(summaries)
     output_dir = Path(output_dir)
+    if output_dir.exists() and not output_dir.is_dir():
+        raise NERFormatError(f"--output-dir {output_dir}: a file; give a folder for report.md, report.json and dev_f1.png")
     output_dir.mkdir(parents=True, exist_ok=True)
     write_text(output_dir / "report.json", json.dumps(summaries, indent=1) + "\n")
-    write_text(output_dir / "report.md", f"{table}\n\n{__doc__.split(chr(10), 1)[1].strip()}\n")
+    write_text(output_dir / "report.md", f"{table}\n\n{types + chr(10) + chr(10) if types else ''}{__doc__.split(chr(10), 1)[1].strip()}\n")
     plot(groups, output_dir / "dev_f1.png")
     return table

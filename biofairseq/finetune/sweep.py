@@ -6,13 +6,11 @@ its last checkpoint. The sweep folder records the model in ``model.sha256``.
 """
 
 import json
-
 from dataclasses import replace
 from pathlib import Path
 
 from biofairseq.atomic import write_text
 from biofairseq.finetune import training
-from biofairseq.finetune.fingerprint import weights_sha256
 
 PAPER_LRS = (8e-6, 1e-5, 2e-5, 3e-5, 5e-5)
 PAPER_SEEDS = (1, 2, 3)
@@ -22,11 +20,29 @@ def run_folder(root, lr, seed):
     return Path(root) / f"lr={lr:g}" / f"seed={seed}"
 
 
-def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_LRS, seeds=PAPER_SEEDS, log=print):
-    """Runs every (lr, seed) not yet finished; returns the run folders in grid order."""
+def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_LRS, seeds=PAPER_SEEDS, log=print,
+          warn=training.stderr, card=None):
+    """Runs every (lr, seed) not yet finished; returns the run folders in grid order. The data's warnings are said
+    once, not once a run."""
     folders = []
-    fingerprint = weights_sha256(training.model_folder(model_dir))
-    grid = [(lr, seed) for lr in lrs for seed in seeds]
+    training.check_output_dir(root)
+    for lr in lrs:  # the runs' own check would come only after the grid's first runs
+        training.check_options(replace(options, lr=lr))
+    fingerprint = training.model_fingerprint(training.resolve_model(str(model_dir)))
+    said = set()
+
+    def warn_once(line):
+        if line not in said:
+            said.add(line)
+            warn(line)
+
+    # the data too, before the first run starts: a wrong path is one line, not a line after the first run's
+    for path, role in ((train_path, "training"), (dev_path, "dev"), (test_path, "test")):
+        if path is not None:
+            training.read_annotated(path, role, warn_once)
+
+    # 1e-3 and 0.001 are one setting: one folder (lr=0.001), run once
+    grid = list({(f"{lr:g}", seed): (lr, seed) for lr in lrs for seed in seeds}.values())
     for n, (lr, seed) in enumerate(grid, 1):
         folder = run_folder(root, lr, seed)
         folders.append(folder)
@@ -41,6 +57,6 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
         else:
             log(f"[{n}/{len(grid)}] {folder}")
         training.train(model_dir, train_path, dev_path, test_path, folder, replace(options, lr=lr, seed=seed),
-                       overwrite=redo, log=lambda message: log(f"  {message}"))
+                       overwrite=redo, log=lambda message: log(f"  {message}"), warn=warn_once, card=card)
     write_text(Path(root) / "model.sha256", fingerprint + "\n")
     return folders

@@ -6,11 +6,13 @@ is in it. The rest (optimiser, schedule, fp16/bf16, gradient accumulation, clipp
 selection, resuming) is ``Trainer``'s.
 """
 
+import contextlib
 import json
 import math
 import os
 import re
 import shutil
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -55,7 +57,11 @@ def load_tokenizer(model_dir):
     """The model's tokenizer, with a space before every word as RoBERTa saw words inside sentences in pretraining."""
     from transformers import AutoTokenizer
 
-    return AutoTokenizer.from_pretrained(model_dir, add_prefix_space=True)
+    try:
+        return AutoTokenizer.from_pretrained(model_dir, add_prefix_space=True)
+    except (OSError, ValueError) as error:  # a model folder without its tokenizer's files
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise NERFormatError(f"--model {model_dir}: its tokenizer does not load ({reason[:200]}); give a folder with the tokenizer files (biofairseq-convert to-hf writes them)") from None
 
 
 def position_limit(config, asked):
@@ -72,7 +78,106 @@ def model_folder(path):
     for candidate in (path, path / "model"):
         if (candidate / "config.json").is_file():
             return candidate
-    raise NERFormatError(f"{path}: no config.json; give a transformers model folder (biofairseq-convert to-hf writes one) or a train output folder")
+    if (path / "metrics.json").is_file():
+        raise NERFormatError(f"--model {path}: a run trained with --no-save-model (no model/ folder); give a run that saved its model, or train again without --no-save-model")
+    raise NERFormatError(f"--model {path}: a folder without config.json, not a model; give a transformers model folder (biofairseq-convert to-hf writes one) or a train output folder")
+
+
+# A Hub id: "name" or "owner/name", letters, digits, "-", "_", "." inside (huggingface_hub's validate_repo_id).
+HUB_ID = re.compile(r"[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?(?:/[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?)?")
+
+
+def resolve_model(text):
+    """What transformers loads for ``--model``: a local folder (a train output folder: its ``model/``), or a Hugging
+    Face Hub id, passed to transformers as it is (offline, from the cache). Anything else stops here in one line, before
+    a model is loaded or a folder is made."""
+    path = Path(text)
+    if path.exists():
+        if not path.is_dir():
+            hint = f" (a fairseq checkpoint: biofairseq-convert to-hf {text} DIR first)" if path.suffix == ".pt" else ""
+            raise NERFormatError(f"--model {text}: a file, not a model folder{hint}; give the folder biofairseq-convert to-hf writes, or a Hub id")
+        return model_folder(path)
+    text = str(text)
+    if not HUB_ID.fullmatch(text) or ".." in text or "--" in text:
+        raise NERFormatError(f"--model {text}: no such folder; give a transformers model folder (biofairseq-convert to-hf writes one) or a Hub id such as PlanTL-GOB-ES/bsc-bio-es")
+    from huggingface_hub import constants
+    from transformers.utils import cached_file
+
+    try:
+        cached_file(text, "config.json")
+    except (OSError, ValueError) as error:
+        if constants.HF_HUB_OFFLINE:
+            variable = "HF_HUB_OFFLINE" if os.environ.get("HF_HUB_OFFLINE") else "TRANSFORMERS_OFFLINE"
+            raise NERFormatError(f"--model {text}: not a local folder, and the Hub cannot be reached ({variable} is set); "
+                                 f"download it first (hf download {text}, with network) or give a local folder") from None
+        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
+        raise NERFormatError(f"--model {text}: not a local folder, and the Hub does not give it ({reason}); check the id or give a local folder") from None
+    return text
+
+
+def is_hub_id(source):
+    return not isinstance(source, Path)
+
+
+def model_fingerprint(source):
+    """What runs record of their model: sha256 of a local folder's weights, or a Hub model's id and commit."""
+    if not is_hub_id(source):
+        return weights_sha256(source)
+    from transformers.utils import cached_file
+
+    return f"{source}@{Path(cached_file(source, 'config.json')).parent.name}"
+
+
+def check_options(options):
+    """One line naming the flag for a value that cannot train: found here, before anything loads."""
+    rules = [
+        ("lr", options.lr > 0, "a positive learning rate, as 5e-5"),
+        ("epochs", options.epochs > 0, "a positive number of epochs"),
+        ("batch_size", options.batch_size >= 1, "at least 1"),
+        ("gradient_accumulation", options.gradient_accumulation >= 1, "at least 1"),
+        ("eval_batch_size", options.eval_batch_size >= 1, "at least 1"),
+        ("weight_decay", options.weight_decay >= 0, "0 or more"),
+        ("adam_epsilon", options.adam_epsilon > 0, "positive, as 1e-8"),
+        ("adam_betas", len(options.adam_betas) == 2 and all(0 <= b < 1 for b in options.adam_betas), "two values in [0, 1), as 0.9,0.999"),
+        ("max_grad_norm", options.max_grad_norm >= 0, "0 or more (0: no clipping)"),
+        ("warmup_ratio", 0 <= options.warmup_ratio <= 1, "a share of the updates, from 0 to 1"),
+        ("layerwise_lr_decay", 0 < options.layerwise_lr_decay <= 1, "in (0, 1] (1: no decay)"),
+        ("max_length", options.max_length >= 8, "at least 8 sub-tokens (the special tokens and some words)"),
+        ("window_overlap", options.window_overlap >= 0, "0 or more"),
+        ("fc_hidden_size", options.fc_hidden_size >= 0, "0 (the encoder's width) or more"),
+        ("fc_dropout", options.fc_dropout is None or 0 <= options.fc_dropout < 1, "in [0, 1)"),
+        ("eval_steps", options.eval_steps >= 0, "0 (every epoch) or more"),
+        ("logging_steps", options.logging_steps >= 1, "at least 1"),
+    ]
+    for name, ok, rule in rules:
+        if not ok:
+            value = getattr(options, name)
+            value = ",".join(f"{v:g}" for v in value) if isinstance(value, (tuple, list)) else f"{value:g}"
+            raise NERFormatError(f"--{name.replace('_', '-')} {value}: must be {rule}")
+
+
+def check_output_dir(output_dir):
+    if Path(output_dir).exists() and not Path(output_dir).is_dir():
+        raise NERFormatError(f"--output-dir {output_dir}: a file; give a folder (it is created)")
+
+
+@contextlib.contextmanager
+def created_folder(folder, keep=lambda: False):
+    """Makes ``folder`` (and its missing parents); an error inside the block removes what it made, unless ``keep()``
+    (a checkpoint to resume from), so that a rerun finds nothing half-made in its way."""
+    folder = Path(folder)
+    top = next((p for p in [*reversed(folder.parents), folder] if not p.exists()), None)
+    folder.mkdir(parents=True, exist_ok=True)
+    try:
+        yield folder
+    except BaseException:
+        if top is not None and not keep():
+            shutil.rmtree(top, ignore_errors=True)
+        raise
+
+
+def stderr(line):
+    print(f"biofairseq-ner: {line}", file=sys.stderr, flush=True)
 
 
 def precision_flags(precision):
@@ -193,10 +298,19 @@ def _argmax(logits, labels):
     return logits.argmax(-1)
 
 
-def _read(path, role):
+def read_annotated(path, role, warn=stderr):
+    """An annotated data set, its reading problems said on stderr (``warn``)."""
     dataset = data.read(path)
+    if dataset.is_brat and not dataset.annotated:
+        bare = [d.id for d in dataset.documents if not d.annotated]
+        if len(bare) < len(dataset.documents):
+            raise NERFormatError(f"{path}: {len(bare)} of {len(dataset.documents)} .txt files have no .ann beside them "
+                                 f"({', '.join(bare[:3])}{', ...' if len(bare) > 3 else ''}); the {role} set needs X.ann beside every X.txt: add them or move those out")
     if not dataset.annotated:
-        raise NERFormatError(f"{path}: the {role} set has no annotations (.ann files or a tag column); give annotated data")
+        conll_hint = " (a CoNLL file? name it .conll, .tsv or .bio)" if Path(path).suffix.lower() == ".txt" else ""
+        raise NERFormatError(f"{path}: the {role} set has no annotations{conll_hint}; give annotated data (X.ann beside each X.txt, or a CoNLL file token<TAB>tag)")
+    for line in dataset.warnings(role):
+        warn(line)
     return dataset
 
 
@@ -231,8 +345,12 @@ def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inpu
     return trainer
 
 
-def train(model_dir, train_path, dev_path, test_path, output_dir, options, overwrite=False, log=print):
-    """Fine-tunes, keeps the best-on-dev model, scores dev and test with it, and returns ``metrics.json``'s content."""
+def train(model_dir, train_path, dev_path, test_path, output_dir, options, overwrite=False, log=print, warn=stderr, card=None):
+    """Fine-tunes, keeps the best-on-dev model, scores dev and test with it, and returns ``metrics.json``'s content.
+
+    ``model_dir``: a local folder or a Hub id (``resolve_model``). ``card``: the model card's language, license and
+    dataset, where the user gives them (``card.write``). Every mistake of the user's is found before ``output_dir`` is
+    made; an error after that removes it unless it holds a checkpoint to resume from."""
     import torch
     import transformers
     from torch.utils.tensorboard import SummaryWriter
@@ -240,21 +358,23 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     from transformers.trainer_utils import get_last_checkpoint
 
     output_dir = Path(output_dir)
+    check_output_dir(output_dir)
     if (output_dir / "metrics.json").exists() and not overwrite:
         raise NERFormatError(f"{output_dir}: holds a finished run (metrics.json); choose another --output-dir or pass --overwrite")
-    model_dir = model_folder(model_dir)
-    fingerprint = weights_sha256(model_dir)
+    check_options(options)
+    source = resolve_model(str(model_dir))
     precision, _ = precision_flags(options.precision)
-    sets = {"train": _read(train_path, "training"), "dev": _read(dev_path, "dev")}
+    sets = {"train": read_annotated(train_path, "training", warn), "dev": read_annotated(dev_path, "dev", warn)}
     if test_path:
-        sets["test"] = _read(test_path, "test")
+        sets["test"] = read_annotated(test_path, "test", warn)
     labels = iob2.label_list(set().union(*(d.types() for d in sets.values())))
     if not sets["train"].types():
         raise NERFormatError(f"{train_path}: the training set has no entities; give annotated data")
 
     transformers.set_seed(options.seed)
-    tokenizer = load_tokenizer(model_dir)
-    model = head.build(model_dir, labels, options.num_fc_layers, options.fc_hidden_size, options.fc_dropout)
+    tokenizer = load_tokenizer(source)
+    model = head.build(source, labels, options.num_fc_layers, options.fc_hidden_size, options.fc_dropout)
+    fingerprint = model_fingerprint(source)
     max_length = position_limit(model.config, options.max_length)
     predictors = {name: Predictor(d, tokenizer, labels, max_length, options) for name, d in sets.items()}
     train_windows = predictors["train"].inputs
@@ -267,52 +387,57 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     if overwrite:  # only once the data and the model have loaded
         shutil.rmtree(output_dir, ignore_errors=True)
     elif recorded.is_file() and recorded.read_text().strip() != fingerprint:
-        log(f"{output_dir}: started with another model than {model_dir}; its checkpoints are removed and the run starts afresh")
+        log(f"{output_dir}: started with another model than {source}; its checkpoints are removed and the run starts afresh")
         shutil.rmtree(output_dir, ignore_errors=True)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    write_text(recorded, fingerprint + "\n")
-    predictor = predictors["dev"]
-
-    def compute_metrics(prediction):
-        s = predictor.scores(predictor.tags(prediction.predictions))
-        return {"f1": s["f1"], "precision": s["precision"], "recall": s["recall"]}
-
     checkpoints = output_dir / "checkpoints"
-    trainer = make_trainer(model, tokenizer, options, checkpoints, train_windows, predictor.inputs, compute_metrics,
-                           [TensorBoardCallback(SummaryWriter(str(output_dir / "tensorboard"))), _progress(log)])
-    resume = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
-    if resume:
-        log(f"resuming from {resume}")
-    log(f"training on {'GPU' if torch.cuda.is_available() else 'CPU'} in {precision}: {len(train_windows):,} windows, "
-        f"{train_tokens:,} tokens per epoch, {options.epochs:g} epochs, lr {options.lr:g}, seed {options.seed}")
-    started = time.time()
-    result = trainer.train(resume_from_checkpoint=resume)
-    seconds = time.time() - started
+    with created_folder(output_dir, keep=lambda: checkpoints.is_dir() and get_last_checkpoint(str(checkpoints)) is not None):
+        write_text(recorded, fingerprint + "\n")
+        predictor = predictors["dev"]
 
-    # Trainer's log (restored with a checkpoint, so a resumed run keeps its earlier evaluations).
-    history = [{"epoch": round(e["epoch"], 2), "step": e["step"], **{k: e[f"eval_{k}"] for k in ("f1", "precision", "recall", "loss")}}
-               for e in trainer.state.log_history if "eval_f1" in e]
-    # The checkpoint Trainer kept and loaded; step 0 (the untrained head, evaluated on start) is never a candidate.
-    best = next((h for h in history if h["step"] == trainer.state.best_global_step), None)
-    report = {
-        "model": str(model_dir), "model_sha256": fingerprint, "train": str(train_path), "dev": str(dev_path), "test": str(test_path) if test_path else None,
-        "options": asdict(options), "precision": precision, "labels": labels, "max_length": max_length,
-        "best": best, "history": history, "train_seconds": round(seconds, 1), "train_loss": result.training_loss,
-        "train_tokens_per_epoch": train_tokens, "train_tokens_per_second": round(train_tokens * options.epochs / result.metrics["train_runtime"], 1),
-    }
-    predictions_dir = output_dir / "predictions"
-    for name in ("dev", "test"):
-        if name in predictors:
-            tags = predictors[name].predict(trainer)
-            with staged_folder(predictions_dir / name, True, NERFormatError) as staging:
-                predictors[name].write(tags, staging)
-            report[name] = predictors[name].scores(tags, predictions_dir / name)
-            log(metrics.line(name, report[name]))
-    if options.save_model:
-        trainer.save_model(str(output_dir / "model"))
-    if not options.keep_checkpoints:
-        shutil.rmtree(checkpoints, ignore_errors=True)
-    write_text(output_dir / "metrics.json", json.dumps(report, indent=1) + "\n")
+        def compute_metrics(prediction):
+            s = predictor.scores(predictor.tags(prediction.predictions))
+            return {"f1": s["f1"], "precision": s["precision"], "recall": s["recall"]}
+
+        trainer = make_trainer(model, tokenizer, options, checkpoints, train_windows, predictor.inputs, compute_metrics,
+                               [TensorBoardCallback(SummaryWriter(str(output_dir / "tensorboard"))), _progress(log)])
+        resume = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
+        if resume:
+            log(f"resuming from {resume}")
+        log(f"training on {'GPU' if torch.cuda.is_available() else 'CPU'} in {precision}: {len(train_windows):,} windows, "
+            f"{train_tokens:,} tokens per epoch, {options.epochs:g} epochs, lr {options.lr:g}, seed {options.seed}")
+        started = time.time()
+        result = trainer.train(resume_from_checkpoint=resume)
+        seconds = time.time() - started
+
+        # Trainer's log (restored with a checkpoint, so a resumed run keeps its earlier evaluations).
+        history = [{"epoch": round(e["epoch"], 2), "step": e["step"], **{k: e[f"eval_{k}"] for k in ("f1", "precision", "recall", "loss")}}
+                   for e in trainer.state.log_history if "eval_f1" in e]
+        # The checkpoint Trainer kept and loaded; step 0 (the untrained head, evaluated on start) is never a candidate.
+        best = next((h for h in history if h["step"] == trainer.state.best_global_step), None)
+        report = {
+            "model": str(source), "model_sha256": fingerprint, "train": str(train_path), "dev": str(dev_path), "test": str(test_path) if test_path else None,
+            "options": asdict(options), "precision": precision, "labels": labels, "max_length": max_length,
+            "best": best, "history": history, "train_seconds": round(seconds, 1), "train_loss": result.training_loss,
+            "train_tokens_per_epoch": train_tokens, "train_tokens_per_second": round(train_tokens * options.epochs / result.metrics["train_runtime"], 1),
+            # what reading the data changed (entities dropped, kept by their offsets, trimmed...), as the warnings said
+            "data_problems": {name: d.problem_counts() for name, d in sets.items()},
+        }
+        predictions_dir = output_dir / "predictions"
+        for name in ("dev", "test"):
+            if name in predictors:
+                tags = predictors[name].predict(trainer)
+                with staged_folder(predictions_dir / name, True, NERFormatError) as staging:
+                    predictors[name].write(tags, staging)
+                report[name] = predictors[name].scores(tags, predictions_dir / name)
+                log(metrics.line(name, report[name]))
+        if options.save_model:
+            from biofairseq.finetune import card as model_card
+
+            trainer.save_model(str(output_dir / "model"))
+            model_card.write(output_dir / "model", report, source, card or {}, {"train": train_path, "dev": dev_path, "test": test_path})
+        if not options.keep_checkpoints:
+            shutil.rmtree(checkpoints, ignore_errors=True)
+        write_text(output_dir / "metrics.json", json.dumps(report, indent=1) + "\n")
     return report
 
 
@@ -328,18 +453,29 @@ def _progress(log):
     return Progress()
 
 
-def predict(model_dir, input_path, output_dir, options, overwrite=False, log=print):
-    """Tags a BRAT folder or a CoNLL file with a fine-tuned model; scores it too when it is annotated."""
+def predict(model_dir, input_path, output_dir, options, overwrite=False, log=print, warn=stderr):
+    """Tags a BRAT folder, a .txt file or a CoNLL file with a fine-tuned model; scores it too when it is annotated."""
     import transformers
+    from transformers import AutoConfig
 
-    model_dir = model_folder(model_dir)
+    check_output_dir(output_dir)
+    if Path(output_dir).exists() and not overwrite:
+        raise NERFormatError(f"--output-dir {output_dir}: already exists; choose another or pass --overwrite")
+    check_options(options)
+    source = resolve_model(str(model_dir))
+    labels = AutoConfig.from_pretrained(source).id2label
+    labels = [labels[i] for i in range(len(labels))]
+    if not all(l == "O" or (l[:2] in ("B-", "I-") and len(l) > 2) for l in labels):
+        raise NERFormatError(f"--model {model_dir}: its labels ({', '.join(labels[:4])}{', ...' if len(labels) > 4 else ''}) are not BIO tags, "
+                             f"so it is not a fine-tuned NER model; give a biofairseq-ner train output folder (or its model/)")
     dataset = data.read(input_path)
-    tokenizer = load_tokenizer(model_dir)
-    model = head.load(model_dir)
-    labels = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    for line in dataset.warnings("input"):
+        warn(line)
     unknown = dataset.types() - {l[2:] for l in labels if l != "O"}
     if unknown:
         raise NERFormatError(f"{input_path}: entity types {sorted(unknown)} are not among the model's labels {labels}; give data with the model's types")
+    tokenizer = load_tokenizer(source)
+    model = head.load(source)
     predictor = Predictor(dataset, tokenizer, labels, position_limit(model.config, options.max_length), options)
     transformers.logging.set_verbosity_error()
     with staged_folder(output_dir, overwrite, NERFormatError) as staging:
@@ -349,8 +485,9 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
         seconds = time.time() - started
         shutil.rmtree(staging / "unused", ignore_errors=True)
         predictor.write(tags, staging / "predictions")
-        report = {"model": str(model_dir), "input": str(input_path), "seconds": round(seconds, 2),
-                  "words": sum(len(s.tokens) for s in dataset.sentences), "windows": len(predictor.windows)}
+        report = {"model": str(source), "input": str(input_path), "seconds": round(seconds, 2),
+                  "words": sum(len(s.tokens) for s in dataset.sentences), "windows": len(predictor.windows),
+                  "data_problems": dataset.problem_counts()}
         scores = predictor.scores(tags, staging / "predictions")
         if scores is not None:
             report["scores"] = scores

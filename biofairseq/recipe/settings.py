@@ -62,6 +62,13 @@ def phase2_length(value):
     return whole(value) or (None if int(value) <= 512 else "the presets' position table has 512 rows")
 
 
+def language(value):
+    """A code of the cleaning's language identifier (fastText lid.176), checked before any work."""
+    from biofairseq.corpus.checks import unknown_language
+
+    return unknown_language(value, "CORPUS_LANG=")
+
+
 def or_empty(kind):
     def check(value):
         return None if value == "" else kind(value)
@@ -129,7 +136,7 @@ SETTINGS = [
     Setting("WEAK_PRETRAINING", one_of("stop", "continue")),
     # each recipe's own
     *_own("bsc_bio_es", ("CLIP_NORM", number)),
-    Setting("CORPUS_LANG", text, recipes=("beto", "bioelectra", "biomegatron", "bio_lm")),
+    Setting("CORPUS_LANG", language, recipes=("beto", "bioelectra", "biomegatron", "bio_lm")),
     *_own("bioelectra", ("VOCAB_TYPE", one_of("bytelevel-bpe", "sentencepiece")),
           ("EMBEDDING_SHARING", one_of("tied", "gdes", "none")), ("MASK_PROB", number), ("SAMPLING_TEMPERATURE", number)),
     *_own("biomegatron", ("VOCAB_SIZES", numbers), ("CHECKPOINT_ACTIVATIONS", one_of("0", "1"))),

@@ -154,17 +154,31 @@ update_freq() {  # update_freq SEQUENCES_VAR BATCH_VAR: gradient accumulation st
     echo $(( sequences / (DEVICES * batch) ))
 }
 
-recipe_check_inputs() {
-    local source dataset name dir train dev test
+recipe_check_inputs() {  # SOURCES and NER_DATA, before anything is written: one line and exit 1 at the first wrong one
+    local source dataset name dir train dev test split
     for source in $SOURCES; do
         [[ $source == *=* && -e ${source#*=} ]] || die "SOURCES: '$source': give NAME=PATH, PATH an existing file or folder"
     done
     NER_NAMES=() NER_TRAIN=() NER_DEV=() NER_TEST=()
     for dataset in $NER_DATA; do
         name=${dataset%%=*} dir=${dataset#*=}
-        [[ $name != "$dataset" && -d $dir ]] || die "NER_DATA: '$dataset': give NAME=DIR, DIR a folder with train, valid and test"
-        train=$(split_path "$dir" train) dev=$(split_path "$dir" valid dev devel) test=$(split_path "$dir" test)
-        [[ -n $train && -n $dev ]] || die "$dir: needs train and valid (or dev, devel): BRAT folders or CoNLL files (.conll, .tsv, .bio)"
+        [[ $name != "$dataset" && -n $name && -n $dir ]] ||
+            die "NER_DATA: '$dataset': give NAME=DIR, DIR a folder with train and valid (or dev), and optionally test"
+        [[ -e $dir ]] || die "NER_DATA: '$dataset': $dir: no such folder; fix the path (a relative one starts from $PWD)"
+        [[ -d $dir ]] || die "NER_DATA: '$dataset': $dir: not a folder; give the folder that holds train and valid (or dev)"
+        train= dev= test=
+        split_path "${dir%/}" train && train=$SPLIT
+        split_path "${dir%/}" valid dev devel && dev=$SPLIT
+        split_path "${dir%/}" test && test=$SPLIT
+        [[ -n $train ]] ||
+            die "NER_DATA: '$dataset': $dir has no train split; it needs train and valid (or dev), each a BRAT folder or a CoNLL file (.conll, .tsv, .bio)"
+        [[ -n $dev ]] ||
+            die "NER_DATA: '$dataset': $dir has no valid (or dev, devel) split beside train; add one (a BRAT folder or a .conll, .tsv, .bio file), e.g. documents moved out of train"
+        for split in "$train" "$dev" ${test:+"$test"}; do
+            [[ -f $split || -n $(find "$split" -name '*.txt' -print -quit 2>/dev/null) ]] ||
+                die "NER_DATA: '$dataset': $split: a folder without .txt files; a split is a BRAT folder (X.txt beside X.ann) or a CoNLL file"
+        done
+        echo "NER_DATA: $name: train $train, valid $dev, test ${test:-none (the sweep and the report give valid scores only)}" >&2
         NER_NAMES+=("$name") NER_TRAIN+=("$train") NER_DEV+=("$dev") NER_TEST+=("$test")
     done
     CLEAN=$RUN_DIR/clean VOCAB=$RUN_DIR/vocab DATA_BIN=$RUN_DIR/data-bin PRETRAIN=$RUN_DIR/pretrain
@@ -177,14 +191,16 @@ recipe_model() {  # recipe_model NAME: stages 4-6 of model NAME, in pretrain/NAM
     MODEL_NAME=$1 PRETRAIN=$RUN_DIR/pretrain/$1 HF_MODEL=$RUN_DIR/hf/$1
 }
 
-split_path() {  # split_path DIR NAME...: the first DIR/NAME[.conll|.tsv|.bio] that exists
+split_path() {  # split_path DIR NAME...: SPLIT=the first DIR/NAME[.conll|.tsv|.bio] that exists, or returns 1; called
+    # as a condition (split_path ... && x=$SPLIT): a bare call, or one in $(...), would end the recipe under set -e
     local dir=$1 name ext
     shift
     for name in "$@"; do
         for ext in "" .conll .tsv .bio; do
-            [[ -e $dir/$name$ext ]] && { echo "$dir/$name$ext"; return; }
+            if [[ -e $dir/$name$ext ]]; then SPLIT=$dir/$name$ext; return 0; fi
         done
     done
+    return 1
 }
 
 # ---- printing, skipping, resuming

@@ -1,0 +1,52 @@
+"""Command-line parsing shared by every command: argparse prints its whole usage before an error, which buries the one
+thing a user needs (which flag, and what to do), so a mistake here is one line; a flag given to the wrong
+sub-command is named as the other sub-command's; --help shows each flag's default. Standard library only: the error
+paths must not cost an import of torch or fairseq."""
+
+import argparse
+
+
+class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
+    """Every flag's default in --help, as transformers' HfArgumentParser shows them; flags that default to None or are
+    switches say what that means in their own words instead."""
+
+    def _get_help_string(self, action):
+        if action.default is None or action.nargs == 0:
+            return action.help
+        return super()._get_help_string(action)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse's parser whose usage errors are one line: the flag, what is wrong, where the help is (or which
+    sub-command takes a flag given to another). Sub-commands made from it are of this class too."""
+
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message}; {self._elsewhere(message) or f'see {self.prog} --help'}\n")
+
+    def _elsewhere(self, message):
+        """For unrecognised flags (argparse reports them on the top parser) that a sub-command takes: which one."""
+        if not message.startswith("unrecognized arguments:"):
+            return None
+        flags = [word.split("=")[0] for word in message.split(":", 1)[1].split() if word.startswith("--")]
+        for action in self._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for sub in action.choices.values():
+                    taken = [flag for flag in flags if flag in sub._option_string_actions]
+                    if taken:
+                        return f"{', '.join(taken)} is a flag of '{sub.prog}' (see {sub.prog} --help)"
+        return None
+
+
+def at_least(low):
+    """An argparse type: a whole number >= low."""
+
+    def parse(text):
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: not a whole number") from None
+        if value < low:
+            raise argparse.ArgumentTypeError(f"{value}: must be at least {low}")
+        return value
+
+    return parse

@@ -1,0 +1,228 @@
+"""A catalogue of plausible user mistakes across the commands: each ends with a non-zero exit status and one line on
+standard error that names the file or setting and the fix, before any work, and leaves no output behind that a
+rerun would trip on. Run from a working folder outside the repository, with the user's relative paths.
+
+The Python commands run in this process, as their console scripts call them (their checks come before any model or
+worker is started, so one import of torch, fairseq and transformers serves them all); the shell scripts run as
+processes. docs/development.md lists the catalogue."""
+
+import gzip
+import os
+import runpy
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+
+import pytest
+
+from biofairseq.samples import BIN, CLINICAL_CASES, PHARMACONER, REPO
+
+CHECKPOINT = REPO / "tests" / "data" / "packed_checkpoint_0" / "checkpoint_1_3.pt"
+DATA_BIN = REPO / "tests" / "data" / "packed_checkpoint_0" / "data-bin"
+TRAIN = ["--task", "document_mlm", "--criterion", "masked_lm_accuracy", "--arch", "bio_roberta_tiny", "--optimizer", "adam",
+         "--lr", "1e-4", "--max-update", "1", "--num-workers", "0", "--save-dir", "checkpoints"]
+
+
+@dataclass
+class Mistake:
+    what: str
+    command: list  # argv; "{X}" is formatted with the paths of PATHS
+    says: str  # a fragment of the one line on stderr (or several, a tuple): the file or setting, and the fix
+    leaves: str = None  # an output that must not exist afterwards
+    env: dict = None
+    cpu_only: bool = False  # a mistake only where torch sees no GPU
+
+
+PATHS = {"repo": REPO, "cases": CLINICAL_CASES, "checkpoint": CHECKPOINT, "data_bin": DATA_BIN,
+         "pharmaconer": PHARMACONER}
+CLEAN = ["python", "{repo}/preprocess/clean_corpus.py"]
+VOCAB = ["python", "{repo}/preprocess/train_vocab.py"]
+RECIPE = ["bash", "{repo}/recipes/bsc_bio_es.sh"]
+NER = ["biofairseq-ner", "train"]
+SPLITS = ["--train", "{pharmaconer}/train", "--dev", "{pharmaconer}/valid", "--output-dir", "out"]
+SETTINGS = {"STOP_AFTER": "settings", "NUM_GPUS": "0", "RUN_DIR": "run"}
+
+MISTAKES = [
+    # corpus preparation
+    Mistake("a source path that does not exist", [*CLEAN, "--source", "notes=raw/notes.jsonl", "--output-dir", "clean",
+                                                  "--lang", "es"], "notes=raw/notes.jsonl: no such file", "clean"),
+    Mistake("a language code fastText does not use", [*CLEAN, "--source", "notes={cases}", "--output-dir", "clean",
+                                                      "--lang", "spa"], "use --lang es", "clean"),
+    Mistake("a language name for a code", [*CLEAN, "--source", "notes={cases}", "--output-dir", "clean", "--lang",
+                                           "spanish"], "use --lang es", "clean"),
+    Mistake("a source without its name", [*CLEAN, "--source", "{cases}", "--output-dir", "clean", "--lang", "es"],
+            "expected NAME=PATH", "clean"),
+    Mistake("an empty corpus", [*CLEAN, "--source", "notes=empty.jsonl", "--output-dir", "clean", "--lang", "es"],
+            "an empty file", "clean"),
+    Mistake("an empty corpus folder", [*CLEAN, "--source", "notes=empty", "--output-dir", "clean", "--lang", "es"],
+            "an empty folder", "clean"),
+    Mistake("no workers", [*CLEAN, "--source", "notes={cases}", "--output-dir", "clean", "--lang", "es", "--workers", "0"],
+            "--workers", "clean"),
+    Mistake("an output folder that is a file", [*CLEAN, "--source", "notes={cases}", "--output-dir", "a_file.txt",
+                                                "--lang", "es"], "an existing file, not a folder"),
+    Mistake("a flag meant for another command", [*CLEAN, "--source", "notes={cases}", "--output-dir", "clean", "--lang",
+                                                 "es", "--vocab-size", "8000"], "--vocab-size", "clean"),
+    Mistake("the vocabulary from raw text", [*VOCAB, "--input", "{cases}", "--output-dir", "vocab"],
+            "a compressed file, not cleaned text", "vocab"),
+    Mistake("the vocabulary from a folder", [*VOCAB, "--input", "empty", "--output-dir", "vocab"], "a folder", "vocab"),
+    Mistake("the vocabulary from a missing file", [*VOCAB, "--input", "clean/train.txt", "--output-dir", "vocab"],
+            "clean/train.txt: missing or empty; run preprocess/clean_corpus.py first", "vocab"),
+    Mistake("binarizing a missing folder", ["bash", "{repo}/preprocess/binarize.sh", "clean", "vocab", "data-bin"],
+            "clean: no such folder", "data-bin"),
+    # the recipes
+    Mistake("an unknown preset", RECIPE, "PRESET=gpu: unknown", "run", {**SETTINGS, "PRESET": "gpu"}),
+    Mistake("an NER folder without a valid split", RECIPE, "has no valid (or dev, devel) split", "run",
+            {**SETTINGS, "NER_DATA": "pharmaconer=ner_no_valid"}),
+    Mistake("an NER folder that does not exist", RECIPE, "no such folder", "run",
+            {**SETTINGS, "NER_DATA": "pharmaconer=data/pharmaconer"}),
+    Mistake("a source that does not exist", RECIPE, "SOURCES: 'notes=raw/notes.jsonl.gz'", "run",
+            {**SETTINGS, "SOURCES": "notes=raw/notes.jsonl.gz"}),
+    Mistake("a corpus language the cleaning does not know", ["bash", "{repo}/recipes/beto.sh"], "use CORPUS_LANG=es", "run",
+            {**SETTINGS, "CORPUS_LANG": "spanish"}),
+    Mistake("a mistyped setting", RECIPE, "MAX_UPDATE", "run", {**SETTINGS, "MAX_UPDATE": "5k"}),
+    # pretraining
+    Mistake("--fp16 without a GPU", ["biofairseq-train", "{data_bin}", *TRAIN, "--fp16"],
+            ("--fp16 needs a CUDA GPU", "drop --fp16 (fp32), or give --memory-efficient-fp16", "CUDA build of torch"),
+            "checkpoints", cpu_only=True),
+    Mistake("--bf16 without a GPU", ["biofairseq-train", "{data_bin}", *TRAIN, "--bf16"], "--bf16 needs a CUDA GPU",
+            "checkpoints", cpu_only=True),
+    Mistake("a data-bin that does not exist", ["biofairseq-train", "data-bin", *TRAIN], "data-bin: no such data-bin folder",
+            "checkpoints"),
+    Mistake("a folder that is not a data-bin", ["biofairseq-train", "empty", *TRAIN], "empty: no dict.txt", "checkpoints"),
+    Mistake("a checkpoint to restore that does not exist", ["biofairseq-train", "{data_bin}", *TRAIN, "--restore-file",
+                                                            "checkpoints/checkpoint_best.pt"], "no such checkpoint file",
+            "checkpoints"),
+    Mistake("BPE flags of a folder without a vocabulary", ["python", "-m", "biofairseq.bpe_flags", "empty"], "empty"),
+    # conversion
+    Mistake("a checkpoint that does not exist", ["biofairseq-convert", "to-hf", "checkpoints/checkpoint_best.pt", "converted"],
+            "no such checkpoint file", "converted"),
+    Mistake("a text file as a checkpoint", ["biofairseq-convert", "to-hf", "a_file.txt", "converted"], "not a PyTorch checkpoint",
+            "converted"),
+    Mistake("a folder as a checkpoint", ["biofairseq-convert", "to-hf", "empty", "converted"], "give the checkpoint file in it",
+            "converted"),
+    Mistake("an existing output folder", ["biofairseq-convert", "to-hf", "{checkpoint}", "existing"],
+            "already exists; choose another output or pass --overwrite"),
+    Mistake("a folder that is not a transformers model", ["biofairseq-convert", "from-hf", "empty", "fairseq"],
+            "empty: no config.json", "fairseq"),
+    Mistake("a flag of the other direction", ["biofairseq-convert", "from-hf", "empty", "fairseq", "--language", "es"],
+            "--language", "fairseq"),
+    # NER
+    Mistake("a model folder that is not a model", [*NER, "--model", "empty", *SPLITS], "a folder without config.json",
+            "out"),
+    Mistake("a Hub model id without network", [*NER, "--model", "PlanTL-GOB-ES/bsc-bio-es", *SPLITS],
+            ("--model PlanTL-GOB-ES/bsc-bio-es", "HF_HUB_OFFLINE"), "out", {"HF_HUB_OFFLINE": "1"}),
+    Mistake("NER data that does not exist", ["biofairseq-ner", "sweep", "--model", "hf/my-model", "--train",
+                                             "pharmaconer/train", "--dev", "{pharmaconer}/valid", "--output-dir", "out"],
+            "pharmaconer/train: no such file or folder", "out"),
+    Mistake("a data set's folder for its train split", [*NER, "--model", "hf/my-model", "--train", "{pharmaconer}",
+                                                        "--dev", "{pharmaconer}/valid", "--output-dir", "out"],
+            "holds the splits train/, valid/, test/", "out"),
+    Mistake("a BRAT annotation file alone", [*NER, "--model", "hf/my-model", "--train", "{pharmaconer}/train/"
+                                             "S0004-06142005000900013-1.ann", "--dev", "{pharmaconer}/valid",
+                                             "--output-dir", "out"], "a BRAT annotation file alone", "out"),
+    Mistake("a file of the wrong kind as NER data", [*NER, "--model", "hf/my-model", "--train", "{pharmaconer}/LICENSE",
+                                                     "--dev", "{pharmaconer}/valid", "--output-dir", "out"],
+            "not NER data", "out"),
+    Mistake("a flag of another sub-command", [*NER, "--model", "hf/my-model", *SPLITS, "--lrs", "1e-3"],
+            "--lrs is a flag of 'biofairseq-ner sweep'", "out"),
+    Mistake("learning rates that are not numbers", ["biofairseq-ner", "sweep", "--model", "hf/my-model", *SPLITS,
+                                                    "--lrs", "1e-3,x"], "'x' in '1e-3,x' is not a number", "out"),
+    Mistake("zero epochs", [*NER, "--model", "hf/my-model", *SPLITS, "--epochs", "0"], "--epochs 0", "out"),
+    Mistake("an existing output folder for predictions", ["biofairseq-ner", "predict", "--model", "hf/my-model",
+                                                          "--input", "{pharmaconer}/valid", "--output-dir", "existing"],
+            "--output-dir existing: already exists"),
+    Mistake("a report of a folder without runs", ["biofairseq-ner", "report", "empty"], "empty: no finished run"),
+    Mistake("a CoNLL file named as text", ["biofairseq-ner", "convert", "{pharmaconer}/valid", "valid.txt"],
+            ".conll, .tsv or .bio", "valid.txt"),
+]
+
+
+def formatted(command):
+    return [part.format(**PATHS) for part in command]
+
+
+def run_python(argv, env):
+    """argv run in this process as its console script or `python ...` runs it: (exit status, what it printed)."""
+    from biofairseq import commands
+
+    entry = {"biofairseq-train": commands.train, "biofairseq-convert": commands.convert, "biofairseq-ner": commands.ner}
+    saved = sys.argv, dict(os.environ)
+    os.environ.update(env or {})
+    try:
+        if argv[0] in entry:
+            sys.argv = argv
+            code = entry[argv[0]]()
+        elif argv[1] == "-m":
+            sys.argv = argv[2:]
+            code = runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+        else:
+            sys.argv = argv[1:]
+            sys.path.insert(0, os.path.dirname(argv[1]))
+            try:
+                runpy.run_path(argv[1], run_name="__main__")
+            finally:
+                sys.path.pop(0)
+            code = 0
+    except SystemExit as exit:
+        code = exit.code
+    finally:
+        sys.argv = saved[0]
+        os.environ.clear()
+        os.environ.update(saved[1])
+    if isinstance(code, str):  # sys.exit("message"): the interpreter prints it on stderr, status 1
+        print(code, file=sys.stderr)
+        code = 1
+    return code or 0
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """A user's working folder, outside the repository, with the files the mistakes name."""
+    work = tmp_path_factory.mktemp("mistakes")
+    (work / "empty.jsonl").write_text("")
+    (work / "empty").mkdir()
+    (work / "a_file.txt").write_text("not a checkpoint, not a folder\n")
+    (work / "existing").mkdir()
+    (work / "existing" / "config.json").write_text("{}")
+    for split in ("train", "test"):
+        shutil.copytree(PHARMACONER / split, work / "ner_no_valid" / split)
+    (work / "hf" / "my-model").mkdir(parents=True)  # as far as a model is looked at before the data are
+    (work / "hf" / "my-model" / "config.json").write_text('{"model_type": "roberta"}')
+    (work / "raw").mkdir()
+    with gzip.open(CLINICAL_CASES, "rb") as f:
+        (work / "raw" / "cases.jsonl").write_bytes(b"".join(next(f) for _ in range(5)))
+    return work
+
+
+@pytest.mark.parametrize("mistake", MISTAKES, ids=[m.what for m in MISTAKES])
+def test_a_mistake_ends_in_one_line_that_names_it_and_leaves_nothing(mistake, workdir, capfd, monkeypatch):
+    if mistake.cpu_only:
+        import torch
+
+        if torch.cuda.is_available():
+            pytest.skip("a GPU machine trains with it")
+    monkeypatch.chdir(workdir)
+    before = sorted(p.name for p in workdir.iterdir())
+    argv = formatted(mistake.command)
+    if argv[0] == "bash":
+        env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
+               **(mistake.env or {})}
+        proc = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True)
+        code, err = proc.returncode, proc.stderr
+    else:
+        code = run_python(argv, mistake.env)
+        err = capfd.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code != 0 and len(lines) == 1, f"exit {code}, stderr:\n{err[-3000:]}"
+    says = (mistake.says,) if isinstance(mistake.says, str) else mistake.says
+    assert all(fragment in lines[0] for fragment in says), lines[0]
+    if mistake.leaves:
+        assert not (workdir / mistake.leaves).exists()
+    assert sorted(p.name for p in workdir.iterdir()) == before
+
+
+def test_the_catalogue_is_listed_in_the_docs():
+    listed = (REPO / "docs" / "development.md").read_text(encoding="utf-8")
+    assert len(MISTAKES) >= 25
+    assert [m.what for m in MISTAKES if f"| {m.what} |" not in listed] == []

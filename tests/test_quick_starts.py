@@ -1,0 +1,160 @@
+"""The README's quick starts as a new user runs them: the printed command lines, read from the README itself, run one
+after another by bash from a working folder outside the repository, on the user's own files given by relative paths
+(the scripts of the clone by absolute ones). They are scaled to a slice of the bundled sample through documented flags
+only (``SCALE``), and each ends as the README says it does."""
+
+import gzip
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+
+import pytest
+
+from biofairseq.samples import BIN, CLINICAL_CASES, PHARMACONER, REPO
+
+README = REPO / "README.md"
+
+# flag -> the value that fits the slice and a few seconds; nothing else of a command is changed
+SCALE = {
+    "--valid-docs": "10", "--vocab-size": "2000", "--batch-size": "16", "--max-update": "20", "--total-num-update": "20",
+    "--warmup-updates": "5", "--validate-interval-updates": "10", "--save-interval-updates": "10",
+    "--lrs": "5e-5", "--seeds": "1",
+}
+ADDED = {"biofairseq-ner sweep": ["--epochs", "1"]}  # documented flags the quick start leaves at their defaults
+
+
+def quick_start_blocks(title):
+    """The bash blocks of the README's section ``### title``, each as its list of command lines (continuations joined)."""
+    text = README.read_text(encoding="utf-8")
+    section = re.search(rf"^### {re.escape(title)}\n(.*?)(?=^##)", text, re.M | re.S)
+    assert section, f"README: no section '### {title}'"
+    blocks = re.findall(r"```bash\n(.*?)```", section.group(1), re.S)
+    return [[line for line in block.replace("\\\n", " ").splitlines() if line.strip() and not line.startswith("#")]
+            for block in blocks]
+
+
+def scaled(line):
+    """The command line with SCALE's flags set to their scaled values and the clone's scripts named absolutely."""
+    words = re.split(r"(\s+)", line)  # keeps the spacing, so that quoting and $(...) survive untouched
+    for i, word in enumerate(words):
+        if word in SCALE and i + 2 < len(words):
+            words[i + 2] = SCALE[word]
+        elif re.match(r"(preprocess|recipes)/\S+\.(py|sh)$", word):
+            words[i] = str(REPO / word)
+    line = "".join(words)
+    for command, extra in ADDED.items():
+        if line.startswith(command):
+            line += " " + " ".join(extra)
+    return line
+
+
+def run(line, cwd):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
+           "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, f"{line}\nfailed ({proc.returncode}):\n{proc.stderr[-3000:]}"
+    return proc
+
+
+@pytest.fixture(scope="module")
+def workdir(tmp_path_factory):
+    """The user's folder: raw notes (150 clinical cases, gzipped JSON lines), an NER set in BRAT folders, notes to tag."""
+    work = tmp_path_factory.mktemp("user")
+    (work / "raw").mkdir()
+    with gzip.open(CLINICAL_CASES, "rt", encoding="utf-8", newline="\n") as f:
+        lines = [next(f) for _ in range(150)]
+    with gzip.open(work / "raw" / "notes.jsonl.gz", "wt", encoding="utf-8", newline="\n") as f:
+        f.writelines(lines)
+    for split, count in (("train", 8), ("valid", 4), ("test", 4)):
+        (work / "pharmaconer" / split).mkdir(parents=True)
+        for txt in sorted((PHARMACONER / split).glob("*.txt"))[:count]:
+            shutil.copy(txt, work / "pharmaconer" / split)
+            shutil.copy(txt.with_suffix(".ann"), work / "pharmaconer" / split)
+    (work / "notes").mkdir()
+    for txt in sorted((PHARMACONER / "test").glob("*.txt"))[-2:]:
+        shutil.copy(txt, work / "notes")
+    return work
+
+
+@pytest.fixture(scope="module")
+def pretrained(workdir):
+    """The one-command-at-a-time pretraining block, as printed (scaled), in the user's folder."""
+    blocks = quick_start_blocks("Pretrain on your own corpus")
+    steps = next(block for block in blocks if any(line.startswith("biofairseq-train") for line in block)
+                 and any("clean_corpus.py" in line for line in block))
+    assert "--fp16" not in " ".join(steps), "the quick start that runs on a CPU must not ask for --fp16"
+    for line in steps:
+        run(scaled(line), workdir)
+    return workdir
+
+
+def test_pretraining_block_runs_as_printed_from_a_folder_of_ones_own(pretrained):
+    assert (pretrained / "clean" / "train.txt").is_file() and (pretrained / "data-bin" / "dict.txt").is_file()
+    assert (pretrained / "checkpoints" / "checkpoint_best.pt").is_file()
+    # the checkpoint names its vocabulary by an absolute path, so that it converts from anywhere
+    flags = run(f"{BIN / 'python'} -m biofairseq.bpe_flags data-bin", pretrained).stdout.split()
+    assert all(os.path.isabs(flag) for flag in flags if flag.endswith((".json", ".txt", ".model")))
+
+
+def test_the_gpu_block_says_it_needs_a_gpu():
+    """The paper-size block asks for --fp16; the prose before it says it needs GPUs (on a CPU, --fp16 stops in one
+    line: test_mistakes.py)."""
+    text = README.read_text(encoding="utf-8")
+    block = re.search(r"```bash\n(?:(?!```).)*--fp16(?:(?!```).)*```", text, re.S)
+    assert block and "biofairseq-train" in block.group(0)
+    assert re.search(r"needs? (a )?GPUs?", text[:block.start()][-600:]), "the prose before it must say it needs a GPU"
+
+
+@pytest.fixture(scope="module")
+def converted(pretrained):
+    (block,) = quick_start_blocks("Convert to transformers")
+    for line in block:
+        run(scaled(line), pretrained)
+    return pretrained
+
+
+def test_conversion_runs_from_the_users_folder_and_writes_a_model_card(converted):
+    from huggingface_hub import ModelCard
+
+    folder = converted / "hf" / "my-model"
+    assert (folder / "config.json").is_file() and (folder / "tokenizer.json").is_file()
+    card = ModelCard.load(folder / "README.md")
+    assert "fill-mask" in (card.data.tags or []) + [card.data.pipeline_tag]
+
+
+def test_ner_sweep_report_and_predict_run_as_printed(converted):
+    sweep, predict = quick_start_blocks("Fine-tune and evaluate NER")
+    for line in sweep:
+        run(scaled(line), converted)
+    run_dir = converted / "runs" / "ner" / "pharmaconer" / "model=mine" / "lr=5e-05" / "seed=1"
+    metrics = json.loads((run_dir / "metrics.json").read_text())
+    assert "test" in json.dumps(metrics)
+    report = (converted / "reports" / "report.md").read_text()
+    assert "F1" in report
+    for line in predict:
+        run(scaled(line), converted)
+    tagged = sorted(p.name for p in (converted / "tagged").rglob("*.ann"))
+    assert tagged == sorted(p.with_suffix(".ann").name for p in (converted / "notes").glob("*.txt"))
+
+
+def test_the_recipe_quick_start_checks_its_settings_from_a_folder_of_ones_own(workdir):
+    """The recipe line as printed, with the user's relative paths, up to its resolved settings (STOP_AFTER=settings):
+    SOURCES and NER_DATA are accepted from where the user stands, and nothing is created."""
+    (block,) = [b for b in quick_start_blocks("Pretrain on your own corpus") if "recipes/" in b[0]]
+    (line,) = block
+    (workdir / "raw" / "cases").mkdir(exist_ok=True)
+    shutil.copy(workdir / "raw" / "notes.jsonl.gz", workdir / "raw" / "cases" / "more.jsonl.gz")
+    (workdir / "data").mkdir(exist_ok=True)
+    if not (workdir / "data" / "pharmaconer").exists():
+        (workdir / "data" / "pharmaconer").symlink_to(workdir / "pharmaconer")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
+           "STOP_AFTER": "settings"}
+    proc = subprocess.run(["bash", "-c", scaled(line)], cwd=workdir, env=env, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "PRESET=pilot" in proc.stdout + proc.stderr
+    assert not (workdir / "runs" / "bsc_bio_es").exists()
+    words = shlex.split(line)
+    assert words[0].startswith("PRESET=")
