@@ -3,14 +3,16 @@
 # isolation and without CUDA_HOME (its build would otherwise pull a CUDA torch into the build
 # environment), then biofairseq itself in editable mode.
 #
-# TORCH picks the torch build. The default is the CPU build, from the wheel on this machine's disk when
-# pip finds it there. On a GPU machine pass the CUDA build you want, for example
-#   make test TORCH="torch==2.13.0 --index-url <the PyTorch wheel index for your CUDA version>"
+# TORCH picks the torch version, TORCH_INDEX the wheel index it comes from (only torch: the other requirements come
+# from the default index). Without TORCH_INDEX pip takes the index it is configured with (on the machines this
+# project is developed on, the CPU build on their disk). On a GPU machine name the CUDA build's index, for example
+#   make test TORCH_INDEX="<the PyTorch wheel index for your CUDA version>"
 # and `make clean` first if .venv already exists.
 
 PYTHON ?= python3
 VENV ?= .venv
 TORCH ?= torch==2.13.0
+TORCH_INDEX ?=
 FAIRSEQ ?= fairseq-fixed==0.12.3.1
 PIP_FLAGS ?= --quiet --disable-pip-version-check
 BIN := $(VENV)/bin
@@ -27,7 +29,7 @@ test: $(INSTALLED)
 test-fast: $(INSTALLED)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m fast --durations=5
 
-# The bundled end-to-end recipe on the sample in examples/: about 6 minutes on 2 CPU cores. RUN_DIR, NUM_GPUS
+# The bundled end-to-end recipe on the sample in examples/: about 7 minutes on 2 CPU cores. RUN_DIR, NUM_GPUS
 # and the recipe's other variables pass through the environment (see the top of recipes/bsc_bio_es.sh).
 demo: $(INSTALLED)
 	PATH="$(abspath $(BIN)):$$PATH" PYTHON="$(abspath $(BIN))/python" PRESET=tiny bash recipes/bsc_bio_es.sh
@@ -36,7 +38,7 @@ install: $(INSTALLED)
 
 $(INSTALLED): requirements.txt setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install $(PIP_FLAGS) $(TORCH)
+	$(BIN)/pip install $(PIP_FLAGS) $(TORCH) $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
 	$(BIN)/pip install $(PIP_FLAGS) $(TORCH) -r requirements.txt
 	env -u CUDA_HOME $(BIN)/pip install $(PIP_FLAGS) --no-build-isolation --no-deps $(FAIRSEQ)
 	$(BIN)/pip install $(PIP_FLAGS) --no-build-isolation --no-deps -e .

@@ -68,7 +68,7 @@ setup(
     description="Build biomedical and clinical language models on fairseq, from raw corpus to NER tables",
     long_description=open("README.md", encoding="utf-8").read(),
     long_description_content_type="text/markdown",
-    python_requires=">=3.10",
+    python_requires=">=3.11",
     packages=find_packages(include=["biofairseq", "biofairseq.*"]),
     install_requires=INSTALL_REQUIRES,
     extras_require={**EXTRAS, "all": _union(*(v for k, v in EXTRAS.items() if k != "test"))},

@@ -95,7 +95,7 @@ def user_error(args):
         if getattr(args, name, False) and (args.cpu or not torch.cuda.is_available()):
             why = "--cpu was given" if args.cpu else f"this torch ({torch.__version__}) sees no CUDA GPU"
             return (f"{flag} needs a CUDA GPU and {why}: drop {flag} (fp32), or give --memory-efficient-fp16 to train "
-                    "in float16 on the CPU, or install a CUDA build of torch (README: make install TORCH=...)")
+                    "in float16 on the CPU, or install a CUDA build of torch (README: make clean, then make install TORCH_INDEX=...)")
     data = getattr(args, "data", None)
     for shard in data.split(os.pathsep) if data else []:
         if not os.path.isdir(shard):
