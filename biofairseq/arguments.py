@@ -50,3 +50,9 @@ def at_least(low):
         return value
 
     return parse
+
+
+def first_line(error):
+    """An exception's message as a part of a one-line error (transformers' and torch's run over several lines)."""
+    text = str(error).strip()
+    return text.splitlines()[0] if text else type(error).__name__

@@ -22,6 +22,7 @@ from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import FairseqTask
 from omegaconf import OmegaConf, open_dict
 
+from biofairseq.arguments import first_line
 from biofairseq.models.bio_roberta import BioRobertaModel
 from biofairseq.models.electra import ElectraModel
 from biofairseq.models.safe_checkpoints import UnsafeCheckpointError
@@ -62,7 +63,7 @@ def load_dictionary(path):
     try:
         dictionary = Dictionary.load(str(path))
     except (OSError, ValueError, RuntimeError) as error:
-        raise CheckpointError(f"{path}: not a fairseq dict.txt ({str(error).splitlines()[0]})") from None
+        raise CheckpointError(f"{path}: not a fairseq dict.txt ({first_line(error)})") from None
     dictionary.add_symbol("<mask>")
     dictionary.path = str(path)  # for messages
     return dictionary
@@ -142,7 +143,7 @@ def read_state(path):
     except UnsafeCheckpointError as error:
         raise CheckpointError(str(error)) from None
     except (pickle.UnpicklingError, RuntimeError, EOFError, KeyError, AttributeError) as error:
-        raise CheckpointError(f"{path}: not a fairseq checkpoint ({str(error).splitlines()[0]})") from None
+        raise CheckpointError(f"{path}: not a fairseq checkpoint ({first_line(error)})") from None
     if not isinstance(state.get("model"), dict) or state.get("cfg") is None:
         raise CheckpointError(f"{path}: not a fairseq checkpoint (no model weights and configuration)")
     return state
@@ -187,7 +188,7 @@ def load(path, dict_path=None, pack_documents=False):
     try:
         model.load_state_dict(state["model"], strict=True, model_cfg=args)
     except RuntimeError as error:
-        raise CheckpointError(f"{path}: weights do not fit a '{arch}' model ({str(error).splitlines()[0]})") from None
+        raise CheckpointError(f"{path}: weights do not fit a '{arch}' model ({first_line(error)})") from None
     model.amp_bf16 = False  # conversion and parity compute in fp32, whatever the training precision
     return FairseqRoberta(
         model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads, issubclass(model_class, ElectraModel),

@@ -13,8 +13,11 @@ import shutil
 import subprocess
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 
 import pytest
+
+from test_docs import run_script
 
 from biofairseq.samples import BIN, CLINICAL_CASES, PHARMACONER, REPO
 
@@ -143,7 +146,8 @@ def formatted(command):
 
 
 def run_python(argv, env):
-    """argv run in this process as its console script or `python ...` runs it: (exit status, what it printed)."""
+    """argv run in this process as its console script or `python ...` runs it: its exit status (what it printed is
+    the test's to capture)."""
     from biofairseq import commands
 
     entry = {"biofairseq-train": commands.train, "biofairseq-convert": commands.convert, "biofairseq-ner": commands.ner}
@@ -155,14 +159,10 @@ def run_python(argv, env):
             code = entry[argv[0]]()
         elif argv[1] == "-m":
             sys.argv = argv[2:]
-            code = runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+            runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+            code = 0
         else:
-            sys.argv = argv[1:]
-            sys.path.insert(0, os.path.dirname(argv[1]))
-            try:
-                runpy.run_path(argv[1], run_name="__main__")
-            finally:
-                sys.path.pop(0)
+            run_script(Path(argv[1]), *argv[2:])
             code = 0
     except SystemExit as exit:
         code = exit.code

@@ -6,6 +6,7 @@ from pathlib import Path
 from transformers.initialization import no_init_weights
 
 from biofairseq import checkpoints
+from biofairseq.arguments import first_line
 from biofairseq.convert import ConvertError, layouts, parity, vocabulary
 
 FAIRSEQ_LAYER_NORM_EPS = 1e-5  # fairseq's LayerNorm has no other
@@ -46,7 +47,7 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
     try:
         model, info = transformers.AutoModelForMaskedLM.from_pretrained(hf_dir, output_loading_info=True)
     except (ValueError, OSError, KeyError) as error:
-        raise ConvertError(f"{hf_dir}: not loadable as a masked LM ({str(error).splitlines()[0]})") from None
+        raise ConvertError(f"{hf_dir}: not loadable as a masked LM ({first_line(error)})") from None
     model = model.float().eval()
     layout = layouts.layout_for_hf(type(model).__name__)
     if layout is None:
@@ -67,7 +68,7 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
     except (ValueError, OSError, KeyError, TypeError) as error:
-        raise ConvertError(f"{hf_dir}: no tokenizer transformers can load ({str(error).splitlines()[0]}); the folder "
+        raise ConvertError(f"{hf_dir}: no tokenizer transformers can load ({first_line(error)}); the folder "
                            "needs the model's tokenizer files (save the tokenizer with save_pretrained too)") from None
     vocabulary.export_fairseq_vocabulary(tokenizer, config.vocab_size, hf_dir, output)
     dictionary = checkpoints.load_dictionary(output / "dict.txt")

@@ -7,14 +7,10 @@ the dev and test P/R/F1 overall and per type with the scorer that counted them, 
 from pathlib import Path
 
 from biofairseq.finetune import training
+from biofairseq.finetune.metrics import SCORERS
 from biofairseq.model_card import read_metadata, write_model_card
 from biofairseq.text.tables import markdown_table
 
-SCORERS = {
-    "brat": "the shared tasks' official definition: the BRAT predictions against every gold mention of the .ann files, "
-            "nested and overlapping ones included, exact span and type (as the PharmaCoNER and CANTEMIST scorers count them)",
-    "seqeval": "seqeval, entity level, strict IOB2 (as transformers' token-classification examples count them)",
-}
 
 
 def scorer(scores):

@@ -3,6 +3,15 @@
 import warnings
 
 
+# What each scorer counts, as the report and the model card name it.
+SCORERS = {
+    "brat": "the shared tasks' official definition: the BRAT predictions against every gold mention of the .ann files, "
+            "nested and overlapping ones included, exact span and type (as the PharmaCoNER and CANTEMIST official "
+            "scorers count them)",
+    "seqeval": "seqeval, entity level, strict IOB2 (as transformers' token-classification examples count them)",
+}
+
+
 def scores(gold, predicted):
     """{"precision", "recall", "f1", "support", "per_type": {type: {...}}, "scorer": "seqeval"} of tag sequences,
     micro-averaged; per type, P/R/F1/support as seqeval's classification_report gives them."""

@@ -22,6 +22,7 @@ from pathlib import Path
 
 from biofairseq.atomic import write_text
 from biofairseq.finetune import NERFormatError
+from biofairseq.finetune.metrics import SCORERS
 from biofairseq.text.tables import markdown_table
 
 
@@ -102,10 +103,6 @@ def markdown(summaries):
         for row, s in zip(rows, summaries):
             row.append(pct(s["seqeval_f1"]) if s["seqeval_f1"] else "-")
     return markdown_table(header, rows)
-
-
-SCORERS = {"brat": "BRAT scorer: every gold mention of the .ann files, exact span and type, as the shared tasks' official scorers count them",
-           "seqeval": "seqeval: entity level, strict IOB2"}
 
 
 def per_type_markdown(summaries):

@@ -17,6 +17,7 @@ import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from biofairseq.arguments import first_line
 from biofairseq.atomic import staged_folder, write_text
 from biofairseq.finetune import NERFormatError, brat, conll, data, head, iob2, metrics, windows
 from biofairseq.finetune.fingerprint import weights_sha256
@@ -60,8 +61,7 @@ def load_tokenizer(model_dir):
     try:
         return AutoTokenizer.from_pretrained(model_dir, add_prefix_space=True)
     except (OSError, ValueError) as error:  # a model folder without its tokenizer's files
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise NERFormatError(f"--model {model_dir}: its tokenizer does not load ({reason[:200]}); give a folder with the tokenizer files (biofairseq-convert to-hf writes them)") from None
+        raise NERFormatError(f"--model {model_dir}: its tokenizer does not load ({first_line(error)[:200]}); give a folder with the tokenizer files (biofairseq-convert to-hf writes them)") from None
 
 
 def position_limit(config, asked):
@@ -110,8 +110,7 @@ def resolve_model(text):
             variable = "HF_HUB_OFFLINE" if os.environ.get("HF_HUB_OFFLINE") else "TRANSFORMERS_OFFLINE"
             raise NERFormatError(f"--model {text}: not a local folder, and the Hub cannot be reached ({variable} is set); "
                                  f"download it first (hf download {text}, with network) or give a local folder") from None
-        reason = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
-        raise NERFormatError(f"--model {text}: not a local folder, and the Hub does not give it ({reason}); check the id or give a local folder") from None
+        raise NERFormatError(f"--model {text}: not a local folder, and the Hub does not give it ({first_line(error)}); check the id or give a local folder") from None
     return text
 
 
