@@ -6,6 +6,8 @@ reads one shard an epoch from the colon-separated path (``data-bin/shard0:data-b
 corpora that do not fit in one process. A data-bin made whole is its own only shard.
 
     python -m biofairseq.data_bin path DATA_BIN     the path to give fairseq-train
+    python -m biofairseq.data_bin megabytes SHARD_MB
+                                                    SHARD_MB checked and as a number (0: one data-bin), or one line
     python -m biofairseq.data_bin split FILE MB PATTERN
                                                     FILE (blank-line separated documents) into PATTERN with {} the
                                                     part's number, parts of at most MB megabytes (a longer document
@@ -13,8 +15,11 @@ corpora that do not fit in one process. A data-bin made whole is its own only sh
 """
 
 import os
+import re
 import sys
 from pathlib import Path
+
+from biofairseq.text.documents import is_blank
 
 
 def shards(data_bin):
@@ -28,13 +33,31 @@ def shards(data_bin):
     return found
 
 
+MEGABYTES = re.compile(r"[0-9]+(\.[0-9]+)?")
+SMALLEST_SHARD_MB = 0.01
+
+
+def shard_megabytes(value):
+    """SHARD_MB as a number, checked once for the recipes (settings.py) and binarize.sh: 0 (in any spelling: 0.0,
+    00) is one data-bin; a shard smaller than SMALLEST_SHARD_MB would cost a fairseq-preprocess per document."""
+    if not MEGABYTES.fullmatch(value):
+        raise ValueError(f"SHARD_MB={value}: give megabytes per shard as a plain decimal, as 512 or 0.5 (0: one data-bin)")
+    megabytes = float(value)
+    if 0 < megabytes < SMALLEST_SHARD_MB:
+        raise ValueError(f"SHARD_MB={value}: shards must hold at least {SMALLEST_SHARD_MB} MB (0: one data-bin)")
+    return megabytes
+
+
 def fairseq_path(data_bin):
     return os.pathsep.join(str(p) for p in shards(data_bin))
 
 
 def split_documents(path, max_bytes, pattern):
     """Writes the documents of ``path`` (each ending in a blank line) to pattern.format(0), pattern.format(1), ... in
-    order, starting a new part before a document that would take a part past ``max_bytes``; returns their paths."""
+    order, starting a new part before a document that would take a part past ``max_bytes``; returns their paths.
+
+    A blank line is ``biofairseq.text.documents.is_blank``'s (ASCII whitespace only, as the corpus readers): fairseq
+    makes any such line a lone </s>, so a part never ends inside a document of the data-bin."""
     parts, out, size, doc = [], None, 0, []
 
     def write_document():
@@ -53,7 +76,7 @@ def split_documents(path, max_bytes, pattern):
     with open(path, "rb") as f:
         for line in f:
             doc.append(line)
-            if line == b"\n":
+            if is_blank(line):
                 write_document()
     if doc:
         write_document()
@@ -68,6 +91,11 @@ def main(argv=None):
         try:
             print(fairseq_path(argv[1]))
         except FileNotFoundError as error:
+            sys.exit(f"error: {error}")
+    elif argv[:1] == ["megabytes"] and len(argv) == 2:
+        try:
+            print(argv[1] if shard_megabytes(argv[1]) else 0)
+        except ValueError as error:
             sys.exit(f"error: {error}")
     elif argv[:1] == ["split"] and len(argv) == 4:
         print("\n".join(split_documents(argv[1], float(argv[2]) * (1 << 20), argv[3])))

@@ -38,6 +38,22 @@ def clinical_lines(first, count, cases=CLINICAL_CASES):
     return lines
 
 
+def recipe_sample(root):
+    """The recipe tests' and benchmarks' slice of the bundled sample in root: 120 clinical cases (cases.jsonl) and
+    8/4/4 PharmaCoNER documents (ner/train, valid, test); returns the recipes' SOURCES and NER_DATA for it."""
+    import shutil
+
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "cases.jsonl").write_text("".join(clinical_lines(0, 120)), encoding="utf-8")
+    for split, count in (("train", 8), ("valid", 4), ("test", 4)):
+        (root / "ner" / split).mkdir(parents=True)
+        for txt in sorted((PHARMACONER / split).glob("*.txt"))[:count]:
+            for path in (txt, txt.with_suffix(".ann")):
+                shutil.copy(path, root / "ner" / split)
+    return {"SOURCES": f"cases={root / 'cases.jsonl'}", "NER_DATA": f"pharmaconer={root / 'ner'}"}
+
+
 def read_documents(first, count, cases=CLINICAL_CASES):
     """Documents of the corpus as lists of non-empty paragraphs (one paragraph per line)."""
     return [[p.strip() for p in json.loads(line)["text"].split("\n") if p.strip()] for line in clinical_lines(first, count, cases)]

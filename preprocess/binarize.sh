@@ -19,7 +19,6 @@ if [[ $# -lt 3 || $# -gt 5 ]]; then
     exit 2
 fi
 CLEAN_DIR=$1 VOCAB_DIR=$2 DATA_BIN=$3 WORKERS=${4:-$(nproc)} SHARD_MB=${5:-0}
-[[ $SHARD_MB =~ ^[0-9]*\.?[0-9]+$ ]] || { echo "error: SHARD_MB=$SHARD_MB: give megabytes per shard (0: one data-bin)" >&2; exit 2; }
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 PYTHON=${PYTHON:-python}
 
@@ -29,6 +28,7 @@ PYTHON=${PYTHON:-python}
 command -v fairseq-preprocess >/dev/null ||
     { echo "error: fairseq-preprocess: not found; run 'source .venv/bin/activate' after 'make install'" >&2; exit 1; }
 fail() { echo "error: $*" >&2; exit 1; }
+SHARD_MB=$("$PYTHON" -m biofairseq.data_bin megabytes "$SHARD_MB") || exit 2  # the recipes' check: 0.0 is 0, 1e2 refused
 [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || fail "WORKERS=$WORKERS: give the number of processes, at least 1"
 # the usual mistakes first, each named: a path that is not there, the two folders swapped, a file for a folder
 for dir in CLEAN_DIR VOCAB_DIR; do
@@ -49,7 +49,13 @@ PARENT=$(dirname "$DATA_BIN")
 while [[ ! -e $PARENT ]]; do PARENT=$(dirname "$PARENT"); done
 [[ -d $PARENT && -w $PARENT ]] || fail "DATA_BIN $DATA_BIN: $PARENT is not a folder this user can write in; choose another DATA_BIN"
 
-TMP="$DATA_BIN.tmp.$$"
+# The data-bin is made in DATA_BIN.tmp.HOST.PID, removed on exit; a run killed outright (SIGKILL, a lost node) leaves
+# its own, which this run removes: this host's, of a process that is gone (another host's may be a live run's).
+for stale in "$DATA_BIN.tmp.$HOSTNAME".*; do
+    pid=${stale#"$DATA_BIN.tmp.$HOSTNAME."}
+    if [[ -d $stale && $pid =~ ^[0-9]+$ ]] && ! kill -0 "$pid" 2>/dev/null; then rm -rf "$stale"; fi
+done
+TMP="$DATA_BIN.tmp.$HOSTNAME.$$"
 trap 'rm -rf "$TMP"' EXIT
 mkdir -p "$TMP/encoded"
 for split in train valid; do

@@ -6,10 +6,12 @@ text in --text-field), plain text (.txt: documents separated by blank lines, or 
 --text-docs file) or BRAT (.txt beside .ann: the .txt side), optionally compressed (.gz/.bz2/.xz/.zst).
 Each document is repaired (ftfy, NFC), split into sentences, checked for its language, filtered for noisy
 sentences and deduplicated, per source and then across sources. The output has one sentence per line and a
-blank line between documents; --valid-docs documents, drawn with --seed, go to valid.txt.
+blank line between documents; the --valid-docs documents of smallest hash (seeded with --seed) go to valid.txt,
+so that cleaning again with one more source keeps most of them.
 
-Shards run in parallel (--workers) or as a Slurm job array (--launcher slurm, through submitit); a run
-restarted with the same arguments redoes only unfinished shards, and the outputs appear atomically.
+Shards run in parallel (--workers) or as a Slurm job array (--launcher slurm, through submitit), and so does the
+decompression of large compressed files into shards; a run restarted with the same arguments redoes only
+unfinished shards, and the outputs appear atomically.
 """
 
 import argparse
@@ -36,11 +38,14 @@ def parse_args(argv=None):
     p.add_argument("--lang", required=True,
                    help="the target language, a code of fastText's lid.176 (ISO 639-1 where there is one: es, en, ...)")
     p.add_argument("--valid-docs", type=at_least(0), default=2000, help="documents held out for validation (default: 2000)")
-    p.add_argument("--seed", type=int, default=1, help="seed of the validation draw (default: 1)")
+    p.add_argument("--seed", type=int, default=1,
+                   help="seed of the document hash that picks the --valid-docs of smallest hash for validation: adding "
+                        "a source changes the valid set only where one of its documents ranks among them (default: 1)")
     p.add_argument("--workers", type=at_least(1), default=1, help="parallel shards (local processes or array tasks)")
     p.add_argument("--text-field", default="text", help="the text field of JSON lines (default: text)")
     p.add_argument("--text-docs", choices=TEXT_DOCS, default="blank-line",
-                   help="plain text: documents separated by blank lines, or one document per file")
+                   help="plain text: documents separated by blank lines (nothing but spaces, tabs, CR), or one "
+                        "document per file")
     p.add_argument("--shard-size", type=at_least(1), default=64 << 20, help="bytes of raw input per shard (default: 64 MiB)")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first unreadable file or record (default: skip it and count it in the stats)")
@@ -48,13 +53,17 @@ def parse_args(argv=None):
     p.add_argument("--keep-work", action="store_true", help="keep the cleaned shards in OUTPUT_DIR/work")
     p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
     p.add_argument("--dedup-bucket-hashes", type=at_least(1), default=1 << 24,
-                   help="most hashes deduplicated at once per worker, about 40 bytes each while sorted (default: "
-                        "2^24, about 0.7 GiB a worker); the results do not depend on it")
+                   help="most hashes a deduplicating worker holds at once, however often a sentence repeats, about "
+                        "55 bytes each (default: 2^24, about 0.9 GiB a worker); the results do not depend on it")
     cluster = p.add_argument_group("running shards as a job array (submitit)")
     cluster.add_argument("--launcher", choices=("local", "slurm", "submitit-local"), default="local",
-                         help="local processes (default), a Slurm job array, or submitit's local executor")
+                         help="local processes (default), a Slurm job array, or submitit's local executor: for the "
+                              "cleaning of the shards and, before it, the decompression of each large compressed file "
+                              "(a task a file; under slurm none of it on the submitting host)")
     cluster.add_argument("--slurm-partition", help="Slurm partition")
-    cluster.add_argument("--slurm-time", type=at_least(1), default=240, help="minutes per array task (default: 240)")
+    cluster.add_argument("--slurm-time", type=at_least(1), default=240,
+                         help="minutes per array task: a shard's cleaning, or a large compressed file's decompression "
+                              "(default: 240)")
     cluster.add_argument("--slurm-mem-gb", type=int, default=None, help="memory per array task")
     cluster.add_argument("--slurm-array-size", type=at_least(1), default=1000,
                          help="shards per job array, below the cluster's MaxArraySize (Slurm's default: 1001); more "

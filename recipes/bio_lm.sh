@@ -30,6 +30,8 @@ REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=bio_lm
 # shellcheck source=lib/stages.sh
 source "$REPO/recipes/lib/stages.sh"
+require_whole MAX_UPDATE DISTIL_UPDATES LARGE_MAX_UPDATE
+[[ -z ${PEAK_LR:-} ]] || die "PEAK_LR=$PEAK_LR: bio-lm's peak learning rates are BASE_LR, LARGE_LR and DISTIL_LR; set those"
 
 case $PRESET in
 tiny | pilot)
@@ -86,12 +88,12 @@ paper)
 esac
 DISTIL_WARMUP_UPDATES=${DISTIL_WARMUP_UPDATES:-$(( (DISTIL_UPDATES * 5 + 99) / 100 ))}
 LARGE_MAX_UPDATE=${LARGE_MAX_UPDATE:-$MAX_UPDATE}
-LARGE_WARMUP_UPDATES=$(( LARGE_MAX_UPDATE == MAX_UPDATE ? WARMUP_UPDATES : (LARGE_MAX_UPDATE * 5 + 99) / 100 ))
 ALPHA_MLM=${ALPHA_MLM:-5.0} ALPHA_KL=${ALPHA_KL:-2.0} TEMPERATURE=${TEMPERATURE:-2.0} ALPHA_COS=${ALPHA_COS:-1.0}
-PEAK_LR=$BASE_LR  # the shared checks' name for it
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 
 recipe_check_settings
+PEAK_LR=$BASE_LR  # the shared stages' name for it, once BASE_LR is checked
+LARGE_WARMUP_UPDATES=$(( LARGE_MAX_UPDATE == MAX_UPDATE ? WARMUP_UPDATES : (LARGE_MAX_UPDATE * 5 + 99) / 100 ))
 [[ -z ${INIT_FROM:-} ]] || die "INIT_FROM=$INIT_FROM: bio-lm pretrains from scratch here; continue a RoBERTa with recipes/bsc_bio_es.sh INIT_FROM=..."
 [[ $PHASE2_SHARE == 0 ]] || die "PHASE2_SHARE=$PHASE2_SHARE: bio-lm pretrains at one length (512 tokens); leave it unset"
 recipe_check_tools

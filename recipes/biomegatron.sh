@@ -38,6 +38,9 @@ RECIPE=biomegatron
 # shellcheck source=lib/stages.sh
 source "$REPO/recipes/lib/stages.sh"
 
+require_whole MAX_UPDATE
+[[ -z ${VOCAB_SIZE:-} ]] || die "VOCAB_SIZE=$VOCAB_SIZE: this recipe learns one vocabulary per entry of VOCAB_SIZES; set VOCAB_SIZES=$VOCAB_SIZE"
+
 case $PRESET in
 tiny)
     CORPUS_LANG=${CORPUS_LANG:-es}
@@ -82,11 +85,11 @@ paper)
 esac
 NER_LABELLINGS=${NER_LABELLINGS-whole-word sub-token}
 CHECKPOINT_ACTIVATIONS=${CHECKPOINT_ACTIVATIONS:-0}
-VOCAB_SIZE=${VOCAB_SIZES%%,*}  # the shared checks' name for it
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 
 WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
 recipe_check_settings
+VOCAB_SIZE=${VOCAB_SIZES%%,*}  # the shared stages' name for the first, once VOCAB_SIZES is checked
 recipe_check_tools
 recipe_check_inputs
 recipe_keep_settings

@@ -12,8 +12,9 @@
 # Every command is printed ("+ ...") before it runs, so any stage can be copied and run by hand. A stage
 # whose output exists is skipped, so running the recipe again resumes where it stopped: an interrupted
 # pretraining continues from checkpoint_last.pt and an interrupted sweep from its unfinished runs. FORCE=1
-# redoes every stage. The settings of the first run are kept in RUN_DIR/recipe.env; a rerun with other
-# settings says which differ (finished stages keep their outputs unless FORCE=1).
+# redoes every stage. The settings of the first run are kept in RUN_DIR/recipe.env; a rerun with a setting that
+# changes what a finished stage made stops in one line (FORCE=1 or a new RUN_DIR); one of stages not yet run may
+# change, and the report lists it (RUN_DIR/recipe.changes).
 #
 # Variables (environment). Inputs and outputs:
 #   PRESET         tiny (default): the bundled sample (examples/data), bio_roberta_tiny, minutes on 2 CPU cores.
@@ -35,8 +36,8 @@
 #   FORCE          1: redo every stage (removes its earlier output first)
 #   STOP_AFTER     settings: print the resolved settings (what recipe.env records) and stop before any work;
 #                  binarize: stop after the corpus stages (1-3), e.g. to run them as a CPU job before the GPU one
-#   SHARD_MB       the training data-bin in shards of at most this many megabytes, one read an epoch (default 0:
-#                  one data-bin); bounds fairseq-preprocess's memory for a large corpus
+#   SHARD_MB       the training data-bin in shards of at most this many megabytes (a plain decimal, at least 0.01),
+#                  one read an epoch (default 0: one data-bin); bounds fairseq-preprocess's memory for a large corpus
 # Hardware:
 #   NUM_GPUS       GPUs per machine (default: all that torch sees; 0: CPU). Pretraining uses all of them,
 #                  each NER run one (the paper's batch of 32 x 2 is per device).

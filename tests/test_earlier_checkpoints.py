@@ -3,10 +3,12 @@ building them; today's are built packed) loads, resumes with the losses that run
 
 ``tests/data/packed_checkpoint_0``: ``bio_roberta_tiny`` narrowed to 2 x 32, ``--attention sdpa --pack-documents``,
 saved at update 3 of 6 on 24 bundled clinical cases (its data-bin beside it), and the losses of updates 4 to 6 as
-that run logged them.
+that run logged them. The resumed run reads a copy of the data-bin, where today's code builds the block index and the
+packing (no index is committed: one would be read instead, and the test would no longer run today's ``pack()``).
 """
 
 import json
+import shutil
 
 import pytest
 import torch
@@ -25,9 +27,13 @@ FLAGS = ["--user-dir", "biofairseq", "--task", "document_mlm", "--criterion", "m
 
 
 def test_an_earlier_packed_checkpoint_resumes_with_the_losses_its_run_had(tmp_path):
-    proc = run_fairseq("biofairseq-train", EARLIER / "data-bin", *FLAGS, "--max-update", "6", "--save-dir", tmp_path,
+    data_bin = tmp_path / "data-bin"  # a copy: the indexes built beside its train split stay out of the repository
+    shutil.copytree(EARLIER / "data-bin", data_bin, ignore=shutil.ignore_patterns("*.index"))
+    proc = run_fairseq("biofairseq-train", data_bin, *FLAGS, "--max-update", "6", "--save-dir", tmp_path / "save",
                        "--restore-file", CHECKPOINT)
-    logged = json_logs(proc.stdout + proc.stderr, "train_inner")
+    output = proc.stdout + proc.stderr
+    assert "built the blocks-complete_doc-127 index" in output and "built the packed-128 index" in output  # today's
+    logged = json_logs(output, "train_inner")
     expected = json.loads((EARLIER / "losses.json").read_text())  # {update: loss} as the earlier run logged them
     assert {r["num_updates"]: r["loss"] for r in logged} == expected
 

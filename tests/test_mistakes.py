@@ -79,7 +79,7 @@ MISTAKES = [
             {**SETTINGS, "NER_DATA": "pharmaconer=ner_no_valid"}),
     Mistake("an NER folder that does not exist", RECIPE, "no such folder", "run",
             {**SETTINGS, "NER_DATA": "pharmaconer=data/pharmaconer"}),
-    Mistake("a source that does not exist", RECIPE, "SOURCES: 'notes=raw/notes.jsonl.gz'", "run",
+    Mistake("a source that does not exist", RECIPE, "SOURCES=notes=raw/notes.jsonl.gz: 'notes=raw/notes.jsonl.gz'", "run",
             {**SETTINGS, "SOURCES": "notes=raw/notes.jsonl.gz"}),
     Mistake("a corpus language the cleaning does not know", ["bash", "{repo}/recipes/beto.sh"], "use CORPUS_LANG=es", "run",
             {**SETTINGS, "CORPUS_LANG": "spanish"}),

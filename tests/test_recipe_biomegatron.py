@@ -20,7 +20,8 @@ def value(command, flag):
 @pytest.fixture(scope="module")
 def study(sample, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("biomegatron") / "tiny"
-    return run_dir, recipe(run_dir, script=BIOMEGATRON, **{**sample, **TINY, "VOCAB_SIZES": "1000,2000"})
+    mine = {name: value for name, value in sample.items() if name != "VOCAB_SIZE"}  # this recipe's is VOCAB_SIZES
+    return run_dir, recipe(run_dir, script=BIOMEGATRON, **{**mine, **TINY, "VOCAB_SIZES": "1000,2000"})
 
 
 def test_each_vocabulary_is_learned_binarized_and_pretrained_pre_ln(study):

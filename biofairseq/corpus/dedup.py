@@ -1,10 +1,18 @@
-"""Deduplication that scales out: the cleaning workers write 64-bit hashes beside their shards; the hashes are
-partitioned into buckets by their top bits and each bucket is deduplicated on its own, in parallel, with numpy.
+"""Deduplication that scales out: the cleaning workers write 64-bit hashes beside their shards; each shard's hashes
+are cut into runs sorted by hash, one run a bucket (the hash's top bits), and each bucket is deduplicated on its own,
+in parallel, by a streaming merge of its runs, read in chunks.
 
 The first occurrence in corpus order (sources in the order given, shards in order, documents and sentences in order)
-is kept, as a single pass holding every hash in a dict would keep it; memory is about 40 bytes a hash (16 stored, the
-rest the sort's temporaries) for the bucket being sorted (``--dedup-bucket-hashes`` bounds a bucket), not 80 bytes per
-unique hash for the whole corpus.
+is kept, and each repeat is counted in its own source or across sources, as a single pass holding every hash in a dict
+would do. Memory: a bucket job holds at most ``--dedup-bucket-hashes`` hashes (one a shard if the shards are more),
+about 55 bytes each with the merge's temporaries (measured at 2^22: 54 bytes; 2^24, the default: about 0.9 GiB a
+worker), however often a hash repeats; a partition job holds one shard's hashes (about 50 bytes each); not 80 bytes
+per unique hash for the whole corpus. On disk, about 17 bytes a hash until the pipeline removes its work folder.
+
+Why runs and a merge: buckets cut by top bits alone put every copy of a sentence in one bucket, and a boilerplate
+line that clinical notes repeat tens of millions of times filled it past the bound (4,000 hashes over 8 buckets of
+500: one held 2,259). A hash's later copies in a shard are repeats whatever the other shards hold, so a shard's run
+has each hash once and a merge step settles a hash with at most one copy a shard in memory.
 Documents are deduplicated first; near-duplicate documents (optional: MinHash LSH band keys, deduplicated the same
 way) second; the sentences of the documents that stay, last.
 """
@@ -90,7 +98,8 @@ def _bucket_bits(total, bucket_hashes):
     return bits
 
 
-ITEM = np.dtype([("hash", np.uint64), ("id", np.uint64)])
+LOCAL = np.dtype([("id", np.uint64), ("first", np.int64)])  # a shard's later copy: its id, its first copy's item
+SAME, OTHER = 1, 2  # an item's flag when it repeats one first seen in its own source, or in another
 
 
 def _save(path, array):
@@ -100,53 +109,89 @@ def _save(path, array):
 
 
 def _partition(hashes, ids, bits, path):
-    """(hash, id) items ordered by bucket (path), and where each bucket starts (path.starts.npy)."""
-    buckets = (hashes >> np.uint64(64 - bits)).astype(np.int64) if bits else np.zeros(len(hashes), np.int64)
-    order = np.argsort(buckets, kind="stable")
-    items = np.empty(len(order), ITEM)
-    items["hash"], items["id"] = hashes[order], ids[order]
-    _save(f"{path}.starts.npy", np.searchsorted(buckets[order], np.arange((1 << bits) + 1)))
-    _save(path, items)
-
-
-def _dedup_bucket(job):
-    """The ids of the repeats in one bucket, sorted, and for each whether its first occurrence is in the same source."""
-    bucket, parts, shard_sources, out = job
-    items = []
-    for part in parts:  # memory-mapped: only this bucket's slice of each shard is read
-        starts = np.load(f"{part}.starts.npy")
-        items.append(np.load(part, mmap_mode="r")[starts[bucket]:starts[bucket + 1]])
-    items = np.concatenate(items) if items else np.empty(0, ITEM)
-    hashes, ids = items["hash"], items["id"]
-    del items
-    order = np.lexsort((ids, hashes))  # by hash, then corpus order
+    """One shard's items as sorted runs, one run a bucket. A hash's later copies in the shard repeat its first copy
+    whatever the other shards hold, so a run has each hash once, with its first id, in hash order (path.hashes and
+    path.ids, raw; path.starts.npy: where each bucket's run starts); the later copies go aside (path.local.npy) with
+    the item of their first copy, whose flag they take. path.flags: a byte an item, which the buckets set."""
+    order = np.lexsort((ids, hashes))
     hashes, ids = hashes[order], ids[order]
     first = np.ones(len(hashes), bool)
     first[1:] = hashes[1:] != hashes[:-1]
-    first_of = ids[np.maximum.accumulate(np.where(first, np.arange(len(ids)), 0))]
-    source = shard_sources[(ids >> np.uint64(LOCAL_BITS)).astype(np.int64)]
-    first_source = shard_sources[(first_of >> np.uint64(LOCAL_BITS)).astype(np.int64)]
-    repeats = ~first
-    order = np.argsort(ids[repeats])
-    _save(f"{out}.same_source.npy", (source == first_source)[repeats][order])
-    _save(out, ids[repeats][order])
-    return out
+    local = np.empty(int((~first).sum()), LOCAL)
+    local["id"], local["first"] = ids[~first], (np.cumsum(first) - 1)[~first]
+    hashes, ids = hashes[first], ids[first]
+    buckets = (hashes >> np.uint64(64 - bits)).astype(np.int64) if bits else np.zeros(len(hashes), np.int64)
+    _save(f"{path}.local.npy", local)
+    _save(f"{path}.starts.npy", np.searchsorted(buckets, np.arange((1 << bits) + 1)))
+    for name, array in (("flags", np.zeros(len(hashes), np.uint8)), ("ids", ids), ("hashes", hashes)):
+        array.tofile(f"{path}.{name}.tmp")
+        os.replace(f"{path}.{name}.tmp", f"{path}.{name}")
+
+
+def _dedup_bucket(job):
+    """Flags the repeats of one bucket: a merge of the shards' runs, read in chunks so that at most `bound` hashes are
+    held at once, however many copies a hash has. Each step takes every hash up to the smallest last hash of the
+    chunks held: no run has more of those, so each hash is settled in one step, and a stable sort puts its copies in
+    corpus order (runs in shard order, a hash once a run), the first being the one kept. Returns the most it held."""
+    bucket, parts, shard_sources, bound = job
+    runs = []  # [shard, next item, end] of the runs not yet merged, in shard order
+    for k, part in enumerate(parts):
+        start, end = np.load(f"{part}.starts.npy")[bucket:bucket + 2].tolist()
+        if end > start:
+            runs.append([k, start, end])
+    chunk, held, largest = max(1, bound // max(1, len(runs))), {}, 0
+    while runs:
+        for k, start, end in runs:  # plain reads: a memory map's pages would stay resident
+            if not len(held.get(k, ())):
+                held[k] = np.fromfile(f"{parts[k]}.hashes", np.uint64, min(chunk, end - start), offset=start * 8)
+        largest = max(largest, sum(map(len, held.values())))
+        last = min(held[k][-1] for k, _, _ in runs)
+        taken = []
+        for run in runs:
+            k, start = run[:2]
+            n = int(np.searchsorted(held[k], last, "right"))
+            taken.append((k, start, held[k][:n]))
+            held[k], run[1] = held[k][n:], start + n
+        runs = [run for run in runs if run[1] < run[2]]
+        order = np.argsort(np.concatenate([t for _, _, t in taken]), kind="stable")
+        hashes = np.concatenate([t for _, _, t in taken])[order]
+        first = np.ones(len(hashes), bool)
+        first[1:] = hashes[1:] != hashes[:-1]
+        del hashes
+        source = np.repeat(shard_sources[[k for k, _, _ in taken]], [len(t) for _, _, t in taken])[order]
+        flags = np.empty(len(order), np.uint8)
+        flags[order] = np.where(first, 0, np.where(source == source[first][np.cumsum(first) - 1], SAME, OTHER))
+        del order, first, source
+        at = 0
+        for k, start, t in taken:
+            if flags[at:at + len(t)].any():
+                with open(f"{parts[k]}.flags", "r+b") as f:  # the buckets write disjoint slices
+                    f.seek(start)
+                    f.write(flags[at:at + len(t)].tobytes())
+            at += len(t)
+        del taken, flags
+    return largest
 
 
 class Repeats:
-    """The repeats the buckets found, read back one shard at a time: {place in shard: "source" or "global"}."""
+    """The repeats the buckets found, read back one shard at a time: {place in shard: "source" or "global"}. A place
+    with several repeated items (a document's band keys) is "source" if one of them repeats its own source."""
 
-    def __init__(self, paths):
-        self.parts = [(np.load(p, mmap_mode="r"), np.load(f"{p}.same_source.npy", mmap_mode="r")) for p in paths]
+    def __init__(self, parts, largest_held=0):
+        self.parts, self.largest_held = parts, largest_held
 
     def of_shard(self, k):
-        lo, hi = np.uint64(k << LOCAL_BITS), np.uint64((k + 1) << LOCAL_BITS)
-        found = {}
-        for ids, same in self.parts:
-            a, b = np.searchsorted(ids, lo), np.searchsorted(ids, hi)
-            places = (np.asarray(ids[a:b]) - lo).tolist()
-            found.update(zip(places, np.where(same[a:b], "source", "global").tolist()))
-        return found
+        if not self.parts:
+            return {}
+        part = self.parts[k]
+        ids, flags = np.fromfile(f"{part}.ids", np.uint64), np.fromfile(f"{part}.flags", np.uint8)
+        local = np.load(f"{part}.local.npy")
+        repeat = flags > 0
+        ids = np.concatenate([ids[repeat], local["id"]])
+        flags = np.concatenate([flags[repeat], np.where(flags[local["first"]] == OTHER, OTHER, SAME)])
+        order = np.lexsort((flags, ids))[::-1]  # the dict keeps the last: the smallest flag of an id
+        places = (ids[order] - np.uint64(k << LOCAL_BITS)).tolist()
+        return dict(zip(places, np.where(flags[order] == SAME, "source", "global").tolist()))
 
 
 def _ids(k, places):
@@ -154,10 +199,15 @@ def _ids(k, places):
     return (np.uint64(k) << np.uint64(LOCAL_BITS)) | np.asarray(places).astype(np.uint64)
 
 
+def _removed(k, repeats):
+    """The places of shard k's documents that these Repeats remove, read in the job: no list of them all is held."""
+    return np.array(sorted({place for r in repeats for place in r.of_shard(k)}), np.int64)
+
+
 def _sentences_of_kept_docs(job):
-    k, hashes_path, removed_docs, bits, out = job
+    k, hashes_path, removed, bits, out = job
     with np.load(hashes_path) as h:
-        keep = ~np.isin(h["sentence_docs"], np.array(removed_docs, np.uint32))
+        keep = ~np.isin(h["sentence_docs"], _removed(k, removed))
         _partition(h["sentences"][keep], _ids(k, h["sentence_places"][keep]), bits, out)
 
 
@@ -169,10 +219,10 @@ def _docs(job):
 
 def _near_keys_of_kept_docs(job):
     """Every band key of the documents that exact deduplication kept, each with its document's id."""
-    k, hashes_path, removed_docs, bits, out = job
+    k, hashes_path, removed, bits, out = job
     with np.load(hashes_path) as h:
         near = h["near"]
-        docs = np.setdiff1d(np.arange(len(near)), np.array(removed_docs, np.int64))
+        docs = np.setdiff1d(np.arange(len(near)), _removed(k, removed))
         _partition(near[docs].reshape(-1), _ids(k, np.repeat(docs, near.shape[1])), bits, out)
 
 
@@ -186,23 +236,21 @@ def _count(hashes_paths, key, per_row=False):
 
 def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hashes):
     """(document repeats, near-duplicate documents, sentence repeats) of the shards in corpus order (hashes_paths[k]
-    is shard k's). A near-duplicate shares an LSH band key with an earlier document that exact deduplication kept
-    (whether or not that one is itself a near-duplicate of another)."""
+    is shard k's), as Repeats whose files stay in work until it is removed. A near-duplicate shares an LSH band key
+    with an earlier document that exact deduplication kept (whether or not that one is itself a near-duplicate of
+    another). A bucket job holds at most bucket_hashes items; a partition job, one shard's."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     shard_sources = np.asarray(shard_sources, np.int64)
 
-    def run(kind, partition, bits, removed=None):
-        """Partitions every shard's items of this kind into buckets, then finds the repeats bucket by bucket."""
-        parts = [work / f"{kind}.{k}.npy" for k in range(len(hashes_paths))]
-        map_jobs(partition, [(k, p, sorted(removed(k)) if removed else [], bits, part)
-                             for k, (p, part) in enumerate(zip(hashes_paths, parts))], workers)
-        outs = map_jobs(_dedup_bucket, [(b, parts, shard_sources, work / f"{kind}.repeats.{b}.npy")
-                                        for b in range(1 << bits)], workers)
-        for part in parts:
-            os.remove(part)
-            os.remove(f"{part}.starts.npy")
-        return Repeats(outs)
+    def run(kind, partition, bits, removed=()):
+        """Partitions every shard's items of this kind into sorted runs by bucket, then flags the repeats bucket by
+        bucket."""
+        parts = [work / f"{kind}.{k}" for k in range(len(hashes_paths))]
+        map_jobs(partition, [(k, p, removed, bits, part) for k, (p, part) in enumerate(zip(hashes_paths, parts))],
+                 workers)
+        held = map_jobs(_dedup_bucket, [(b, parts, shard_sources, bucket_hashes) for b in range(1 << bits)], workers)
+        return Repeats(parts, max(held, default=0))
 
     n = len(hashes_paths)
     docs = near = sentences = Repeats([])
@@ -210,8 +258,7 @@ def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hash
     if config.dedup_documents and n:
         docs = run("docs", _docs, bits("docs"))
     if config.near_duplicates and n:
-        near = run("near", _near_keys_of_kept_docs, bits("near", per_row=True), removed=docs.of_shard)
+        near = run("near", _near_keys_of_kept_docs, bits("near", per_row=True), removed=(docs,))
     if config.dedup_sentences and n:
-        sentences = run("sentences", _sentences_of_kept_docs, bits("sentences"),
-                        removed=lambda k: {*docs.of_shard(k), *near.of_shard(k)})
+        sentences = run("sentences", _sentences_of_kept_docs, bits("sentences"), removed=(docs, near))
     return docs, near, sentences

@@ -3,7 +3,7 @@
 Workers clean shards independently and write each one atomically, with the 64-bit hashes of its documents and
 sentences; a restart redoes only the shards that have no result yet. Deduplication sorts those hashes in buckets, in
 parallel (biofairseq.corpus.dedup), then the shards are streamed in order without their repeats, per source and then
-across sources. The split into train and valid is a seeded draw of documents.
+across sources. The valid documents are those of smallest seeded hash, a choice that more sources do not redo.
 """
 
 import json
@@ -16,6 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
+import xxhash
 
 from biofairseq.atomic import write_text
 from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
@@ -23,6 +24,7 @@ from biofairseq.corpus.dedup import ShardHashes, find_repeats
 from biofairseq.corpus.processes import map_jobs
 from biofairseq.corpus.sources import (InputError, Shard, discover, needs_splitting, plan_shards, read_documents,
                                       split_compressed)
+from biofairseq.text.documents import is_blank
 from biofairseq.text.tables import markdown_table
 
 FORMAT_VERSION = 2  # 2: each cleaned shard has its hashes beside it
@@ -78,7 +80,7 @@ def _read_docs(path):
     doc = []
     with open(path, encoding="utf-8") as f:
         for line in f:
-            if line == "\n":
+            if is_blank(line):
                 yield doc
                 doc = []
             else:
@@ -101,16 +103,43 @@ def _fingerprint(args, config, sources):
     }
 
 
-def _split_large_compressed(pieces, args, folder):
-    """The pieces, with each large compressed file decompressed into parts of a shard (several files at once)."""
-    large = [i for i, p in enumerate(pieces) if needs_splitting(p, args.shard_size)]
-    jobs = [(pieces[i], args.shard_size, folder / f"{n:05d}") for n, i in enumerate(large)]
-    split = dict(zip(large, map_jobs(_split_compressed, jobs, args.workers)))
-    return [part for i, piece in enumerate(pieces) for part in split.get(i, [piece])]
+def _split_large_compressed(pieces, args, work):
+    """The pieces of each source ({name: pieces}), with each large compressed file decompressed into parts of a shard
+    under work/split, the files of every source at once, where --launcher runs the cleaning: --workers local
+    processes, or an array of one-core tasks (--slurm-*). Under Slurm the submitting host is often a login node, and
+    decompressing 100 GB there for hours is what the cluster is for; work/ is on a shared file system already, since
+    the cleaning tasks write their shards there."""
+    large = [(name, i) for name, found in pieces.items() for i, piece in enumerate(found)
+             if needs_splitting(piece, args.shard_size)]
+    jobs = [(pieces[name][i], args.shard_size, work / "split" / name / f"{i:05d}") for name, i in large]
+    if args.launcher == "local":
+        parts = map_jobs(_split_compressed, jobs, args.workers)
+    else:
+        parts = list(_map_array(split_compressed, jobs, args, work / "submitit-split"))
+    split = dict(zip(large, parts))
+    return {name: [part for i, piece in enumerate(found) for part in split.get((name, i), [piece])]
+            for name, found in pieces.items()}
 
 
 def _split_compressed(job):
     return split_compressed(*job)
+
+
+def _map_array(function, jobs, args, folder):
+    """function(*job) for each job, as submitit job arrays of at most --slurm-array-size one-core tasks (Slurm's, or
+    submitit's local executor); yields the results in order as they come."""
+    import submitit
+
+    executor = submitit.AutoExecutor(folder=folder, cluster="local" if args.launcher == "submitit-local" else "slurm")
+    params = {"timeout_min": args.slurm_time, "cpus_per_task": 1, "mem_gb": args.slurm_mem_gb}
+    if args.launcher == "slurm":
+        params.update(slurm_array_parallelism=args.workers, slurm_partition=args.slurm_partition)
+    executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
+    submitted = []
+    for start in range(0, len(jobs), args.slurm_array_size):  # arrays under the cluster's MaxArraySize
+        submitted += executor.map_array(function, *zip(*jobs[start:start + args.slurm_array_size]))
+    for job in submitted:
+        yield job.result()
 
 
 def _run_shards(pending, args, config, out_dir):
@@ -129,21 +158,7 @@ def _run_shards(pending, args, config, out_dir):
             for shard in pool.imap_unordered(_process_packed, [(s, *job_args) for s in pending]):
                 bar.update(shard.size)
     else:  # the same shards as a job array, through submitit
-        import submitit
-
-        executor = submitit.AutoExecutor(
-            folder=out_dir.parent / "submitit", cluster="local" if args.launcher == "submitit-local" else "slurm"
-        )
-        params = {"timeout_min": args.slurm_time, "cpus_per_task": 1, "mem_gb": args.slurm_mem_gb}
-        if args.launcher == "slurm":
-            params.update(slurm_array_parallelism=args.workers, slurm_partition=args.slurm_partition)
-        executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
-        jobs = []
-        for start in range(0, len(pending), args.slurm_array_size):  # arrays under the cluster's MaxArraySize
-            chunk = pending[start:start + args.slurm_array_size]
-            jobs += executor.map_array(process_shard, chunk, *[[a] * len(chunk) for a in job_args])
-        for job in jobs:
-            shard = job.result()
+        for shard in _map_array(process_shard, [(s, *job_args) for s in pending], args, out_dir.parent / "submitit"):
             bar.update(shard.size)
     bar.close()
 
@@ -198,12 +213,23 @@ def _merge(shards, sources, config, out_dir, work, workers, bucket_hashes):
 
 
 def _split(work, output_dir, n_docs, valid_docs, seed):
-    """train.txt / valid.txt: a seeded draw of valid_docs documents for validation, the rest for training."""
-    valid = set(np.random.default_rng(seed).choice(n_docs, size=valid_docs, replace=False).tolist())
+    """train.txt / valid.txt, both in corpus order: the valid_docs documents whose 64-bit xxhash of their text, seeded
+    with ``seed``, is smallest go to validation (of identical texts, the earlier first), the rest to training.
+
+    A document's rank depends on its text and the seed alone, not on the number of documents: cleaning again with
+    one more source keeps every valid document that no new one outranks, where drawing valid_docs of n_docs positions
+    drew a new valid set. Two passes over all.txt, a uint64 a document in memory (two while the cut-off is found)."""
+    hashes = np.fromiter((xxhash.xxh3_64_intdigest("\n".join(doc).encode("utf-8"), seed=seed % (1 << 64))
+                          for doc in _read_docs(work / "all.txt")), np.uint64, count=n_docs)
+    valid = np.zeros(n_docs, bool)
+    if valid_docs:
+        cutoff = np.partition(hashes, valid_docs - 1)[valid_docs - 1]
+        valid = hashes < cutoff
+        valid[np.flatnonzero(hashes == cutoff)[: valid_docs - valid.sum()]] = True
     tmp = {split: open(output_dir / f"{split}.txt.tmp", "w", encoding="utf-8") for split in ("train", "valid")}
     try:
         for i, sentences in enumerate(_read_docs(work / "all.txt")):
-            tmp["valid" if i in valid else "train"].write("\n".join(sentences) + "\n\n")
+            tmp["valid" if valid[i] else "train"].write("\n".join(sentences) + "\n\n")
     finally:
         for f in tmp.values():
             f.close()
@@ -287,13 +313,14 @@ def _clean(args, config, sources, output_dir, work, plan, fingerprint):
         shards = [Shard.from_json(s) for s in plan["shards"]]
         discovery_errors = plan["errors"]
     else:
-        shards, discovery_errors = [], {}
+        pieces, discovery_errors = {}, {}
         for name, path in sources:
-            pieces, errors = discover(path, args.text_docs)
+            pieces[name], errors = discover(path, args.text_docs)
             if errors and args.strict:
                 raise InputError(errors[0])
             discovery_errors[name] = errors
-            shards += plan_shards(name, _split_large_compressed(pieces, args, work / "split" / name), args.shard_size)
+        pieces = _split_large_compressed(pieces, args, work)
+        shards = [shard for name, _ in sources for shard in plan_shards(name, pieces[name], args.shard_size)]
         write_text(plan_path, json.dumps({"fingerprint": fingerprint, "shards": [s.to_json() for s in shards], "errors": discovery_errors}))
     shard_dir = work / "shards"
     for tmp in shard_dir.glob("*/*.tmp") if shard_dir.is_dir() else []:

@@ -9,11 +9,12 @@ import re
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
+from biofairseq.text.documents import BLANK_LINE, is_blank
+
 TEXT_DOCS = ("blank-line", "file")
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 _JSONL = (".jsonl", ".json", ".ndjson")
 _TEXT = (".txt", ".text")
-_BLANK_LINE = re.compile(rb"\n[ \t\r]*\n")
 
 
 class InputError(Exception):
@@ -117,7 +118,7 @@ def _cut(piece, shard_size):
     size = os.path.getsize(piece.path)
     if piece.fmt not in ("jsonl", "text") or piece.path.endswith(_COMPRESSED) or size <= shard_size:
         return [piece]
-    pattern = re.compile(rb"\n") if piece.fmt == "jsonl" else _BLANK_LINE
+    pattern = re.compile(rb"\n") if piece.fmt == "jsonl" else BLANK_LINE
     cuts = [0]
     with open(piece.path, "rb") as f:
         while cuts[-1] + shard_size < size:
@@ -169,7 +170,7 @@ def split_compressed(piece, shard_size, folder):
                 out.write(raw)
                 size += len(raw)
                 line += 1
-                boundary = piece.fmt == "jsonl" or not raw.strip()
+                boundary = piece.fmt == "jsonl" or is_blank(raw)
     except (OSError, EOFError, lzma.LZMAError):
         return [piece]  # read whole by one worker, which reports what is wrong with it
     finally:
@@ -219,7 +220,7 @@ def read_documents(piece, text_field="text"):
         if piece.fmt in ("text-file", "brat"):
             with open_compressed(piece.path) as f:
                 data = f.read()
-            if not data.strip():
+            if is_blank(data):
                 yield "error", f"{piece.named}: empty file; remove it or fill it"
                 return
             try:
@@ -230,7 +231,7 @@ def read_documents(piece, text_field="text"):
         seen = False
         if piece.fmt == "jsonl":
             for line, raw in _lines(piece):
-                if not raw.strip():
+                if is_blank(raw):
                     continue
                 seen = True
                 try:
@@ -251,7 +252,7 @@ def read_documents(piece, text_field="text"):
         else:  # text, documents separated by blank lines
             doc, first = [], None
             for line, raw in _lines(piece):
-                if raw.strip():
+                if not is_blank(raw):
                     seen = True
                     first = first or line
                     doc.append(raw)

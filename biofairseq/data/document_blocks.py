@@ -1,5 +1,6 @@
 """Blocks of tokens that never cross a document boundary and never drop a token."""
 
+import fairseq
 import numpy as np
 from fairseq.data import TokenBlockDataset
 from fairseq.data.indexed_dataset import best_fitting_int_dtype
@@ -43,9 +44,16 @@ class DocumentBlockDataset(TokenBlockDataset):
 
     def _build_slice_indices(self, sizes, break_mode, document_sep_len, block_size):
         sizes = np.asarray(sizes, dtype=np.int64)
-        return cached(self._index_path, f"blocks-{break_mode}-{block_size}", key_of(sizes, document_sep_len),
+        return cached(self._index_path, f"blocks-{break_mode}-{block_size}",
+                      key_of(sizes, document_sep_len, BLOCKS_VERSION, fairseq.__version__),
                       ("block_sizes", "block_to_dataset_index", "slice_indices"),
                       lambda: _slice_indices(sizes, break_mode, document_sep_len, block_size))
+
+
+# The version of _slice_indices() and of the functions it calls, part of the key of the block indexes saved beside a
+# split (biofairseq.data.index_cache), with fairseq's version for the functions of fairseq it calls: bump it with any
+# change to the blocks they return, or runs will go on reading the blocks of the code before.
+BLOCKS_VERSION = 1
 
 
 def _slice_indices(sizes, break_mode, document_sep_len, block_size):

@@ -11,6 +11,10 @@ from fairseq.data import BaseWrapperDataset
 
 from biofairseq.data.index_cache import cached, key_of
 
+# The version of pack(), part of the key of the packings saved beside a split (biofairseq.data.index_cache): bump it
+# with any change to the rows pack() returns, or runs will go on reading the packing of the code before.
+PACKING_VERSION = 1
+
 
 def pack(sizes, capacity):
     """Rows of block indices whose sizes sum to at most capacity: (flat block order, row offsets)."""
@@ -42,8 +46,8 @@ class PackedBlocksDataset(BaseWrapperDataset):
     def __init__(self, dataset, capacity, index_path=None):
         super().__init__(dataset)
         block_sizes = np.asarray(dataset.sizes)
-        self.order, self.offsets = cached(index_path, f"packed-{capacity}", key_of(block_sizes), ("order", "offsets"),
-                                          lambda: pack(block_sizes, capacity))
+        self.order, self.offsets = cached(index_path, f"packed-{capacity}", key_of(block_sizes, PACKING_VERSION),
+                                          ("order", "offsets"), lambda: pack(block_sizes, capacity))
         self._sizes = np.add.reduceat(block_sizes[self.order], self.offsets[:-1]) if len(self.order) else block_sizes[:0]
 
     def __len__(self):

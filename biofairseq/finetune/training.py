@@ -344,6 +344,18 @@ def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inpu
     return trainer
 
 
+def drop_cut_checkpoints(checkpoints, log):
+    """transformers writes a checkpoint-N folder in place, trainer_state.json last: one without it (or with it cut
+    short) was being saved when the run was killed, and resuming from it fails ("Can't find a valid checkpoint"), at
+    every rerun. It is removed: the run resumes from the checkpoint before, or starts afresh."""
+    for checkpoint in sorted(Path(checkpoints).glob("checkpoint-*")):
+        try:
+            json.loads((checkpoint / "trainer_state.json").read_text())
+        except (OSError, ValueError):
+            log(f"{checkpoint}: cut short (the run was killed while saving it); removed")
+            shutil.rmtree(checkpoint)
+
+
 def train(model_dir, train_path, dev_path, test_path, output_dir, options, overwrite=False, log=print, warn=stderr, card=None):
     """Fine-tunes, keeps the best-on-dev model, scores dev and test with it, and returns ``metrics.json``'s content.
 
@@ -399,6 +411,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
 
         trainer = make_trainer(model, tokenizer, options, checkpoints, train_windows, predictor.inputs, compute_metrics,
                                [TensorBoardCallback(SummaryWriter(str(output_dir / "tensorboard"))), _progress(log)])
+        drop_cut_checkpoints(checkpoints, log)
         resume = get_last_checkpoint(str(checkpoints)) if checkpoints.is_dir() else None
         if resume:
             log(f"resuming from {resume}")

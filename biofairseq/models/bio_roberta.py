@@ -18,6 +18,7 @@ from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION
 from biofairseq.models.documents import packed_bos
 from biofairseq.models.encoders import Encoder, PackedRowsEncoder
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
+from biofairseq.model_shapes import BIO_ROBERTA
 
 
 class BioRobertaEncoder(RobertaEncoder):
@@ -126,21 +127,5 @@ def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
     return register_model_architecture("bio_roberta", name)(architecture)
 
 
-bio_roberta_tiny = _preset("bio_roberta_tiny", layers=2, embed_dim=128, ffn_dim=512, heads=2)
-# the teacher of recipes/bio_lm.sh's tiny preset: twice bio_roberta_tiny's width and depth
-bio_roberta_small = _preset("bio_roberta_small", layers=4, embed_dim=256, ffn_dim=1024, heads=4)
-# Turc et al. 2019's miniature BERT L-6_H-512_A-8, for a few million tokens of in-house text (recipes/bsc_bio_es.sh's
-# PRESET=one_gpu): the shape that beat its random-init twin on one H100 (benchmarks/results/pretraining_vs_random_init.md)
-bio_roberta_l6_h512 = _preset("bio_roberta_l6_h512", layers=6, embed_dim=512, ffn_dim=2048, heads=8)
-bio_roberta_base = _preset("bio_roberta_base", layers=12, embed_dim=768, ffn_dim=3072, heads=12)
-bio_roberta_large = _preset("bio_roberta_large", layers=24, embed_dim=1024, ffn_dim=4096, heads=16)
-# BETO (Cañete et al.): BERT-base, with a 32k SentencePiece vocabulary (the recipe's, not the shape's)
-beto_base = _preset("beto_base", layers=12, embed_dim=768, ffn_dim=3072, heads=12)
-# BioMegatron (Shin et al. 2020). The paper gives parameter counts only. 345m is Megatron-LM's BERT-large shape (its
-# model card: 24 layers, 16 heads, 1024 hidden). 800m and 1.2b are our choice of Megatron-LM shapes that have those
-# counts: 36 x 1280 (GPT-2 large's shape, 0.71B in the layers), and 24 x 2048 (Megatron-LM's "1.3B" BERT, 1.21B in
-# the layers, the general-domain model that BioMegatron-1.2b continued from).
-bio_megatron_tiny = _preset("bio_megatron_tiny", layers=2, embed_dim=128, ffn_dim=512, heads=2, pre_ln=True)
-bio_megatron_345m = _preset("bio_megatron_345m", layers=24, embed_dim=1024, ffn_dim=4096, heads=16, pre_ln=True)
-bio_megatron_800m = _preset("bio_megatron_800m", layers=36, embed_dim=1280, ffn_dim=5120, heads=20, pre_ln=True)
-bio_megatron_1_2b = _preset("bio_megatron_1_2b", layers=24, embed_dim=2048, ffn_dim=8192, heads=32, pre_ln=True)
+for _name, _shape in BIO_ROBERTA.items():
+    _preset(_name, **_shape)

@@ -27,6 +27,7 @@ from biofairseq.data.host_counts import at_positions, flat_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, encoder_layer_class
 from biofairseq.models.documents import document_positions, documents, packed_bos
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
+from biofairseq.model_shapes import ELECTRA
 
 logger = logging.getLogger(__name__)
 
@@ -326,9 +327,5 @@ def _preset(name, layers, width, heads, embedding_dim, fraction):
     return register_model_architecture("electra", name)(architecture)
 
 
-# google-research/electra's configure_pretraining.py model sizes; BioELECTRA's is base (768/256).
-electra_tiny = _preset("electra_tiny", layers=2, width=128, heads=2, embedding_dim=128, fraction=1 / 2)
-electra_small = _preset("electra_small", layers=12, width=256, heads=4, embedding_dim=128, fraction=1 / 4)
-electra_base = _preset("electra_base", layers=12, width=768, heads=12, embedding_dim=768, fraction=1 / 3)
-electra_large = _preset("electra_large", layers=24, width=1024, heads=16, embedding_dim=1024, fraction=1 / 4)
-bio_electra_base = _preset("bio_electra_base", layers=12, width=768, heads=12, embedding_dim=768, fraction=1 / 3)
+for _name, _shape in ELECTRA.items():
+    _preset(_name, **_shape)

@@ -86,9 +86,8 @@ def check(best, data_bin):
     from fairseq.data import Dictionary
 
     from biofairseq.data import special_symbols
-    from biofairseq.recipe.objectives import Electra, objective_of
-
     from biofairseq.data_bin import shards
+    from biofairseq.recipe.objectives import Electra, objective_of
 
     special = special_symbols(_with_mask(Dictionary.load(str(shards(data_bin)[0] / "dict.txt"))))
     unigram_ppl, frequent_acc = frequency_baselines(data_bin, special)
@@ -141,7 +140,14 @@ def main(argv=None):
     parser.add_argument("--output", type=Path, required=True, help="JSON file to write")
     parser.add_argument("--go-on", action="store_true", help="exit 0 even when the model is not clearly better")
     args = parser.parse_args(argv)
-    for path in (args.best, args.data_bin / "dict.txt", args.data_bin / "valid.bin"):
+    from biofairseq.data_bin import shards
+
+    try:
+        first = shards(args.data_bin)[0]  # a sharded data-bin has its dictionary and valid split in shard0
+    except FileNotFoundError as error:
+        print(f"pretraining_check: error: {error}", file=sys.stderr)
+        return 1
+    for path in (args.best, first / "dict.txt", first / "valid.bin"):
         if not path.is_file():
             print(f"pretraining_check: error: {path}: missing; run the recipe's stages 3 and 5 first", file=sys.stderr)
             return 1

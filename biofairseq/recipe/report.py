@@ -21,7 +21,7 @@ from pathlib import Path
 from biofairseq.atomic import write_text
 from biofairseq.recipe.best_checkpoint import records
 from biofairseq.recipe.objectives import objective_of, percent
-from biofairseq.recipe.settings import SettingsError
+from biofairseq.recipe.settings import SettingsError, changes_of
 from biofairseq.recipe.settings import read as recorded_settings
 from biofairseq.text.tables import markdown_table
 
@@ -34,6 +34,19 @@ def _read(path, what):
     if not path.is_file():
         raise ReportError(f"{path}: missing; {what}")
     return path.read_text(encoding="utf-8")
+
+
+def settings_changes(run_dir):
+    return changes_of(run_dir)
+
+
+def changes_lines(run_dir):
+    """The settings changed between runs into run_dir (only ever those of stages that had not run), with when."""
+    changes = settings_changes(run_dir)
+    if not changes:
+        return []
+    return ["Settings changed between runs (each before any stage it shapes had run):", "",
+            markdown_table(["when", "setting", "before", "after"], [list(change) for change in changes]), ""]
 
 
 def settings(run_dir):
@@ -116,7 +129,7 @@ def markdown(run_dir, found):
     s, c, d, models = found["settings"], found["corpus"], found["data_bins"], found["pretrainings"]
     lines = [f"# {s.get('RECIPE', 'bsc_bio_es')}, PRESET={s.get('PRESET', '?')}", "",
              f"Run folder `{run_dir}`; its settings are in `recipe.env`. Every number below is read from the files the stages wrote.", "",
-             "## Corpus (`clean/stats.json`)", ""]
+             *changes_lines(run_dir), "## Corpus (`clean/stats.json`)", ""]
     rows = [[name, f"{v['docs_in']:,}", f"{v['docs_out']:,}", f"{v['sentences_out']:,}", f"{v['tokens_out']:,}"]
             for name, v in [*c["sources"].items(), ("total", c["total"])]]
     lines += [markdown_table(["source", "documents in", "documents kept", "sentences", "words"], rows), "",
@@ -235,7 +248,7 @@ def write(run_dir, ner_pairs, pretrain_pairs=(), data_bin_pairs=(), breakout_pai
     """pretrain_pairs: (name, folder) of each model a recipe pretrained; none: the one model in RUN_DIR/pretrain.
     data_bin_pairs: (name, folder) of each vocabulary's data-bin; none: RUN_DIR/data-bin."""
     run_dir = Path(run_dir)
-    found = {"settings": settings(run_dir), "corpus": corpus(run_dir),
+    found = {"settings": settings(run_dir), "settings_changes": settings_changes(run_dir), "corpus": corpus(run_dir),
              "data_bins": ({name: data_bin(Path(folder)) for name, folder in data_bin_pairs} if data_bin_pairs
                            else {"": data_bin(run_dir / "data-bin")}),
              "breakout": {name: json.loads(_read(Path(path), "the break-out stage (preprocess/vocab_stats.py) did not finish"))

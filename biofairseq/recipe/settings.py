@@ -1,22 +1,31 @@
-"""The settings the recipes read from the environment, in one list: what each may hold, whether ``recipe.env`` records
-it, and which recipes have it. The recipes' checks, ``recipe.env`` and the report all read this list, so a setting
+"""The settings the recipes read from the environment, in one list: what each may hold (a kind and its range, checked
+before any work), whether ``recipe.env`` records it, the first stage whose outputs it shapes (so that a rerun with
+another value stops rather than mix two settings in one run), and which recipes have it. The recipes' checks, ``recipe.env`` and the report all read this list, so a setting
 cannot be checked and then left out of ``recipe.env``. The defaults stay in the recipes, where the presets set them.
 
-    python -m biofairseq.recipe.settings names RECIPE              the names a recipe passes to the other two
-    python -m biofairseq.recipe.settings check RECIPE NAME=VALUE...
+    python -m biofairseq.recipe.settings names RECIPE              the recipe's settings
+    python -m biofairseq.recipe.settings check RECIPE NAME=VALUE...  (or -: NUL-terminated pairs on standard input)
     python -m biofairseq.recipe.settings keep RECIPE NAME=VALUE...   checks, then recipe.env: printed (STOP_AFTER=settings),
-                                                                    written (first run, FORCE=1) or compared with
+                                                                    written (first run, FORCE=1) or compared with: a
+                                                                    change that finished stages would not show stops
 """
 
+import os
 import re
 import sys
 from dataclasses import dataclass
+from datetime import datetime
 from pathlib import Path
 
 from biofairseq.atomic import write_text
 
 RECIPES = ("bsc_bio_es", "beto", "bioelectra", "biomegatron", "bio_lm")
+PRESETS = {"bsc_bio_es": ("tiny", "pilot", "one_gpu", "paper"), "beto": ("tiny", "pilot", "paper"),
+           "bioelectra": ("tiny", "pilot", "paper"), "biomegatron": ("tiny", "pilot", "paper"), "bio_lm": ("tiny", "pilot", "paper")}
 NUMBER = r"[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?"
+POSITIONS = 512  # the presets' position table (--max-positions): no sample may be longer
+
+# Each kind: value -> None, or what is wrong with it and how to fix it (after "NAME=VALUE: ").
 
 
 def text(value):
@@ -24,19 +33,48 @@ def text(value):
 
 
 def whole(value):
-    return None if re.fullmatch(r"[0-9]+", value) else "not a whole number"
+    return None if re.fullmatch(r"[0-9]+", value) else "not a whole number; give one, as 10"
 
 
-def positive(value):
-    return whole(value) or (None if int(value) > 0 else "must be at least 1")
+def whole_between(low, high=None):
+    def check(value):
+        if whole(value):
+            return whole(value)
+        if int(value) < low:
+            return f"must be at least {low}"
+        return None if high is None or int(value) <= high else f"must be at most {high}"
+    return check
+
+
+positive = whole_between(1)
 
 
 def number(value):
-    return None if re.fullmatch(NUMBER, value) else "not a number"
+    return None if re.fullmatch(NUMBER, value) else "not a number; give one, as 0.1 or 1e-3"
 
 
-def numbers(value):
-    return None if re.fullmatch(rf"{NUMBER}(,{NUMBER})*", value) else "give comma-separated numbers, as 5e-5,1e-4"
+def number_in(low, high, low_open=False, high_open=False):
+    """A number in [low, high] (either end open); high None: no upper bound."""
+    def check(value):
+        if number(value):
+            return number(value)
+        x = float(value)
+        if x < low or (low_open and x == low) or (high is not None and (x > high or (high_open and x == high))):
+            ends = f"{'(' if low_open else '['}{low:g}, {'∞)' if high is None else f'{high:g}' + (')' if high_open else ']')}"
+            return f"out of range; give a number in {ends}"
+        return None
+    return check
+
+
+def each(kind, example):
+    """Comma-separated values of one kind."""
+    def check(value):
+        for item in value.split(","):
+            problem = kind(item)
+            if problem:
+                return f"{item!r}: {problem.split(';')[0]}; give comma-separated values, as {example}"
+        return None
+    return check
 
 
 def one_of(*choices):
@@ -59,7 +97,11 @@ def share(value):
 
 
 def phase2_length(value):
-    return whole(value) or (None if int(value) <= 512 else "the presets' position table has 512 rows")
+    return whole_between(8)(value) or (None if int(value) <= POSITIONS else f"the presets' position table has {POSITIONS} rows")
+
+
+def sample_length(value):
+    return whole_between(8)(value) or (None if int(value) <= POSITIONS else f"must be at most {POSITIONS}, the presets' position table")
 
 
 def language(value):
@@ -69,81 +111,182 @@ def language(value):
     return unknown_language(value, "CORPUS_LANG=")
 
 
+def megabytes(value):
+    from biofairseq.data_bin import shard_megabytes
+
+    try:
+        shard_megabytes(value)
+    except ValueError as error:
+        return str(error).split(": ", 1)[1]
+    return None
+
+
+def architecture(*families):
+    """A shape registered by biofairseq (biofairseq/model_shapes.py), read without importing fairseq."""
+    def check(value):
+        from biofairseq import model_shapes as shapes
+
+        names = [name for family in families for name in getattr(shapes, family)]
+        return None if value in names else f"unknown; use one of: {' '.join(names)}"
+    return check
+
+
+def named_paths(what, noun):
+    """Space-separated NAME=PATH, each PATH present (a relative one from where the recipe runs)."""
+    def check(value):
+        for pair in value.split():
+            name, _, path = pair.partition("=")
+            if not name or not path:
+                return f"'{pair}': give NAME={what}"
+            if not Path(path).exists():
+                return f"'{pair}': {path}: no such {noun}; fix the path (a relative one starts from {Path.cwd()})"
+        return None
+    return check
+
+
+def init_from(value):
+    path = Path(value)
+    if (path / "config.json").is_file() or (path.is_file() and path.suffix == ".pt"):
+        return None
+    return "give a transformers model folder (with config.json) or a fairseq checkpoint (.pt)"
+
+
+def run_dir(value):
+    if not value:
+        return "give the folder the run writes to"
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        return "a file, not a folder; choose another RUN_DIR"
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    return None if os.access(parent, os.W_OK) else f"{parent}: not writable by this user; choose another RUN_DIR"
+
+
+def port(value):
+    return whole(value) or (None if 1024 <= int(value) <= 65535 else "give a free TCP port from 1024 to 65535")
+
+
+def ner_flags(value):
+    """More biofairseq-ner sweep flags: parsed here as the sweep will parse them."""
+    import contextlib
+    import io
+    import shlex
+
+    from biofairseq.finetune.cli import _parser
+
+    needed = ["sweep", "--model", "m", "--train", "t", "--dev", "d", "--output-dir", "o"]
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            _parser().parse_args(needed + shlex.split(value))
+    except (SystemExit, ValueError) as error:
+        line = (said.getvalue().strip().splitlines() or [str(error)])[-1]
+        return line.split(": error: ", 1)[-1].split("; see ")[0] + "; see biofairseq-ner sweep --help"
+    return None
+
+
 def or_empty(kind):
     def check(value):
         return None if value == "" else kind(value)
     return check
 
 
+# The stages whose outputs the recorded settings shape, in order: (number, title, outputs under RUN_DIR). A setting
+# of one may not change once any of its outputs exists (FORCE=1 or a new RUN_DIR), one of a stage not yet run may.
+STAGES = {
+    "clean": ("1", "clean the sources", ("clean",)),
+    "vocabulary": ("2", "the vocabulary", ("vocab", "init")),
+    "binarize": ("3", "encode and binarize", ("data-bin",)),
+    "pretrain": ("4", "pretrain", ("pretrain/**/*.pt",)),
+    "ner": ("7", "fine-tune on NER", ("ner/*/*", "breakout/*.json")),
+}
+
+
 @dataclass(frozen=True)
 class Setting:
     name: str
     kind: object  # value -> None, or what is wrong with it
+    stage: str = None  # the first stage whose output it shapes (STAGES); None: recorded but free to change
     recorded: bool = True  # in recipe.env: what shapes the results, not where or how fast they are made
     recipes: tuple = RECIPES
 
 
 def _own(recipe, *settings):
-    return [Setting(name, kind, recipes=(recipe,)) for name, kind in settings]
+    return [Setting(name, kind, stage, recipes=(recipe,)) for name, kind, stage in settings]
 
+
+LR = number_in(0, 1, low_open=True)
+NOT_ELECTRA = tuple(r for r in RECIPES if r != "bioelectra")
 
 SETTINGS = [
     # run control and hardware: checked, not recorded
-    Setting("RUN_DIR", text, recorded=False),
+    Setting("RUN_DIR", run_dir, recorded=False),
     Setting("STOP_AFTER", one_of("none", "settings", "binarize"), recorded=False),
     Setting("FORCE", one_of("0", "1"), recorded=False),
     Setting("NUM_GPUS", or_empty(whole), recorded=False),  # empty: all that torch sees
     Setting("NUM_NODES", positive, recorded=False),
     Setting("WORKERS", positive, recorded=False),
     Setting("NER_GPU", or_empty(whole), recorded=False),
-    Setting("DISTRIBUTED_PORT", or_empty(whole), recorded=False),
+    Setting("DISTRIBUTED_PORT", or_empty(port), recorded=False),
     Setting("BATCH_PER_DEVICE", positive, recorded=False),
     Setting("PHASE2_BATCH_PER_DEVICE", positive, recorded=False),
-    Setting("SAVE_INTERVAL_UPDATES", positive, recorded=False),
-    Setting("LOG_INTERVAL", whole, recorded=False),
+    Setting("LOG_INTERVAL", positive, recorded=False),
     # every recipe's, recorded in this order
-    Setting("PRESET", text),
-    Setting("SOURCES", text),  # checked against the files by the recipe (recipe_check_inputs)
-    Setting("NER_DATA", text),
-    Setting("VALID_DOCS", whole),
-    Setting("VOCAB_SIZE", whole),
-    Setting("SHARD_MB", number),  # 0: one data-bin
-    Setting("INIT_FROM", text),
-    Setting("ARCH", text),
-    Setting("TOKENS_PER_SAMPLE", whole),
-    Setting("SEQUENCES_PER_UPDATE", positive),
-    Setting("PEAK_LR", number),
-    Setting("WARMUP_UPDATES", whole),
-    Setting("MAX_UPDATE", positive),
-    Setting("PHASE2_SHARE", share),
-    Setting("PHASE2_TOKENS_PER_SAMPLE", phase2_length),
-    Setting("PHASE2_SEQUENCES_PER_UPDATE", positive),
-    Setting("FAST_PATH", one_of("0", "1")),
-    Setting("PRECISION", one_of("fp16", "bf16")),
-    Setting("COMPILE", one_of("none", "inductor", "aot_eager")),
-    Setting("WEIGHT_DECAY_EXCLUDE", one_of("none", "norm_and_bias")),
-    Setting("NER_LRS", numbers),
-    Setting("NER_SEEDS", numbers),
-    Setting("NER_EPOCHS", number),
-    Setting("NER_MAX_LENGTH", whole),
-    Setting("NER_BATCH", positive),
-    Setting("NER_ACCUMULATION", positive),
-    Setting("NER_WARMUP_RATIO", number),
-    Setting("NER_LAYERWISE_DECAY", number),
-    Setting("NER_LABELLINGS", each_of("whole-word", "sub-token")),
-    Setting("NER_EXTRA", text),
-    Setting("BASELINE", one_of("random-init", "none")),
-    Setting("WEAK_PRETRAINING", one_of("stop", "continue")),
+    *[Setting("PRESET", one_of(*PRESETS[r]), "clean", recipes=(r,)) for r in RECIPES],
+    Setting("SOURCES", named_paths("PATH, PATH a file or folder of text", "file or folder"), "clean"),
+    Setting("NER_DATA", or_empty(named_paths("DIR, DIR a folder with train and valid (or dev)", "folder")), "ner"),
+    Setting("VALID_DOCS", positive, "clean"),
+    Setting("VOCAB_SIZE", or_empty(whole_between(300)), "vocabulary"),  # 256 bytes and the special symbols at least
+    Setting("SHARD_MB", megabytes, "binarize"),  # 0: one data-bin
+    Setting("INIT_FROM", or_empty(init_from), "vocabulary"),
+    Setting("ARCH", or_empty(architecture("BIO_ROBERTA")), "pretrain", recipes=NOT_ELECTRA),  # empty: bio_lm's two
+    Setting("ARCH", architecture("ELECTRA"), "pretrain", recipes=("bioelectra",)),
+    Setting("TOKENS_PER_SAMPLE", sample_length, "pretrain"),
+    Setting("SEQUENCES_PER_UPDATE", positive, "pretrain"),
+    Setting("PEAK_LR", or_empty(LR), "pretrain"),  # empty: bio_lm's, whose rates are BASE_LR, LARGE_LR, DISTIL_LR
+    Setting("WARMUP_UPDATES", whole, "pretrain"),
+    Setting("MAX_UPDATE", positive, "pretrain"),
+    Setting("SAVE_INTERVAL_UPDATES", positive, "pretrain"),  # which checkpoints there are to keep (KEEP=best)
+    Setting("PHASE2_SHARE", share, "pretrain"),
+    Setting("PHASE2_TOKENS_PER_SAMPLE", phase2_length, "pretrain"),
+    Setting("PHASE2_SEQUENCES_PER_UPDATE", positive, "pretrain"),
+    Setting("FAST_PATH", one_of("0", "1"), "pretrain"),
+    Setting("PRECISION", one_of("fp16", "bf16"), "pretrain"),
+    Setting("COMPILE", one_of("none", "inductor", "aot_eager"), "pretrain"),
+    Setting("WEIGHT_DECAY_EXCLUDE", one_of("none", "norm_and_bias"), "pretrain"),
+    Setting("NER_LRS", each(LR, "5e-5,1e-4"), "ner"),
+    Setting("NER_SEEDS", each(whole, "1,2,3"), "ner"),
+    Setting("NER_EPOCHS", number_in(0, None, low_open=True), "ner"),
+    Setting("NER_MAX_LENGTH", sample_length, "ner"),
+    Setting("NER_BATCH", positive, "ner"),
+    Setting("NER_ACCUMULATION", positive, "ner"),
+    Setting("NER_WARMUP_RATIO", number_in(0, 1, high_open=True), "ner"),
+    Setting("NER_LAYERWISE_DECAY", number_in(0, 1, low_open=True), "ner"),
+    Setting("NER_LABELLINGS", each_of("whole-word", "sub-token"), "ner"),
+    Setting("NER_EXTRA", ner_flags, "ner"),
+    Setting("BASELINE", one_of("random-init", "none")),  # a twin more or less: new outputs, none changed
+    Setting("WEAK_PRETRAINING", one_of("stop", "continue")),  # what to do after stage 5's check, which it does not change
     # each recipe's own
-    *_own("bsc_bio_es", ("CLIP_NORM", number)),
-    Setting("CORPUS_LANG", language, recipes=("beto", "bioelectra", "biomegatron", "bio_lm")),
-    *_own("bioelectra", ("VOCAB_TYPE", one_of("bytelevel-bpe", "sentencepiece")),
-          ("EMBEDDING_SHARING", one_of("tied", "gdes", "none")), ("MASK_PROB", number), ("SAMPLING_TEMPERATURE", number)),
-    *_own("biomegatron", ("VOCAB_SIZES", numbers), ("CHECKPOINT_ACTIVATIONS", one_of("0", "1"))),
-    *_own("bio_lm", ("BASE_ARCH", text), ("LARGE_ARCH", text), ("BASE_LR", number), ("LARGE_LR", number),
-          ("LARGE_MAX_UPDATE", positive), ("DISTIL_UPDATES", positive), ("DISTIL_LR", number),
-          ("DISTIL_WARMUP_UPDATES", whole), ("ALPHA_MLM", number), ("ALPHA_KL", number), ("TEMPERATURE", number),
-          ("ALPHA_COS", number)),
+    *_own("bsc_bio_es", ("CLIP_NORM", number_in(0, None), "pretrain")),
+    Setting("CORPUS_LANG", language, "clean", recipes=("beto", "bioelectra", "biomegatron", "bio_lm")),
+    *_own("bioelectra", ("VOCAB_TYPE", one_of("bytelevel-bpe", "sentencepiece"), "vocabulary"),
+          ("EMBEDDING_SHARING", one_of("tied", "gdes", "none"), "pretrain"),
+          ("MASK_PROB", number_in(0, 1, low_open=True, high_open=True), "pretrain"),
+          ("SAMPLING_TEMPERATURE", number_in(0, None, low_open=True), "pretrain")),
+    *_own("biomegatron", ("VOCAB_SIZES", each(whole_between(300), "30000,50000"), "vocabulary"),
+          ("CHECKPOINT_ACTIVATIONS", one_of("0", "1"), "pretrain")),
+    *_own("bio_lm", ("BASE_ARCH", architecture("BIO_ROBERTA"), "pretrain"), ("LARGE_ARCH", architecture("BIO_ROBERTA"), "pretrain"),
+          ("BASE_LR", LR, "pretrain"), ("LARGE_LR", LR, "pretrain"), ("LARGE_MAX_UPDATE", positive, "pretrain"),
+          ("DISTIL_UPDATES", positive, "pretrain"), ("DISTIL_LR", LR, "pretrain"), ("DISTIL_WARMUP_UPDATES", whole, "pretrain"),
+          ("ALPHA_MLM", number_in(0, None), "pretrain"), ("ALPHA_KL", number_in(0, None), "pretrain"),
+          ("TEMPERATURE", number_in(0, None, low_open=True), "pretrain"), ("ALPHA_COS", number_in(0, None), "pretrain")),
+]
+
+# settings checked together: (name, other, what must hold of their values, the fix)
+TOGETHER = [
+    ("WARMUP_UPDATES", "MAX_UPDATE", lambda warmup, total: int(warmup) <= int(total), "at most MAX_UPDATE"),
+    ("DISTIL_WARMUP_UPDATES", "DISTIL_UPDATES", lambda warmup, total: int(warmup) <= int(total), "at most DISTIL_UPDATES"),
 ]
 
 
@@ -158,13 +301,16 @@ def of(recipe):
 
 
 def check(recipe, values):
-    """values: {name: value} for every setting of the recipe; raises SettingsError at the first wrong one."""
+    """values: {name: value} of the recipe's variables (an unset setting is empty); raises SettingsError at the first
+    wrong one."""
     for setting in of(recipe):
-        if setting.name not in values:
-            raise SettingsError(f"{setting.name}: not set by the recipe (recipes/{recipe}.sh)")
-        problem = setting.kind(values[setting.name])
+        value = values.setdefault(setting.name, "")  # unset: empty, as ${NAME-} gives it
+        problem = setting.kind(value)
         if problem:
-            raise SettingsError(f"{setting.name}={values[setting.name]}: {problem}")
+            raise SettingsError(f"{setting.name}={value}: {problem}")
+    for name, other, holds, fix in TOGETHER:
+        if name in values and other in values and not holds(values[name], values[other]):
+            raise SettingsError(f"{name}={values[name]}: must be {fix} ({other}={values[other]})")
 
 
 def recorded(recipe, values):
@@ -184,27 +330,60 @@ def read(run_dir):
     return dict(line.split("=", 1) for line in path.read_text(encoding="utf-8").splitlines() if "=" in line)
 
 
+def produced(run_dir, stage):
+    """The first output of a stage in run_dir, or None."""
+    for pattern in STAGES[stage][2]:
+        found = next(iter(sorted(Path(run_dir).glob(pattern))), None)
+        if found is not None:
+            return found
+    return None
+
+
 def keep(recipe, values, run_dir):
-    """recipe.env: printed (STOP_AFTER=settings); else written on the first run (or with FORCE=1) and, on a rerun,
-    compared with, naming on stderr the settings that differ."""
+    """recipe.env: printed (STOP_AFTER=settings); else written on the first run (or with FORCE=1). On a rerun, a
+    changed setting of a stage that has outputs stops the recipe (SettingsError); the others are taken, recipe.env
+    rewritten and each change added to recipe.changes, which the report lists."""
     now = recorded(recipe, values)
     if values["STOP_AFTER"] == "settings":
         sys.stdout.write(_env_text(now))
         print(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work", file=sys.stderr)
         return
-    path = Path(run_dir) / "recipe.env"
+    path, changes = Path(run_dir) / "recipe.env", Path(run_dir) / "recipe.changes"
     if values["FORCE"] == "1" or not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, _env_text(now))
+        changes.unlink(missing_ok=True)
         return
     before = read(run_dir)
-    differing = [name for name in {**before, **now} if before.get(name) != now.get(name)]
-    if differing:
-        print(f"note: settings differ from {path}; stages already done keep their outputs (FORCE=1 redoes them):",
-              file=sys.stderr)
-        for name in differing:
-            print(f"  {name}={now.get(name, '(not a setting now)')}, was {name}={before.get(name, '(not recorded)')}",
-                  file=sys.stderr)
+    # a setting the first run did not record (an older version) takes today's value
+    changed = [s for s in of(recipe) if s.recorded and s.name in before and before[s.name] != now[s.name]]
+    stages = list(STAGES)
+    for setting in sorted((s for s in changed if s.stage), key=lambda s: stages.index(s.stage)):
+        output = produced(run_dir, setting.stage)
+        if output is not None:
+            number, title, _ = STAGES[setting.stage]
+            more = f" (and {len(changed) - 1} more settings differ)" if len(changed) > 1 else ""
+            raise SettingsError(
+                f"{setting.name}={now[setting.name]}, but stage {number} ({title}) already made {output} with "
+                f"{setting.name}={before[setting.name]}{more}; give {setting.name}={before[setting.name]} to go on, "
+                f"FORCE=1 to redo every stage, or a new RUN_DIR")
+    if changed:
+        when = datetime.now().astimezone().isoformat(timespec="seconds")
+        history = changes.read_text(encoding="utf-8") if changes.is_file() else ""
+        history += "".join(f"{when}\t{s.name}\t{before[s.name]}\t{now[s.name]}\n" for s in changed)
+        for s in changed:
+            print(f"note: {s.name}={now[s.name]} (was {before[s.name]}): no stage made with it has run yet; "
+                  f"recorded in {changes}", file=sys.stderr)
+        write_text(changes, history)
+        write_text(path, _env_text(now))
+
+
+def changes_of(run_dir):
+    """(when, name, before, after) of each setting changed between runs into run_dir, oldest first."""
+    path = Path(run_dir) / "recipe.changes"
+    if not path.is_file():
+        return []
+    return [tuple(line.split("\t")) for line in path.read_text(encoding="utf-8").splitlines() if line.count("\t") == 3]
 
 
 def main(argv=None):
@@ -216,6 +395,8 @@ def main(argv=None):
         if verb == "names":
             print("\n".join(s.name for s in of(recipe)))
             return
+        if pairs == ["-"]:  # NAME=VALUE pairs on standard input, each ending in a NUL byte (the recipes')
+            pairs = [pair for pair in sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0") if pair]
         values = dict(pair.split("=", 1) for pair in pairs)
         check(recipe, values)
         if verb == "keep":

@@ -156,7 +156,11 @@ class DocumentMLMTask(MaskedLMTask):
 
     def _load_dataset_split(self, split, epoch, combine):
         paths = utils.split_paths(self.cfg.data)
-        split_path = os.path.join(paths[(epoch - 1) % len(paths)], split)
+        k = (epoch - 1) % len(paths)
+        # a split in one shard only (the valid split, in shard0) is read from it, whatever shard the path starts at
+        # (a recipe's phase 2 starts at the shard after phase 1's, biofairseq.recipe.pretraining_state)
+        shard = next((p for p in paths[k:] + paths[:k] if os.path.isfile(os.path.join(p, f"{split}.idx"))), paths[k])
+        split_path = os.path.join(shard, split)
         lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)
         if lines is None or len(lines) == 0:
             raise FileNotFoundError(f"{split_path}.bin: no such dataset or it is empty; binarize the {split} text with fairseq-preprocess --only-source")

@@ -9,7 +9,8 @@
 #
 # Two length phases (BERT, BETO, BioELECTRA), any objective: PHASE2_SHARE=0.1 trains the last 10% of MAX_UPDATE
 # updates at PHASE2_TOKENS_PER_SAMPLE tokens with PHASE2_SEQUENCES_PER_UPDATE sequences (PHASE2_BATCH_PER_DEVICE
-# per device). Phase 2 continues from phase 1's checkpoint_last.pt with --reset-dataloader only: the optimizer
+# per device). Phase 2 continues from phase 1's checkpoint_last.pt with --reset-dataloader only (on its first launch;
+# with shards, from the shard after phase 1's: biofairseq/recipe/pretraining_state.py): the optimizer
 # state and one learning-rate schedule over --total-num-update MAX_UPDATE run on. The model's position table
 # has 512 rows from the first update (the presets' --max-positions), so it is not outgrown.
 #
@@ -27,6 +28,13 @@
 PRESET=${PRESET:-tiny} PYTHON=${PYTHON:-python}
 
 die() { echo "$RECIPE.sh: error: $*" >&2; exit 1; }
+
+require_whole() {  # require_whole NAME...: settings that a preset computes defaults from (bash arithmetic), checked first
+    local name
+    for name in "$@"; do
+        [[ -z ${!name:-} || ${!name} =~ ^[0-9]+$ ]] || die "$name=${!name}: not a whole number; give one, as 10"
+    done
+}
 
 require_inputs() {  # require_inputs "what SOURCES holds" "an NER_DATA example": what a full-size preset cannot guess
     [[ -n ${SOURCES:-} ]] || die "PRESET=$PRESET needs SOURCES=\"NAME=PATH ...\" ($1); see the top of $0"
@@ -115,13 +123,14 @@ recipe_check_settings() {
     [[ $COMPILE == none ]] || FAST_ARGS+=(--compile "$COMPILE")
 }
 
-SETTING_NAMES=()
 recipe_settings() {  # recipe_settings check|keep: every setting biofairseq/recipe/settings.py lists for this recipe,
-    # checked (one line and exit 1 at the first wrong one); keep: then recorded in (or compared with) recipe.env
-    local name values=()
-    (( ${#SETTING_NAMES[@]} )) || mapfile -t SETTING_NAMES < <("$PYTHON" -m biofairseq.recipe.settings names "$RECIPE")
-    for name in "${SETTING_NAMES[@]}"; do values+=("$name=${!name-}"); done
-    "$PYTHON" -m biofairseq.recipe.settings "$1" "$RECIPE" "${values[@]}" || exit 1
+    # checked (one line and exit 1 at the first wrong one); keep: then recorded in (or compared with) recipe.env.
+    # Every upper-case variable goes, on a pipe (not the command line, which other users can read), NUL-separated; the
+    # module takes the recipe's settings from them (one Python start, not two)
+    local name
+    for name in $(compgen -v); do
+        if [[ $name =~ ^[A-Z][A-Z0-9_]*$ ]]; then printf '%s=%s\0' "$name" "${!name-}"; fi
+    done | "$PYTHON" -m biofairseq.recipe.settings "$1" "$RECIPE" - || exit 1
 }
 
 recipe_check_installed() {
@@ -155,10 +164,7 @@ update_freq() {  # update_freq SEQUENCES_VAR BATCH_VAR: gradient accumulation st
 }
 
 recipe_check_inputs() {  # SOURCES and NER_DATA, before anything is written: one line and exit 1 at the first wrong one
-    local source dataset name dir train dev test split
-    for source in $SOURCES; do
-        [[ $source == *=* && -e ${source#*=} ]] || die "SOURCES: '$source': give NAME=PATH, PATH an existing file or folder"
-    done
+    local dataset name dir train dev test split  # SOURCES, and NER_DATA's NAME=DIR: biofairseq/recipe/settings.py
     NER_NAMES=() NER_TRAIN=() NER_DEV=() NER_TEST=()
     for dataset in $NER_DATA; do
         name=${dataset%%=*} dir=${dataset#*=}
@@ -225,6 +231,13 @@ stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (def
         echo "skipped: $done exists (FORCE=1 redoes it)" >&2
         return 1
     fi
+    # a stage killed outright (SIGKILL) left its tools' temporaries beside its output, which no trap removed: the
+    # .NAME.XXXXXXXX of preprocess/train_vocab.py, and the .NAME.tmp-PID of biofairseq.atomic (conversion, the random-init
+    # twin, JSON files, reports); the stage starts again without them
+    local leftover
+    for leftover in "${output%/*}"/.*.tmp-* "${output%/*}/.${output##*/}".*; do
+        if [[ -e $leftover ]]; then echo "removed $leftover, a temporary of an interrupted run" >&2; rm -rf "$leftover"; fi
+    done
     RAN=1
 }
 
@@ -292,8 +305,6 @@ recipe_breakout() {  # recipe_breakout LANG: each vocabulary's entity break-out 
 
 recipe_check_init_from() {  # INIT_FROM: a transformers RoBERTa-family folder or a fairseq checkpoint (.pt)
     [[ -z $INIT_FROM ]] && return
-    [[ -f $INIT_FROM/config.json || ( -f $INIT_FROM && $INIT_FROM == *.pt ) ]] ||
-        die "INIT_FROM=$INIT_FROM: give a transformers model folder (with config.json) or a fairseq checkpoint (.pt)"
     INIT_FROM=$(cd "$(dirname "$INIT_FROM")" && pwd)/$(basename "$INIT_FROM")  # recorded in recipe.env as an absolute path
 }
 
@@ -320,8 +331,15 @@ recipe_init_from() {
 # ---- 4. pretrain with biofairseq-train (resumes from checkpoint_last.pt), in one or two length phases
 
 pretrain_phase() {  # pretrain_phase TOKENS_PER_SAMPLE BATCH_PER_DEVICE UPDATE_FREQ UNTIL_UPDATE [FLAG...]
-    local tokens=$1 batch=$2 freq=$3 until=$4
+    local tokens=$1 batch=$2 freq=$3 until=$4 updates
     shift 4
+    # a checkpoint a kill cut short is mended first; fairseq-train started on a checkpoint_last.pt at --max-update trains
+    # one update more, so a run killed after its last checkpoint, before the stage was marked finished, is not started
+    updates=$("$PYTHON" -m biofairseq.recipe.pretraining_state updates "$PRETRAIN/checkpoints") || updates=0
+    if (( updates >= until )); then
+        echo "$PRETRAIN/checkpoints/checkpoint_last.pt: at update $updates already, where this run ends; not trained again" >&2
+        return 0
+    fi
     run "${LAUNCH[@]}" biofairseq-train "$DATA_PATH" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
         "${MODEL_ARGS[@]}" "${FAST_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$UPDATES" --max-update "$until" \
         --batch-size "$batch" --update-freq "$freq" --num-workers 2 "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" \
@@ -380,7 +398,12 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
             date -Is >"$PRETRAIN/phase1.finished"
         fi
         echo "phase 2: updates $((phase1 + 1))-$UPDATES at $PHASE2_TOKENS_PER_SAMPLE tokens, $PHASE2_SEQUENCES_PER_UPDATE sequences per update; optimizer and learning-rate schedule continue" >&2
-        pretrain_phase "$PHASE2_TOKENS_PER_SAMPLE" "$PHASE2_BATCH_PER_DEVICE" "$PHASE2_UPDATE_FREQ" "$UPDATES" "$@" --reset-dataloader
+        # the shards from the one after phase 1's; --reset-dataloader on phase 2's first launch only (a rerun resumes it)
+        local phase2
+        mapfile -t phase2 < <("$PYTHON" -m biofairseq.recipe.pretraining_state phase2 "$PRETRAIN" "$DATA_BIN" "$phase1")
+        (( ${#phase2[@]} )) || die "$PRETRAIN/checkpoints/checkpoint_last.pt: phase 1's checkpoint could not be read (see above); FORCE=1 pretrains again"
+        DATA_PATH=${phase2[0]} pretrain_phase "$PHASE2_TOKENS_PER_SAMPLE" "$PHASE2_BATCH_PER_DEVICE" "$PHASE2_UPDATE_FREQ" \
+            "$UPDATES" "$@" "${phase2[@]:1}"
     fi
     date -Is >"$PRETRAIN/finished"
 }
@@ -443,6 +466,11 @@ recipe_ner() {
                 # a sweep of another model (pretrained again since) is out of date: the sweep redoes its runs
                 if [[ -f $sweep_dir/report.json && $(cat "$sweep_dir/model.sha256" 2>/dev/null) != "$(weights_sha256 "$model")" ]]; then
                     echo "note: $model changed since $sweep_dir was run; its runs are redone" >&2
+                    rm -f "$sweep_dir/report.json"
+                fi
+                # its report is report.json, report.md, then dev_f1.png: one cut short is written again (the runs are kept)
+                if [[ -f $sweep_dir/report.json && ! ( -f $sweep_dir/report.md && -f $sweep_dir/dev_f1.png ) ]]; then
+                    echo "note: $sweep_dir: its report was cut short; the sweep writes it again" >&2
                     rm -f "$sweep_dir/report.json"
                 fi
                 stage 7 "fine-tune $(basename "$model") on $name${NER_LABELLINGS:+, $labelling labelling}" "$sweep_dir" \

@@ -1,0 +1,109 @@
+"""Where a recipe's pretraining stands, read from its checkpoints before fairseq-train starts again
+(recipes/lib/stages.sh): how many updates checkpoint_last.pt holds, and how the second length phase starts.
+
+A kill can cut a checkpoint short: fairseq writes checkpoint_E_U.pt through a temporary and a rename, then copies it
+in place to checkpoint_best.pt and checkpoint_last.pt, and a copy cut short (torch.save's zip lacks its directory,
+written last) fails every rerun. Such a file is replaced by the newest complete checkpoint, the copy's source.
+fairseq-train started on a checkpoint_last.pt already at --max-update trains one update more (it tests the limit after
+an update), so the recipe does not start it there.
+
+Phase 2 continues from phase 1's checkpoint_last.pt with other sample lengths and batch sizes, so fairseq must rebuild
+its data loader (``--reset-dataloader``), which also restarts at epoch 1: with a sharded data-bin that would be shard0
+again. So phase 2 reads the shards in the order that starts with the one after the shard phase 1 was reading,
+recorded before phase 2's first update so that a resumed phase 2 keeps it; once phase 2 has saved a checkpoint of its
+own, a rerun resumes it as it stands (a reset would restart its epoch).
+
+    python -m biofairseq.recipe.pretraining_state updates SAVE_DIR
+        mends cut checkpoints, then prints the updates of SAVE_DIR/checkpoint_last.pt (0: none)
+    python -m biofairseq.recipe.pretraining_state phase2 PRETRAIN_DIR DATA_BIN PHASE1_UPDATES
+        prints the data path for fairseq-train, then --reset-dataloader on phase 2's first launch (else nothing)
+"""
+
+import argparse
+import os
+import shutil
+import sys
+import zipfile
+from pathlib import Path
+
+from biofairseq.atomic import write_text
+from biofairseq.data_bin import shards
+
+
+def complete(path):
+    """Whether a checkpoint file is whole: a zip with its directory (a legacy pickle checkpoint is taken as whole)."""
+    with open(path, "rb") as f:
+        if f.read(4) != b"PK\x03\x04":
+            return True
+    try:
+        with zipfile.ZipFile(path):
+            return True
+    except zipfile.BadZipFile:
+        return False
+
+
+def mend(save_dir):
+    """Replaces each cut checkpoint in save_dir by the newest complete one (removes it where there is none)."""
+    found = sorted(Path(save_dir).glob("checkpoint*.pt"), key=lambda p: p.stat().st_mtime)
+    good = [p for p in found if complete(p)]
+    for cut in (p for p in found if p not in good):
+        if good:
+            print(f"{cut}: cut short (killed while fairseq copied it); replaced by {good[-1].name}", file=sys.stderr)
+            shutil.copyfile(good[-1], f"{cut}.tmp")
+            os.replace(f"{cut}.tmp", cut)
+        else:
+            print(f"{cut}: cut short (killed while fairseq copied it), and no complete checkpoint to replace it; removed",
+                  file=sys.stderr)
+            cut.unlink()
+
+
+def progress(checkpoint):
+    """(updates, epoch) of a fairseq checkpoint, read without loading its tensors."""
+    import torch
+
+    with torch.serialization.safe_globals([argparse.Namespace]):
+        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    history = state.get("optimizer_history") or [{}]
+    epoch = ((state.get("extra_state") or {}).get("train_iterator") or {}).get("epoch", 1)
+    return history[-1].get("num_updates", 0), epoch
+
+
+def updates(save_dir):
+    """The updates of save_dir/checkpoint_last.pt once mended; 0 where there is none (or fairseq-train will say what
+    is wrong with it)."""
+    if not Path(save_dir).is_dir():
+        return 0
+    mend(save_dir)
+    last = Path(save_dir) / "checkpoint_last.pt"
+    try:
+        return progress(last)[0] if last.is_file() else 0
+    except Exception:  # noqa: BLE001  fairseq-train's own loading names the problem
+        return 0
+
+
+def phase2(pretrain_dir, data_bin, phase1_updates):
+    """(fairseq data path, extra flags) of phase 2, recording its first shard at its first launch."""
+    pretrain_dir, parts = Path(pretrain_dir), shards(data_bin)
+    done, epoch = progress(pretrain_dir / "checkpoints" / "checkpoint_last.pt")
+    first_launch = done <= phase1_updates
+    record = pretrain_dir / "phase2.first_shard"
+    if first_launch or not record.is_file():
+        write_text(record, f"{epoch % len(parts)}\n")  # phase 1's epoch E read shard E-1; phase 2 starts at shard E
+    first = int(record.read_text())
+    path = ":".join(str(p) for p in parts[first:] + parts[:first])  # the valid split is found in shard0 (document_mlm)
+    return path, ["--reset-dataloader"] if first_launch else []
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["updates"] and len(argv) == 2:
+        print(updates(argv[1]))
+    elif argv[:1] == ["phase2"] and len(argv) == 4 and argv[3].isdigit():
+        path, flags = phase2(argv[1], argv[2], int(argv[3]))
+        print("\n".join([path, *flags]))
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

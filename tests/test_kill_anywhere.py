@@ -1,0 +1,229 @@
+"""Kill anywhere, lose nothing (benchmarks/kill_anywhere.py runs the whole recipe; these are its cheap cases): the real
+scripts in real processes, SIGKILLed to their whole process group mid-work, then run again to the end."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from biofairseq.samples import BIN, REPO, _write_documents, clinical_lines, read_documents
+
+ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable,
+       "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
+STAGES = REPO / "recipes" / "lib" / "stages.sh"
+
+
+def start(args):
+    """A script of the repository in its own session, its stderr read line by line as it comes."""
+    proc = subprocess.Popen(args, env=ENV, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    proc.lines = []
+    proc.reader = threading.Thread(target=lambda: proc.lines.extend(proc.stderr), daemon=True)
+    proc.reader.start()
+    return proc
+
+
+def kill_when(proc, condition, timeout=120):
+    """SIGKILL to proc's process group as soon as condition() holds; fails if proc ends first."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert proc.poll() is None, f"ended (exit {proc.returncode}) before the kill point:\n{''.join(proc.lines)[-3000:]}"
+        assert time.monotonic() < deadline, "the kill point was never reached"
+        time.sleep(0.002)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    proc.reader.join(10)
+    for _ in range(500):  # every process of the group gone (fairseq-preprocess's, the cleaning pool's)
+        try:
+            os.killpg(proc.pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process group {proc.pid} alive after SIGKILL")
+
+
+def run(args):
+    proc = subprocess.run(args, env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+def tree(folder, skip=()):
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(Path(folder).rglob("*"))
+            if p.is_file() and p.name not in skip}
+
+
+# ---- preprocess/clean_corpus.py
+
+def clean(cases, out):
+    return [sys.executable, str(REPO / "preprocess" / "clean_corpus.py"), "--source", f"cases={cases}", "--output-dir",
+            str(out), "--lang", "es", "--valid-docs", "10", "--workers", "2", "--shard-size", "4000"]
+
+
+@pytest.fixture(scope="module")
+def cleaned(tmp_path_factory):
+    """120 clinical cases cleaned in ~100 shards, uninterrupted: the reference."""
+    root = tmp_path_factory.mktemp("clean")
+    (root / "cases.jsonl").write_text("".join(clinical_lines(0, 120)), encoding="utf-8")
+    run(clean(root / "cases.jsonl", root / "reference") + ["--quiet"])
+    return root
+
+
+def test_clean_corpus_killed_mid_shard_resumes_to_the_same_text(cleaned, tmp_path):
+    out = tmp_path / "clean"
+    proc = start(clean(cleaned / "cases.jsonl", out))
+    shards = out / "work" / "shards" / "cases"
+
+    def some_shards_done():
+        plan = out / "work" / "plan.json"
+        if not plan.is_file():
+            return False
+        done = len(list(shards.glob("*.json")))
+        return 0 < done < len(json.loads(plan.read_text())["shards"]) - 4 and any(shards.glob("*.tmp"))
+
+    kill_when(proc, some_shards_done)
+    assert not (out / "stats.json").exists() and not (out / "train.txt").exists()
+    rerun = run(clean(cleaned / "cases.jsonl", out))
+    resumed = next(line for line in rerun.stderr.splitlines() if line.startswith("resuming:"))
+    assert int(resumed.split()[1]) >= 1, resumed  # "resuming: K of N shards already cleaned"
+    reference = tree(cleaned / "reference", skip={"timing.json"})
+    assert set(reference) == {"train.txt", "valid.txt", "stats.json"}
+    assert tree(out, skip={"timing.json"}) == reference  # the work folder, and every temporary, gone
+
+
+# ---- preprocess/binarize.sh
+
+SHARD_MB = "0.1"  # 2 shards of the 40 documents' encoded text
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory):
+    """Clean text and a vocabulary (preprocess/train_vocab.py) for binarize.sh."""
+    root = tmp_path_factory.mktemp("binarize")
+    (root / "clean").mkdir()
+    _write_documents(root / "clean" / "train.txt", read_documents(0, 40))
+    _write_documents(root / "clean" / "valid.txt", read_documents(40, 5))
+    run([sys.executable, str(REPO / "preprocess" / "train_vocab.py"), "--input", str(root / "clean" / "train.txt"),
+         "--type", "bytelevel-bpe", "--vocab-size", "500", "--output-dir", str(root / "vocab"), "--workers", "1"])
+    return root
+
+
+def binarize(root, data_bin):
+    return ["bash", str(REPO / "preprocess" / "binarize.sh"), str(root / "clean"), str(root / "vocab"), str(data_bin), "1",
+            SHARD_MB]
+
+
+def test_binarize_killed_mid_shard_reruns_to_the_same_data_bin_and_leaves_no_temporary(corpus, tmp_path):
+    reference = tmp_path / "reference" / "data-bin"
+    reference.parent.mkdir()
+    with open(tmp_path / "reference" / "binarize.log", "w") as log:  # beside the one killed: the other core
+        uninterrupted = subprocess.Popen(binarize(corpus, reference), env=ENV, stdout=log, stderr=log)
+    out = tmp_path / "killed"
+    out.mkdir()
+    data_bin = out / "data-bin"
+    proc = start(binarize(corpus, data_bin))
+
+    def second_shard_running():  # shard0 binarized, shard1's fairseq-preprocess started (its log begun)
+        return any((tmp / "shard0" / "train.idx").is_file() and (tmp / "shard1" / "preprocess.log").is_file()
+                   and (tmp / "shard1" / "preprocess.log").stat().st_size > 0 for tmp in out.glob("data-bin.tmp.*"))
+
+    kill_when(proc, second_shard_running)
+    assert not data_bin.exists()
+    killed = [p.name for p in out.iterdir()]
+    # what the rerun must leave alone: a temporary of a live process (this one) and one of another host (it cannot
+    # tell whether that process lives: a shared file system)
+    others = [f"data-bin.tmp.{os.uname().nodename}.{os.getpid()}", "data-bin.tmp.another-host.1"]
+    for name in others:
+        (out / name).mkdir()
+    run(binarize(corpus, data_bin))
+    assert uninterrupted.wait() == 0, (tmp_path / "reference" / "binarize.log").read_text()[-3000:]
+    assert sorted(p.name for p in reference.iterdir()) == ["shard0", "shard1"]
+    # preprocess.log names the temporary paths fairseq-preprocess read: not compared
+    assert tree(data_bin, skip={"preprocess.log"}) == tree(reference, skip={"preprocess.log"})
+    assert sorted(p.name for p in out.iterdir()) == sorted(["data-bin", *others]), killed  # the killed run's is gone
+
+
+# ---- recipes/lib/stages.sh: what a rerun finds after a kill, stage by stage
+
+def stages(script, **env):
+    """bash: script after recipes/lib/stages.sh is sourced, as a recipe sources it; run() prints instead of running."""
+    prelude = f"set -euo pipefail; RECIPE=test FORCE=0; source {STAGES}; run() {{ echo \"RUN $*\" >&2; }}\n"
+    proc = subprocess.run(["bash", "-c", prelude + script], env={**ENV, **env}, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc.stderr
+
+
+def test_a_stage_killed_outright_starts_again_without_its_temporaries(tmp_path):
+    # what SIGKILL leaves (benchmarks/kill_anywhere.py found them): train_vocab.py's mkdtemp, biofairseq.atomic's
+    # staging folders and temporary files (conversion, the random-init twin, JSON files, reports)
+    left = [".vocab.k2j4x9qz", "hf/.bsc_bio_es.tmp-4242", "hf/.random_init.tmp-4243", ".report.md.tmp-4244"]
+    kept = ["vocab.txt", ".lock", "hf/other", "pretrain/.check.json.tmp-1"]  # not temporaries; one of a stage done
+    for name in left + kept:
+        (tmp_path / name).mkdir(parents=True)
+    (tmp_path / "pretrain" / "check.json").touch()
+    log = stages(f'for out in vocab hf/bsc_bio_es report.md pretrain/check.json; do stage 0 test "{tmp_path}/$out" || true; done')
+    assert not [name for name in left if (tmp_path / name).exists()], log
+    assert all((tmp_path / name).exists() for name in kept), log
+
+
+PRETRAIN = "PRETRAIN={p} TASK_ARGS=() BPE_ARGS=() MODEL_ARGS=() FAST_ARGS=() OPTIM_ARGS=() LAUNCH=() CHECKPOINT_ARGS=() " \
+           "LOG_ARGS=() HARDWARE_ARGS=() DATA_PATH=data UPDATES=20; pretrain_phase 128 32 1 {until}"
+
+
+def test_pretraining_killed_after_its_last_checkpoint_is_not_trained_again_and_a_cut_copy_is_mended(tmp_path):
+    import torch
+
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    torch.save({"optimizer_history": [{"num_updates": 20}], "model": torch.zeros(1000)}, checkpoints / "checkpoint_3_20.pt")
+    whole = (checkpoints / "checkpoint_3_20.pt").read_bytes()
+    # fairseq copies checkpoint_3_20.pt to checkpoint_last.pt in place: a kill mid-copy leaves its first bytes
+    (checkpoints / "checkpoint_last.pt").write_bytes(whole[: len(whole) // 2])
+    log = stages(PRETRAIN.format(p=tmp_path, until=20))
+    assert (checkpoints / "checkpoint_last.pt").read_bytes() == whole, log
+    assert "cut short" in log and "RUN" not in log and "at update 20 already" in log  # fairseq would train update 21
+    assert "RUN biofairseq-train data" in stages(PRETRAIN.format(p=tmp_path, until=30))  # not yet at the end: resumed
+    assert "RUN biofairseq-train data" in stages(PRETRAIN.format(p=tmp_path / "new", until=20))  # no checkpoint: starts
+
+
+def test_a_sweep_whose_report_was_cut_short_is_run_again(tmp_path):
+    sweep = tmp_path / "ner" / "pharmaconer" / "model=m"
+    sweep.mkdir(parents=True)
+    (sweep / "model.sha256").write_text("abc\n")
+    (sweep / "report.json").write_text("[]\n")  # report.md and dev_f1.png come after it: killed in between
+    script = ("weights_sha256() { echo abc; }; NUM_GPUS=0 NER_NAMES=(pharmaconer) NER_TRAIN=(t) NER_DEV=(d) NER_TEST=('') "
+              f"MODELS=({tmp_path}/m) NER_LABELLINGS= NER_DIR={tmp_path}/ner NER_LRS=1e-3 NER_SEEDS=1 NER_EPOCHS=1 "
+              "NER_MAX_LENGTH=128 NER_BATCH=8 NER_ACCUMULATION=1 NER_WARMUP_RATIO=0 NER_LAYERWISE_DECAY=1 NER_EXTRA=; recipe_ner")
+    log = stages(script)
+    assert "RUN biofairseq-ner sweep" in log and not (sweep / "report.json").exists(), log
+    for name in ("report.json", "report.md", "dev_f1.png"):
+        (sweep / name).write_text("x")
+    assert "RUN" not in stages(script)  # a whole report: done
+
+
+# ---- biofairseq/finetune/training.py
+
+def test_a_checkpoint_cut_short_is_dropped_before_a_run_resumes(tmp_path):
+    """transformers writes checkpoint-N in place, trainer_state.json last; killed while saving, the run left one without
+    it (benchmarks/kill_anywhere.py: an empty checkpoint-4), and resuming from it failed at every rerun ("Can't find a
+    valid checkpoint"). biofairseq-ner train (and so each run of a sweep) removes it; a complete checkpoint stays."""
+    from transformers.trainer_utils import get_last_checkpoint
+
+    from biofairseq.finetune import training
+
+    checkpoints = tmp_path / "checkpoints"
+    (checkpoints / "checkpoint-2").mkdir(parents=True)
+    (checkpoints / "checkpoint-2" / "trainer_state.json").write_text('{"global_step": 2}')
+    (checkpoints / "checkpoint-4").mkdir()  # being saved at the kill
+    (checkpoints / "checkpoint-6").mkdir()
+    (checkpoints / "checkpoint-6" / "trainer_state.json").write_text('{"global_')  # cut mid-write
+    said = []
+    training.drop_cut_checkpoints(checkpoints, said.append)
+    assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint-2"] and len(said) == 2
+    assert get_last_checkpoint(str(checkpoints)).endswith("checkpoint-2")
