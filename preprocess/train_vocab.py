@@ -74,6 +74,9 @@ def main(argv=None):
     from biofairseq.corpus import vocab
 
     tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent if out.parent.exists() else None))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o777 & ~umask)  # mkdtemp's 0700 would shut teammates out of a shared run folder
     try:
         if args.type == "bytelevel-bpe":
             size = vocab.train_bytelevel_bpe(args.input, tmp, args.vocab_size, args.min_frequency, args.lowercase,

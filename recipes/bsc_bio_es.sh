@@ -33,10 +33,11 @@
 #                  and convert only.
 #                  tiny: pharmaconer=examples/data/pharmaconer (an excerpt of PharmaCoNER)
 #   RUN_DIR        where everything goes (default: runs/bsc_bio_es/$PRESET)
-#   FORCE          1: redo every stage (removes its earlier output first)
+#   FORCE          1: redo every stage (every stage's earlier output is removed before the first stage runs)
 #   STOP_AFTER     settings: print the resolved settings (what recipe.env records) and stop before any work;
 #                  binarize: stop after the corpus stages (1-3), e.g. to run them as a CPU job before the GPU one
-#   SHARD_MB       the training data-bin in shards of at most this many megabytes (a plain decimal, at least 0.01),
+#   SHARD_MB       the training data-bin in shards of at most this many megabytes of encoded text (a plain decimal, at
+#                  least 0.01; a binary shard is about half as large),
 #                  one read an epoch (default 0: one data-bin); bounds fairseq-preprocess's memory for a large corpus
 # Hardware:
 #   NUM_GPUS       GPUs per machine (default: all that torch sees; 0: CPU). Pretraining uses all of them,

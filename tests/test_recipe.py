@@ -97,6 +97,13 @@ def test_every_stage_runs_and_the_report_comes_from_the_run(run):
     assert train[train.index("--bpe") + 1] == "hf_byte_bpe" and train[train.index("--bpe-vocab") + 1].endswith("vocab.json")
 
 
+def test_the_vocabulary_folder_has_the_umasks_mode_like_the_others(run):
+    """tempfile.mkdtemp makes its folder 0700, which shut teammates out of a shared run folder's vocabulary."""
+    umask = os.umask(0)
+    os.umask(umask)
+    assert (run[0] / "vocab").stat().st_mode & 0o777 == 0o777 & ~umask
+
+
 def test_a_sweep_of_a_model_pretrained_again_is_redone(run, sample):
     from safetensors.torch import load_file, save_file
 

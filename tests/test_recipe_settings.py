@@ -49,7 +49,7 @@ WRONG = {
     "ALPHA_MLM": "-1", "ALPHA_KL": "a", "TEMPERATURE": "0", "ALPHA_COS": "-0.5",
 }
 WRONG_FOR = {("bioelectra", "ARCH"): "bio_roberta_tiny"}  # a shape, but not an ELECTRA one
-FIXES = ("give", "use", "must", "choose", "fix", "set", "see", "remove")
+FIXES = ("give", "use", "must", "choose", "fix", "set", "see", "remove", "write")
 
 
 def test_every_setting_has_a_wrong_value_in_the_table():
@@ -76,6 +76,9 @@ def test_a_wrong_value_of_any_setting_stops_the_recipe_in_one_line_before_any_wo
     ("PHASE2_TOKENS_PER_SAMPLE", "1024", "PHASE2_TOKENS_PER_SAMPLE=1024: the presets' position table has 512 rows"),
     ("NUM_NODES", "0", "NUM_NODES=0: must be at least 1"),
     ("NUM_GPUS", "two", "NUM_GPUS=two: not a whole number; give one, as 10"),
+    ("MAX_UPDATE", "1e5", "MAX_UPDATE=1e5: write it in digits, as 100000"),
+    ("NER_EXTRA", "--epoch 5", "NER_EXTRA=--epoch 5: sets --epochs, which the recipe gives from NER_EPOCHS; set NER_EPOCHS instead"),
+    ("NER_EXTRA", "--output-dir elsewhere", "NER_EXTRA=--output-dir elsewhere: sets --output-dir, which the recipe gives from RUN_DIR; set RUN_DIR instead"),
     ("WARMUP_UPDATES", "700", "WARMUP_UPDATES=700: must be at most MAX_UPDATE (MAX_UPDATE=600)"),
     ("SHARD_MB", "0.001", "SHARD_MB=0.001: shards must hold at least 0.01 MB (0: one data-bin)"),
     ("NER_LABELLINGS", "whole-word subtoken", "NER_LABELLINGS=whole-word subtoken: subtoken: unknown; use one of: whole-word sub-token"),
@@ -111,3 +114,39 @@ def good_values(recipe, run_dir):
             "PHASE2_TOKENS_PER_SAMPLE": "512", "NER_MAX_LENGTH": "128", "NER_EXTRA": "", "NER_LRS": "1e-3", "PEAK_LR": "1e-3",
             "PHASE2_SHARE": "0", "SHARD_MB": "0", "NER_LABELLINGS": "", "NER_WARMUP_RATIO": "0.1", "MASK_PROB": "0.15",
             "VOCAB_SIZES": "8000", "BASE_ARCH": "bio_roberta_tiny", "LARGE_ARCH": "bio_roberta_small", "MAX_UPDATE": "600"}
+
+
+def test_a_run_dir_inside_a_file_is_named_in_one_line(tmp_path):
+    (tmp_path / "afile").write_text("")
+    with pytest.raises(settings.SettingsError, match=r"RUN_DIR=.*/afile/sub: .*/afile is a file, not a folder; choose another RUN_DIR"):
+        settings.check("bsc_bio_es", {**good_values("bsc_bio_es", tmp_path), "RUN_DIR": str(tmp_path / "afile" / "sub")})
+
+
+def test_a_rerun_compares_values_not_spellings_names_every_conflict_and_so_does_stop_after_settings(tmp_path, capsys):
+    values = {**good_values("beto", tmp_path), "PEAK_LR": "1e-3", "SHARD_MB": "0", "VALID_DOCS": "20"}
+    settings.keep("beto", values, tmp_path)
+    env = (tmp_path / "recipe.env").read_text()
+    (tmp_path / "clean").mkdir()
+    (tmp_path / "data-bin").mkdir()
+    settings.keep("beto", {**values, "PEAK_LR": "0.001", "SHARD_MB": "0.0"}, tmp_path)  # the same numbers
+    assert "note:" not in capsys.readouterr().err and (tmp_path / "recipe.env").read_text() == env
+    for stop_after in ("none", "settings"):
+        with pytest.raises(settings.SettingsError) as error:
+            settings.keep("beto", {**values, "STOP_AFTER": stop_after, "VALID_DOCS": "30", "SHARD_MB": "0.5"}, tmp_path)
+        assert str(error.value).startswith("VALID_DOCS=30, but stage 1 (clean the sources) already made ")
+        assert "; SHARD_MB=0.5 too, was 0; give VALID_DOCS=20 SHARD_MB=0 to go on" in str(error.value)
+    settings.keep("beto", {**values, "STOP_AFTER": "settings", "MAX_UPDATE": "800"}, tmp_path)
+    assert "MAX_UPDATE=800 (was 600): no stage made with it has run yet; would be recorded" in capsys.readouterr().err
+    assert (tmp_path / "recipe.env").read_text() == env and not (tmp_path / "recipe.changes").exists()
+
+
+def test_force_removes_every_stage_output_before_the_first_stage_runs(tmp_path):
+    """FORCE=1 STOP_AFTER=binarize used to redo stages 1-3 alone and leave the earlier run's pretraining, model and
+    report, which the next run (without STOP_AFTER) then skipped to as if they were this run's."""
+    made = ["clean", "vocab", "data-bin", "pretrain/finished", "hf/bsc_bio_es", "ner/x", "report.md", "recipe.env"]
+    for name in made:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    script = f'source {REPO / "recipes" / "lib" / "stages.sh"}; RUN_DIR={tmp_path}; recipe_force'
+    subprocess.run(["bash", "-c", script], check=True, capture_output=True, env={**os.environ, "RECIPE": "x"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recipe.env"]

@@ -33,7 +33,11 @@ def text(value):
 
 
 def whole(value):
-    return None if re.fullmatch(r"[0-9]+", value) else "not a whole number; give one, as 10"
+    if re.fullmatch(r"[0-9]+", value):
+        return None
+    if re.fullmatch(NUMBER, value) and float(value).is_integer():
+        return f"write it in digits, as {int(float(value))}"
+    return "not a whole number; give one, as 10"
 
 
 def whole_between(low, high=None):
@@ -160,6 +164,8 @@ def run_dir(value):
     parent = path
     while not parent.exists():
         parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a folder; choose another RUN_DIR"
     return None if os.access(parent, os.W_OK) else f"{parent}: not writable by this user; choose another RUN_DIR"
 
 
@@ -179,11 +185,24 @@ def ner_flags(value):
     said = io.StringIO()
     try:
         with contextlib.redirect_stderr(said):
-            _parser().parse_args(needed + shlex.split(value))
+            plain, extra = _parser().parse_args(needed), _parser().parse_args(needed + shlex.split(value))
     except (SystemExit, ValueError) as error:
         line = (said.getvalue().strip().splitlines() or [str(error)])[-1]
         return line.split(": error: ", 1)[-1].split("; see ")[0] + "; see biofairseq-ner sweep --help"
+    # a flag the recipe gives from a setting of its own (or an abbreviation of one, which argparse takes) would
+    # override it unchecked, and recipe.env and the report would name the setting's value
+    for dest, name in NER_FLAGS.items():
+        if getattr(extra, dest) != getattr(plain, dest):
+            return f"sets --{dest.replace('_', '-')}, which the recipe gives from {name}; set {name} instead"
     return None
+
+
+# biofairseq-ner sweep's options that the recipes set (recipe_ner), by the setting or path they come from
+NER_FLAGS = {"model": "the pretrained model", "train": "NER_DATA", "dev": "NER_DATA", "test": "NER_DATA",
+             "output_dir": "RUN_DIR", "lrs": "NER_LRS", "seeds": "NER_SEEDS", "epochs": "NER_EPOCHS",
+             "max_length": "NER_MAX_LENGTH", "batch_size": "NER_BATCH", "gradient_accumulation": "NER_ACCUMULATION",
+             "warmup_ratio": "NER_WARMUP_RATIO", "layerwise_lr_decay": "NER_LAYERWISE_DECAY",
+             "label_scheme": "NER_LABELLINGS"}
 
 
 def or_empty(kind):
@@ -339,42 +358,57 @@ def produced(run_dir, stage):
     return None
 
 
+def same(before, now):
+    """Equal values of a setting: as text, or as numbers item by item (0.5 and 0.50, 1e-3 and 0.001)."""
+    if before == now:
+        return True
+    a, b = re.split(r"[,\s]+", before.strip()), re.split(r"[,\s]+", now.strip())
+    try:
+        return len(a) == len(b) and all(float(x) == float(y) for x, y in zip(a, b))
+    except ValueError:
+        return False
+
+
 def keep(recipe, values, run_dir):
-    """recipe.env: printed (STOP_AFTER=settings); else written on the first run (or with FORCE=1). On a rerun, a
-    changed setting of a stage that has outputs stops the recipe (SettingsError); the others are taken, recipe.env
-    rewritten and each change added to recipe.changes, which the report lists."""
-    now = recorded(recipe, values)
-    if values["STOP_AFTER"] == "settings":
+    """recipe.env: written on the first run (or with FORCE=1); on a rerun, a changed setting of a stage that has
+    outputs stops the recipe (SettingsError, naming every such setting); the others are taken, recipe.env rewritten
+    and each change added to recipe.changes, which the report lists. STOP_AFTER=settings compares the same way, then
+    prints the settings and writes nothing."""
+    now, dry = recorded(recipe, values), values["STOP_AFTER"] == "settings"
+    path, changes = Path(run_dir) / "recipe.env", Path(run_dir) / "recipe.changes"
+    changed = []
+    if values["FORCE"] != "1" and path.is_file():
+        before = read(run_dir)
+        # a setting the first run did not record (an older version) takes today's value
+        changed = [s for s in of(recipe) if s.recorded and s.name in before and not same(before[s.name], now[s.name])]
+        order = list(STAGES)
+        conflicts = [(s, produced(run_dir, s.stage)) for s in sorted((s for s in changed if s.stage),
+                                                                     key=lambda s: order.index(s.stage))]
+        conflicts = [(s, output) for s, output in conflicts if output is not None]
+        if conflicts:
+            (first, output), others = conflicts[0], [s for s, _ in conflicts[1:]]
+            number, title, _ = STAGES[first.stage]
+            also = "".join(f"; {s.name}={now[s.name]} too, was {before[s.name]}" for s in others)
+            old = " ".join(f"{s.name}={before[s.name]}" for s, _ in conflicts)
+            raise SettingsError(
+                f"{first.name}={now[first.name]}, but stage {number} ({title}) already made {output} with "
+                f"{first.name}={before[first.name]}{also}; give {old} to go on, FORCE=1 to redo every stage, "
+                "or a new RUN_DIR")
+        for s in changed:
+            print(f"note: {s.name}={now[s.name]} (was {before[s.name]}): no stage made with it has run yet; "
+                  f"{'would be ' if dry else ''}recorded in {changes}", file=sys.stderr)
+    if dry:
         sys.stdout.write(_env_text(now))
         print(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work", file=sys.stderr)
         return
-    path, changes = Path(run_dir) / "recipe.env", Path(run_dir) / "recipe.changes"
     if values["FORCE"] == "1" or not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, _env_text(now))
         changes.unlink(missing_ok=True)
-        return
-    before = read(run_dir)
-    # a setting the first run did not record (an older version) takes today's value
-    changed = [s for s in of(recipe) if s.recorded and s.name in before and before[s.name] != now[s.name]]
-    stages = list(STAGES)
-    for setting in sorted((s for s in changed if s.stage), key=lambda s: stages.index(s.stage)):
-        output = produced(run_dir, setting.stage)
-        if output is not None:
-            number, title, _ = STAGES[setting.stage]
-            more = f" (and {len(changed) - 1} more settings differ)" if len(changed) > 1 else ""
-            raise SettingsError(
-                f"{setting.name}={now[setting.name]}, but stage {number} ({title}) already made {output} with "
-                f"{setting.name}={before[setting.name]}{more}; give {setting.name}={before[setting.name]} to go on, "
-                f"FORCE=1 to redo every stage, or a new RUN_DIR")
-    if changed:
+    elif changed:
         when = datetime.now().astimezone().isoformat(timespec="seconds")
         history = changes.read_text(encoding="utf-8") if changes.is_file() else ""
-        history += "".join(f"{when}\t{s.name}\t{before[s.name]}\t{now[s.name]}\n" for s in changed)
-        for s in changed:
-            print(f"note: {s.name}={now[s.name]} (was {before[s.name]}): no stage made with it has run yet; "
-                  f"recorded in {changes}", file=sys.stderr)
-        write_text(changes, history)
+        write_text(changes, history + "".join(f"{when}\t{s.name}\t{before[s.name]}\t{now[s.name]}\n" for s in changed))
         write_text(path, _env_text(now))
 
 

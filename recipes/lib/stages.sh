@@ -245,7 +245,16 @@ recipe_keep_settings() {  # recipe.env records the settings on the first run and
     # STOP_AFTER=settings prints them (resolved) and stops before any work
     recipe_settings keep
     [[ $STOP_AFTER != settings ]] || exit 0
+    [[ $FORCE != 1 ]] || recipe_force
     echo "$RECIPE.sh: PRESET=$PRESET RUN_DIR=$RUN_DIR; $(( NUM_GPUS > 0 ? NUM_GPUS : 0 )) GPU(s) x $NUM_NODES machine(s), update frequency $UPDATE_FREQ" >&2
+}
+
+recipe_force() {  # FORCE=1: every stage's output goes before the first stage runs, so that a run that stops early
+    # (STOP_AFTER=binarize) leaves nothing of an earlier run's later stages to be taken for this one's
+    local output
+    for output in clean vocab init init.hf data-bin breakout pretrain hf ner report.md report.json report.png; do
+        if [[ -e $RUN_DIR/$output ]]; then run rm -rf "${RUN_DIR:?}/$output"; fi
+    done
 }
 
 # ---- 1-3. corpus, vocabulary (or INIT_FROM's), data-bin
