@@ -29,10 +29,12 @@ PRESET=${PRESET:-tiny} PYTHON=${PYTHON:-python}
 
 die() { echo "$RECIPE.sh: error: $*" >&2; exit 1; }
 
-require_whole() {  # require_whole NAME...: settings that a preset computes defaults from (bash arithmetic), checked first
+require_whole() {  # require_whole NAME...: settings that a preset computes defaults from (bash arithmetic), checked
+    # first, with the message of the settings' own check (biofairseq/recipe/settings.py whole)
     local name
     for name in "$@"; do
-        [[ -z ${!name:-} || ${!name} =~ ^[0-9]+$ ]] || die "$name=${!name}: not a whole number; give one, as 10"
+        [[ -z ${!name:-} || ${!name} =~ ^[0-9]+$ ]] ||
+            die "$name=${!name}: $("$PYTHON" -c 'import sys; from biofairseq.recipe.settings import whole; print(whole(sys.argv[1]))' "${!name}")"
     done
 }
 
@@ -224,10 +226,7 @@ stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (def
     local output=$3 done=${4:-$3}
     echo >&2
     echo "==== $1 $2 -> $output  [$(elapsed)]" >&2
-    if [[ $FORCE == 1 && -e $output ]]; then
-        run rm -rf "$output"  # FORCE=1: start the stage afresh
-    fi
-    if [[ -e $done ]]; then
+    if [[ -e $done ]]; then  # (FORCE=1 removed every stage's output before the first: recipe_force)
         echo "skipped: $done exists (FORCE=1 redoes it)" >&2
         return 1
     fi
