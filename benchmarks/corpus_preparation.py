@@ -19,6 +19,8 @@ from pathlib import Path
 
 from measure import case_lines, corpora, run
 
+from biofairseq.data_bin import split_size
+
 REPO = Path(__file__).resolve().parents[1]
 CASES, _ = corpora()  # the bundled sample, or the full release under BIOFAIRSEQ_SHARED
 
@@ -63,10 +65,9 @@ def main():
                                "--vocab-size", args.vocab_size, "--output-dir", tmp / "vocab", "--workers", 2])
         rows.append((f"train_vocab.py (bytelevel-bpe {args.vocab_size})", "cleaned train.txt (1 copy)", seconds, "", rss))
         seconds, rss, _ = run(["bash", REPO / "preprocess/binarize.sh", big, tmp / "vocab", tmp / "data-bin", 2])
-        log = (tmp / "data-bin" / "preprocess.log").read_text()
-        tokens = sum(int(line.split(" sents, ")[1].split(" tokens")[0]) for line in log.splitlines() if " sents, " in line)
+        tokens = sum(split_size(tmp / "data-bin", split)[1] for split in ("train", "valid"))
         size = sum((big / f"{s}.txt").stat().st_size for s in ("train", "valid")) / 1e6
-        rows.append(("binarize.sh (encode.py + fairseq-preprocess), 2 workers", f"{size:.1f} MB, {tokens:,} tokens", seconds,
+        rows.append(("binarize.sh, 2 workers", f"{size:.1f} MB, {tokens:,} tokens", seconds,
                      f"{tokens / seconds:,.0f} tokens/s", rss))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)

@@ -11,6 +11,10 @@ read every 0.2 s (the kernel's high-water mark of its resident set, VmHWM; resul
 resident set itself, which misses short peaks), and the table gives each kind of process's peak (the stage's main
 process, its worker processes, fairseq-preprocess).
 
+With --before TREE (an earlier tree, e.g. `git archive`d), TREE's clean_corpus.py cleans the same corpus first, and
+with --reference-binarize, binarize.sh --reference (encode.py + fairseq-preprocess) binarizes it beside the default:
+before and after in the same run, on the same machine, their outputs compared file by file.
+
     .venv/bin/python benchmarks/corpus_scale.py --gb 0.25,0.5,1,2 --output benchmarks/results/corpus_scale.md
 """
 
@@ -108,7 +112,7 @@ def kind_of(cmdline, is_root):
     text = " ".join(cmdline)
     for needle, kind in (("fairseq-preprocess", "fairseq-preprocess"), ("encode.py", "encode.py"),
                          ("write_counts", "token counts"), ("biofairseq.data_bin", "shard split"),
-                         ("copy_vocab", "copy vocabulary")):
+                         ("copy_vocab", "copy vocabulary"), ("biofairseq.corpus.binarize", "binarizer")):
         if needle in text:
             return kind
     return "main" if is_root else "workers"
@@ -137,6 +141,10 @@ def main():
     p.add_argument("--work", type=Path, help="a folder for the corpora (default: a temporary one)")
     p.add_argument("--output", type=Path)
     p.add_argument("--with-runs", type=Path, help="an earlier result file whose runs (at other sizes) join the tables")
+    p.add_argument("--before", type=Path, help="a copy of an earlier tree (git archive): its clean_corpus.py runs as "
+                   "'clean (before)' beside this tree's, on the same corpus, and must write the same files")
+    p.add_argument("--reference-binarize", action="store_true", help="also binarize with binarize.sh --reference "
+                   "(encode.py + fairseq-preprocess) beside the default, and check the data-bins are the same")
     args = p.parse_args()
     sizes = [float(g) for g in args.gb.split(",")]
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable,
@@ -151,10 +159,17 @@ def main():
             folder.mkdir()
             raw = folder / "raw.jsonl"
             size, copies = perturbed_corpus(raw, gb)
-            stages = {}
-            stages["clean"] = run([sys.executable, REPO / "preprocess/clean_corpus.py", "--source", f"cases={raw}",
-                                   "--output-dir", folder / "clean", "--lang", "es", "--valid-docs", 2000, "--workers",
-                                   args.workers, "--dedup-bucket-hashes", args.dedup_bucket_hashes, "--quiet"], env)
+            stages, same = {}, {}
+            clean = lambda tree, out: [sys.executable, tree / "preprocess/clean_corpus.py", "--source", f"cases={raw}",
+                                       "--output-dir", out, "--lang", "es", "--valid-docs", 2000, "--workers",
+                                       args.workers, "--dedup-bucket-hashes", args.dedup_bucket_hashes, "--quiet"]
+            if args.before:
+                stages["clean (before)"] = run(clean(args.before, folder / "clean-before"),
+                                               {**env, "PYTHONPATH": str(args.before)})
+            stages["clean"] = run(clean(REPO, folder / "clean"), env)
+            if args.before:
+                same["clean"] = same_files(folder / "clean-before", folder / "clean", {"timing.json"})
+                shutil.rmtree(folder / "clean-before")
             raw.unlink()
             stats = json.loads((folder / "clean" / "stats.json").read_text())
             timing = json.loads((folder / "clean" / "timing.json").read_text())
@@ -165,14 +180,21 @@ def main():
                                             "--max-sentences", args.max_sentences, "--output-dir", folder / "vocab",
                                             "--workers", args.workers], env)
             if "binarize" in args.stages.split(","):
-                stages["binarize"] = run(["bash", REPO / "preprocess/binarize.sh", folder / "clean", folder / "vocab",
-                                          folder / "data-bin", args.workers, args.shard_mb], env)
+                binarize = lambda *flag: ["bash", REPO / "preprocess/binarize.sh", *flag, folder / "clean",
+                                          folder / "vocab", folder / ("data-bin-reference" if flag else "data-bin"),
+                                          args.workers, args.shard_mb]
+                if args.reference_binarize:
+                    stages["binarize (encode.py + fairseq-preprocess)"] = run(binarize("--reference"), env)
+                stages["binarize"] = run(binarize(), env)
+                if args.reference_binarize:
+                    same["binarize"] = same_files(folder / "data-bin-reference", folder / "data-bin", {"preprocess.log"})
             shards = len(list((folder / "data-bin").glob("shard*"))) or 1
             results.append({"gb": gb, "raw_bytes": size, "copies": copies, "text_bytes": text, "shards": shards,
                             "docs_in": stats["total"]["docs_in"], "docs_out": stats["total"]["docs_out"],
                             "duplicate_docs": stats["total"].get("duplicate_docs_source", 0),
                             "duplicate_sentences": stats["total"].get("duplicate_sentences_source", 0),
-                            "clean_phases": timing, "stages": {k: {"seconds": s, "peaks": m} for k, (s, m) in stages.items()}})
+                            "clean_phases": timing, "identical": same,
+                            "stages": {k: {"seconds": s, "peaks": m} for k, (s, m) in stages.items()}})
             print(json.dumps(results[-1]), flush=True)
             shutil.rmtree(folder)
     finally:
@@ -182,6 +204,13 @@ def main():
     print(report)
     if args.output:
         args.output.write_text(report)
+
+
+def same_files(a, b, skip):
+    """Whether folders a and b hold the same files with the same bytes (but those named in skip)."""
+    files = lambda root: {str(p.relative_to(root)): p for p in sorted(root.rglob("*")) if p.is_file() and p.name not in skip}
+    left, right = files(a), files(b)
+    return left.keys() == right.keys() and all(left[k].read_bytes() == right[k].read_bytes() for k in left)
 
 
 def earlier_runs(path):
@@ -198,6 +227,8 @@ def markdown(results, args):
              f"{' --dedup-bucket-hashes ' + str(args.dedup_bucket_hashes) if args.dedup_bucket_hashes != 1 << 24 else ''}"
              f"{' --stages ' + args.stages if args.stages != 'clean,vocabulary,binarize' else ''}"
              f"{' --with-runs ' + str(args.with_runs) if args.with_runs else ''}"
+             f"{' --before ' + str(args.before) if args.before else ''}"
+             f"{' --reference-binarize' if args.reference_binarize else ''}"
              f"{' --output ' + str(args.output) if args.output else ''}` ({os.cpu_count()} cores, --workers "
              f"{args.workers}, byte-level BPE {args.vocab_size:,} on a sample of {args.max_sentences:,} lines, shards of "
              f"{args.shard_mb:g} MB, dedup buckets of {args.dedup_bucket_hashes:,} hashes; stages {args.stages}).", "",
@@ -205,9 +236,20 @@ def markdown(results, args):
     for r in results:
         name = f"{r['raw_bytes'] / 1e9:.2f} GB raw ({r['copies']} copies), {r['text_bytes'] / 1e9:.2f} GB cleaned"
         for stage, m in r["stages"].items():
-            megabytes = (r["raw_bytes"] if stage == "clean" else r["text_bytes"]) / 1e6
+            megabytes = (r["raw_bytes"] if stage.startswith("clean") else r["text_bytes"]) / 1e6
             peaks = ", ".join(f"{k} {v:,.0f}" for k, v in sorted(m["peaks"].items(), key=lambda kv: -kv[1]))
             lines.append(f"| {name} | {stage} | {m['seconds']:.1f} | {megabytes / m['seconds']:.2f} | {peaks} |")
+    pairs = [("clean (before)", "clean"), ("binarize (encode.py + fairseq-preprocess)", "binarize")]
+    if any(before in r["stages"] for r in results for before, _ in pairs):
+        lines += ["", "The same stage before and after, in the same run (seconds before / seconds after; output identical: "
+                  "the same bytes in every file, but timing.json and fairseq-preprocess's log):", "",
+                  "| corpus | stage | before (s) | after (s) | speed-up | output identical |", "|---|---|---:|---:|---:|---|"]
+        for r in results:
+            for before, after in pairs:
+                if before in r["stages"] and after in r["stages"]:
+                    a, b = r["stages"][before]["seconds"], r["stages"][after]["seconds"]
+                    lines.append(f"| {r['gb']:g} GB | {after} | {a:.1f} | {b:.1f} | {a / b:.2f}x | "
+                                 f"{r.get('identical', {}).get(after.split()[0], '?')} |")
     lines += ["", "Documents in, kept, and what deduplication removed (a perturbed copy should lose none):", "",
               "| corpus | documents in | kept | duplicate documents | duplicate sentences | shards | cleaning phases (s) |",
               "|---|---:|---:|---:|---:|---:|---|"]

@@ -186,11 +186,13 @@ def vocab(r, run_dir):
 
 
 def binarize_mid(r, run_dir):
-    if r.stage() != "3" or "/shard2 " not in r.text.split("==== 3", 1)[-1]:
+    if r.stage() != "3":
         return None
     temps = list(run_dir.glob("data-bin.tmp.*"))
-    shards = sorted(p.parent.name for p in temps[0].glob("shard*/train.bin")) if temps else []
-    return f"fairseq-preprocess of shard2 started; {', '.join(shards) or 'no shard'} binarized in {temps[0].name if temps else '?'}"
+    parts = sorted(p.name for p in temps[0].glob("parts/train*.bin")) if temps else []
+    if not parts:
+        return None
+    return f"ranges being encoded ({', '.join(parts)} begun) in {temps[0].name}; no shard assembled yet"
 
 
 def _saved_at(r, updates):
@@ -279,7 +281,7 @@ POINTS = {  # name: (stage, where, predicate[, what is done to RUN_DIR after the
     "clean-mid-shards": ("1", "cleaning: some but not all shards written", clean_mid_shards),
     "clean-dedup": ("1", "cleaning: every shard written, before stats.json (deduplication, split)", clean_dedup),
     "vocab": ("2", "learning the vocabulary", vocab),
-    "binarize-mid": ("3", "binarizing: after 2 shards of fairseq-preprocess, before the data-bin is complete", binarize_mid),
+    "binarize-mid": ("3", "binarizing: ranges being encoded into parts, before the data-bin is complete", binarize_mid),
     "pretrain-mid": ("4", "pretraining: checkpoint of update 10 saved, before update 20", pretrain_mid),
     "pretrain-cut-copy": ("4", "pretraining: killed as pretrain-mid, checkpoint_last.pt then cut as a kill mid-copy "
                           "leaves it (simulated)", pretrain_mid, cut_checkpoint_copy),

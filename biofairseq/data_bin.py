@@ -16,6 +16,7 @@ corpora that do not fit in one process. A data-bin made whole is its own only sh
 
 import os
 import re
+import struct
 import sys
 from pathlib import Path
 
@@ -46,6 +47,21 @@ def shard_megabytes(value):
     if 0 < megabytes < SMALLEST_SHARD_MB:
         raise ValueError(f"SHARD_MB={value}: shards must hold at least {SMALLEST_SHARD_MB} MB (0: one data-bin)")
     return megabytes
+
+
+def split_size(folder, split):
+    """(lines, tokens) of a binarized split, read from its fairseq mmap .idx (the counts fairseq-preprocess logs as
+    sents and tokens, </s> included): the same whichever binarizer made it."""
+    import numpy as np
+
+    path = Path(folder) / f"{split}.idx"
+    with open(path, "rb") as f:
+        header = f.read(26)
+    if header[:9] != b"MMIDIDX\x00\x00" or len(header) < 26:
+        raise ValueError(f"{path}: not a fairseq mmap index; binarize with preprocess/binarize.sh")
+    (count,) = struct.unpack("<Q", header[18:26])
+    sizes = np.memmap(path, np.int32, mode="r", offset=26, shape=(count,)) if count else np.zeros(0, np.int32)
+    return count, int(sizes.sum(dtype=np.int64))
 
 
 def fairseq_path(data_bin):

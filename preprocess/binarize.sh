@@ -1,21 +1,27 @@
 #!/usr/bin/env bash
-# Usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS [SHARD_MB]]
+# Usage: bash preprocess/binarize.sh [--reference] CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS [SHARD_MB]]
 #
-# Encodes CLEAN_DIR/{train,valid}.txt with the vocabulary of VOCAB_DIR (preprocess/train_vocab.py) and runs
-# fairseq-preprocess --only-source --srcdict VOCAB_DIR/dict.txt into DATA_BIN, the folder that
-# `fairseq-train --task document_mlm` reads. The vocabulary files and vocab_info.json are copied into DATA_BIN,
-# so later steps find the BPE from the data-bin alone; DATA_BIN/dict.txt gets the training counts of each entry
-# (for --freq-weighted-replacement). DATA_BIN appears only once it is complete. Run it with the .venv active
-# (source .venv/bin/activate), or PYTHON=.venv/bin/python and fairseq-preprocess on PATH.
+# Binarizes CLEAN_DIR/{train,valid}.txt with the vocabulary of VOCAB_DIR (preprocess/train_vocab.py) into DATA_BIN,
+# the folder that `fairseq-train --task document_mlm` reads: the tokenizer's ids go through a lookup table into
+# fairseq's mmap format in WORKERS processes (python -m biofairseq.corpus.binarize). --reference takes the way it is
+# checked against, byte for byte: encode.py writes the symbols out as text and fairseq-preprocess --only-source
+# --srcdict VOCAB_DIR/dict.txt reads them back (about ten times slower). The vocabulary files and vocab_info.json are
+# copied into DATA_BIN, so later steps find the BPE from the data-bin alone; DATA_BIN/dict.txt gets the training
+# counts of each entry (for --freq-weighted-replacement). DATA_BIN appears only once it is complete. Run it with the
+# .venv active (source .venv/bin/activate), or PYTHON=.venv/bin/python (and fairseq-preprocess on PATH for
+# --reference).
 #
 # SHARD_MB (default 0: one data-bin): the encoded training text in shards of at most this many megabytes, documents
 # whole, each binarized on its own into DATA_BIN/shard0, shard1, ... (the valid split in shard0), every shard's
 # dict.txt with the counts of all; fairseq-train reads `python -m biofairseq.data_bin path DATA_BIN`, one shard an
-# epoch. fairseq-preprocess holds a shard's index in Python lists, so the shard size bounds its memory.
+# epoch. The size is that of the text encode.py writes, whichever way binarizes; fairseq-preprocess (--reference)
+# holds a shard's index in Python lists, so there the shard size bounds its memory.
 set -euo pipefail
 
+REFERENCE=0
+if [[ ${1:-} == --reference ]]; then REFERENCE=1; shift; fi
 if [[ $# -lt 3 || $# -gt 5 ]]; then
-    echo "usage: bash preprocess/binarize.sh CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS [SHARD_MB]]" >&2
+    echo "usage: bash preprocess/binarize.sh [--reference] CLEAN_DIR VOCAB_DIR DATA_BIN [WORKERS [SHARD_MB]]" >&2
     exit 2
 fi
 CLEAN_DIR=$1 VOCAB_DIR=$2 DATA_BIN=$3 WORKERS=${4:-$(nproc)} SHARD_MB=${5:-0}
@@ -25,7 +31,7 @@ PYTHON=${PYTHON:-python}
 # found, not imported: importing fairseq costs seconds, and fairseq-preprocess below imports it anyway
 "$PYTHON" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('fairseq') and u.find_spec('biofairseq.corpus.vocab')))" 2>/dev/null ||
     { echo "error: $PYTHON cannot import biofairseq and fairseq; run 'source .venv/bin/activate' after 'make install' (or set PYTHON=.venv/bin/python)" >&2; exit 1; }
-command -v fairseq-preprocess >/dev/null ||
+(( ! REFERENCE )) || command -v fairseq-preprocess >/dev/null ||
     { echo "error: fairseq-preprocess: not found; run 'source .venv/bin/activate' after 'make install'" >&2; exit 1; }
 fail() { echo "error: $*" >&2; exit 1; }
 SHARD_MB=$("$PYTHON" -m biofairseq.data_bin megabytes "$SHARD_MB") || exit 2  # the recipes' check: 0.0 is 0, 1e2 refused
@@ -57,33 +63,37 @@ for stale in "$DATA_BIN.tmp.$HOSTNAME".*; do
 done
 TMP="$DATA_BIN.tmp.$HOSTNAME.$$"
 trap 'rm -rf "$TMP"' EXIT
-mkdir -p "$TMP/encoded"
-for split in train valid; do
-    echo "+ $PYTHON $HERE/encode.py --vocab $VOCAB_DIR --input $CLEAN_DIR/$split.txt --output $TMP/encoded/$split.bpe --workers $WORKERS" >&2
-    "$PYTHON" "$HERE/encode.py" --vocab "$VOCAB_DIR" --input "$CLEAN_DIR/$split.txt" \
-        --output "$TMP/encoded/$split.bpe" --workers "$WORKERS" --quiet
-done
-preprocess() {  # preprocess DESTDIR FLAG...: fairseq-preprocess of the encoded text into DESTDIR
-    local command=(fairseq-preprocess --only-source --srcdict "$VOCAB_DIR/dict.txt" --destdir "$1" --workers "$WORKERS")
-    mkdir -p "$1"
-    echo "+ ${command[*]} ${*:2}" >&2
-    "${command[@]}" "${@:2}" >"$1/preprocess.log" 2>&1 || { cat "$1/preprocess.log" >&2; exit 1; }
-}
-if [[ $SHARD_MB == 0 ]]; then
-    preprocess "$TMP" --trainpref "$TMP/encoded/train.bpe" --validpref "$TMP/encoded/valid.bpe"
+if (( ! REFERENCE )); then
+    "$PYTHON" -m biofairseq.corpus.binarize "$CLEAN_DIR" "$VOCAB_DIR" "$TMP" --workers "$WORKERS" --shard-mb "$SHARD_MB"
 else
-    mapfile -t PARTS < <("$PYTHON" -m biofairseq.data_bin split "$TMP/encoded/train.bpe" "$SHARD_MB" "$TMP/encoded/shard{}/train.bpe")
-    (( ${#PARTS[@]} )) || { echo "error: $TMP/encoded/train.bpe could not be split into shards (see above)" >&2; exit 1; }
-    for k in "${!PARTS[@]}"; do
-        valid=()
-        (( k > 0 )) || valid=(--validpref "$TMP/encoded/valid.bpe")
-        preprocess "$TMP/shard$k" --trainpref "${PARTS[$k]}" "${valid[@]}"
+    mkdir -p "$TMP/encoded"
+    for split in train valid; do
+        echo "+ $PYTHON $HERE/encode.py --vocab $VOCAB_DIR --input $CLEAN_DIR/$split.txt --output $TMP/encoded/$split.bpe --workers $WORKERS" >&2
+        "$PYTHON" "$HERE/encode.py" --vocab "$VOCAB_DIR" --input "$CLEAN_DIR/$split.txt" \
+            --output "$TMP/encoded/$split.bpe" --workers "$WORKERS" --quiet
     done
-fi
-rm -rf "$TMP/encoded"
-# every shard (or the one data-bin): the vocabulary files, then the training counts of all in each dict.txt
-"$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab, write_counts; from biofairseq.data_bin import shards
+    preprocess() {  # preprocess DESTDIR FLAG...: fairseq-preprocess of the encoded text into DESTDIR
+        local command=(fairseq-preprocess --only-source --srcdict "$VOCAB_DIR/dict.txt" --destdir "$1" --workers "$WORKERS")
+        mkdir -p "$1"
+        echo "+ ${command[*]} ${*:2}" >&2
+        "${command[@]}" "${@:2}" >"$1/preprocess.log" 2>&1 || { cat "$1/preprocess.log" >&2; exit 1; }
+    }
+    if [[ $SHARD_MB == 0 ]]; then
+        preprocess "$TMP" --trainpref "$TMP/encoded/train.bpe" --validpref "$TMP/encoded/valid.bpe"
+    else
+        mapfile -t PARTS < <("$PYTHON" -m biofairseq.data_bin split "$TMP/encoded/train.bpe" "$SHARD_MB" "$TMP/encoded/shard{}/train.bpe")
+        (( ${#PARTS[@]} )) || { echo "error: $TMP/encoded/train.bpe could not be split into shards (see above)" >&2; exit 1; }
+        for k in "${!PARTS[@]}"; do
+            valid=()
+            (( k > 0 )) || valid=(--validpref "$TMP/encoded/valid.bpe")
+            preprocess "$TMP/shard$k" --trainpref "${PARTS[$k]}" "${valid[@]}"
+        done
+    fi
+    rm -rf "$TMP/encoded"
+    # every shard (or the one data-bin): the vocabulary files, then the training counts of all in each dict.txt
+    "$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab, write_counts; from biofairseq.data_bin import shards
 [copy_vocab(sys.argv[1], shard) for shard in shards(sys.argv[2])]; write_counts(sys.argv[2])" "$VOCAB_DIR" "$TMP"
+fi
 mv "$TMP" "$DATA_BIN"
 trap - EXIT
 echo "$DATA_BIN: data-bin for fairseq-train --user-dir biofairseq --task document_mlm"

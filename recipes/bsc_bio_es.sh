@@ -38,7 +38,7 @@
 #                  binarize: stop after the corpus stages (1-3), e.g. to run them as a CPU job before the GPU one
 #   SHARD_MB       the training data-bin in shards of at most this many megabytes of encoded text (a plain decimal, at
 #                  least 0.01; a binary shard is about half as large),
-#                  one read an epoch (default 0: one data-bin); bounds fairseq-preprocess's memory for a large corpus
+#                  one read an epoch (default 0: one data-bin)
 # Hardware:
 #   NUM_GPUS       GPUs per machine (default: all that torch sees; 0: CPU). Pretraining uses all of them,
 #                  each NER run one (the paper's batch of 32 x 2 is per device).

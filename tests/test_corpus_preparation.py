@@ -2,6 +2,7 @@
 
 import bz2
 import gzip
+import itertools
 import json
 import os
 import re
@@ -351,6 +352,105 @@ def test_token_counts_are_read_in_chunks_and_recorded_once(vocab_and_bin):
     assert recorded_counts(data_bin, "valid") is None
 
 
+# Lines a user's own text may hold that cleaned text does not: every kind of whitespace, a carriage return inside a
+# line, the vocabulary's special tokens written out, scripts the vocabulary never saw, and a line that encodes to
+# nothing in SentencePiece (U+00A0 alone).
+ODD_DOCUMENT = "\n".join([
+    "dos  espacios y\ttabulador", " espacio al principio", "y al final ", "no\u00a0separable\u2009fino", "\u3000\u3000",
+    "\u00a0", "retorno\rde carro\r\ren medio", "<mask> <s> </s> <unk> <pad>", "emoji 🧬, 中文 y e\u0301 combinada",
+    "MAYÚSCULAS Ǆ İ ß ΣΑΣ", "números 1.000,5 mg/kg ²³ ½ Ⅻ", "it's we've 're 'll", "\x0b\x0c\x1c\x1d\x1e\x1f\x85 controles",
+    "\u2028separador\u2029de párrafo", "\ufeffcon BOM", "\u180emongol\u200bancho cero",
+])
+
+
+def with_odd_documents(clean_dir, folder):
+    """clean_dir's text with ODD_DOCUMENT after its first document and at the end (no final blank line) of each split."""
+    folder.mkdir()
+    for split in ("train", "valid"):
+        docs = docs_of(clean_dir / f"{split}.txt")
+        text = "".join(d + "\n\n" for d in [docs[0], ODD_DOCUMENT, *docs[1:]]) + ODD_DOCUMENT
+        (folder / f"{split}.txt").write_text(text, encoding="utf-8", newline="")
+    return folder
+
+
+def data_files(data_bin):
+    """Every file of a data-bin and its bytes, but fairseq-preprocess's log (which names temporary paths)."""
+    return {str(p.relative_to(data_bin)): p.read_bytes() for p in sorted(Path(data_bin).rglob("*"))
+            if p.is_file() and p.name != "preprocess.log"}
+
+
+def test_binarized_byte_for_byte_as_encode_py_and_fairseq_preprocess_give_it(vocab_and_bin, tmp_path):
+    clean_dir, vocab, _ = vocab_and_bin
+    odd = with_odd_documents(clean_dir, tmp_path / "clean")
+    megabytes = f"{(odd / 'train.txt').stat().st_size / 3 / (1 << 20):.4f}"  # 3 shards or more of the encoded text
+    run_script("preprocess/binarize.sh", odd, vocab, tmp_path / "new", 2, megabytes)
+    run_script("preprocess/binarize.sh", "--reference", odd, vocab, tmp_path / "reference", 2, megabytes)
+    new, reference = data_files(tmp_path / "new"), data_files(tmp_path / "reference")
+    assert len([name for name in new if name.endswith("train.bin")]) >= 3
+    assert new.keys() == reference.keys()
+    assert [name for name in new if new[name] != reference[name]] == []
+
+
+def test_irregular_sentencepiece_pieces_binarize_as_fairseq_reads_their_text(tmp_path):
+    """A SentencePiece model learnt on text with tabs and ideographic spaces has pieces that fairseq's line reader
+    splits (whitespace): lines holding them take the reference's way."""
+    from fairseq.data import Dictionary
+
+    from biofairseq.corpus.binarize import Indices
+    from biofairseq.corpus.vocab import train_sentencepiece, write_info
+
+    lines = [f"campo\t{i}\tvalor\u3000{i % 7}\t\tfin \u3000{i % 3}" for i in range(400)]
+    odd = tmp_path / "clean"
+    odd.mkdir()
+    (odd / "train.txt").write_text("".join(f"{a}\n{b}\n\n" for a, b in zip(lines[::2], lines[1::2])), encoding="utf-8")
+    vocab = tmp_path / "vocab"
+    vocab.mkdir()
+    size = train_sentencepiece([odd / "train.txt"], vocab, 400, model_type="bpe")
+    write_info(vocab, "sentencepiece", size)
+    with open(odd / "train.txt", "a", encoding="utf-8", newline="") as f:
+        f.write(ODD_DOCUMENT)  # characters the vocabulary never saw: byte pieces
+    (odd / "valid.txt").write_text("\n".join(lines[:5]) + "\n\n" + ODD_DOCUMENT + "\n", encoding="utf-8", newline="")
+    irregular = Indices(vocab, Dictionary.load(str(vocab / "dict.txt"))).irregular
+    assert irregular.sum() >= 2  # pieces holding "\t" or "\u3000"
+    run_script("preprocess/binarize.sh", odd, vocab, tmp_path / "new", 2, "0.01")
+    run_script("preprocess/binarize.sh", "--reference", odd, vocab, tmp_path / "reference", 2, "0.01")
+    new, reference = data_files(tmp_path / "new"), data_files(tmp_path / "reference")
+    assert len([name for name in new if name.endswith("train.bin")]) >= 2
+    assert new.keys() == reference.keys() and [name for name in new if new[name] != reference[name]] == []
+
+
+def test_the_byte_level_word_cache_gives_the_tokenizers_ids_for_every_character(vocab_and_bin):
+    """Each character of the Basic Multilingual Plane inside, before and after words: the cache splits at single
+    spaces only where the byte-level pre-tokenizer does, or sends the line to the tokenizer whole."""
+    from fairseq.data import Dictionary
+
+    from biofairseq.corpus.binarize import Indices
+
+    _, vocab, data_bin = vocab_and_bin
+    if "bytelevel" not in vocab.parent.name:
+        pytest.skip("the cache is the byte-level BPE's")
+    indices = Indices(vocab, Dictionary.load(str(data_bin / "dict.txt")))
+    chars = [chr(c) for c in range(1, 0x10000) if not 0xD800 <= c < 0xE000]
+    runs = ["".join(run) for run in itertools.product(" \tx\u00a0", repeat=5)]  # whitespace runs around spaces
+    texts = [f"ab{c}cd ef {c}gh{c} {c}" for c in chars] + [f"{c}x y" for c in chars] + [f"a{r}b" for r in runs]
+    for start in range(0, len(texts), 20000):
+        batch = texts[start:start + 20000]
+        flat, lengths = indices.cached(batch)
+        expected = [indices.table[e.ids].tolist() for e in indices.tok.encode_batch(batch)]
+        assert lengths.tolist() == [len(e) for e in expected]
+        assert flat.tolist() == sum(expected, [])
+    assert len(indices.cache[0]) + len(indices.cache[1]) > 1000  # the words went through the cache
+    # whatever the vocabulary's merges: where the cache takes a line, its words are the pre-tokenizer's
+    from tokenizers import pre_tokenizers
+
+    from biofairseq.corpus.binarize import splits_at_spaces
+
+    pieces = lambda text: [p for p, _ in pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(text)]
+    by_words = lambda text: sum((pieces(" " * (k > 0) + w) for k, w in enumerate(text.split(" "))), [])
+    cut_elsewhere = [text for text in texts if by_words(text) != pieces(text)]
+    assert "a \t \txb" in cut_elsewhere and not any(splits_at_spaces(text) for text in cut_elsewhere)
+
+
 def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each_shard(vocab_and_bin, tmp_path, caplog):
     from fairseq.data import data_utils
     from fairseq.data import Dictionary
@@ -576,6 +676,9 @@ def mistakes(tmp_path_factory):
     docs = ["\n".join(split_sentences(json.loads(line)["text"])) + "\n\n" for line in lines]
     (root / "clean" / "train.txt").write_text("".join(docs[5:]), encoding="utf-8")
     (root / "clean" / "valid.txt").write_text("".join(docs[:5]), encoding="utf-8")
+    (root / "latin1").mkdir()  # cleaned text saved in another encoding
+    (root / "latin1" / "train.txt").write_text("Paciente de 45 años.\n\n", encoding="latin-1")
+    (root / "latin1" / "valid.txt").write_text("Paciente de 50 años.\n\n", encoding="utf-8")
     run_script("preprocess/train_vocab.py", "--input", root / "clean" / "train.txt", "--vocab-size", 400,
                "--output-dir", root / "vocab", "--workers", 1)
     return root
@@ -643,6 +746,7 @@ def test_a_run_left_with_no_documents_names_the_stage_and_leaves_nothing_for_the
     ("binarize.sh", ["clean", "vocab", "clean"], 1, "error: clean: already exists; remove it or choose another DATA_BIN"),
     ("binarize.sh", ["clean", "vocab", "cases.jsonl/v"], 1, "error: DATA_BIN cases.jsonl/v: cases.jsonl is not a folder this user can write in"),
     ("binarize.sh", ["clean", "vocab", "v", "0"], 1, "error: WORKERS=0: give the number of processes, at least 1"),
+    ("binarize.sh", ["latin1", "vocab", "v"], 1, "error: latin1/train.txt: not UTF-8 at byte 16; binarize the text preprocess/clean_corpus.py writes, or re-encode"),
 ])
 def test_vocabulary_and_binarize_mistakes_give_one_line_and_no_output(script, args, status, message, mistakes):
     before = sorted(p.name for p in mistakes.iterdir())

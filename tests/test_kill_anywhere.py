@@ -119,7 +119,7 @@ def binarize(root, data_bin):
             SHARD_MB]
 
 
-def test_binarize_killed_mid_shard_reruns_to_the_same_data_bin_and_leaves_no_temporary(corpus, tmp_path):
+def test_binarize_killed_mid_encoding_reruns_to_the_same_data_bin_and_leaves_no_temporary(corpus, tmp_path):
     reference = tmp_path / "reference" / "data-bin"
     reference.parent.mkdir()
     with open(tmp_path / "reference" / "binarize.log", "w") as log:  # beside the one killed: the other core
@@ -129,11 +129,10 @@ def test_binarize_killed_mid_shard_reruns_to_the_same_data_bin_and_leaves_no_tem
     data_bin = out / "data-bin"
     proc = start(binarize(corpus, data_bin))
 
-    def second_shard_running():  # shard0 binarized, shard1's fairseq-preprocess started (its log begun)
-        return any((tmp / "shard0" / "train.idx").is_file() and (tmp / "shard1" / "preprocess.log").is_file()
-                   and (tmp / "shard1" / "preprocess.log").stat().st_size > 0 for tmp in out.glob("data-bin.tmp.*"))
+    def encoding():  # the ranges being encoded into parts, before any shard is assembled
+        return any(any((tmp / "parts").glob("train*.bin")) for tmp in out.glob("data-bin.tmp.*"))
 
-    kill_when(proc, second_shard_running)
+    kill_when(proc, encoding)
     assert not data_bin.exists()
     killed = [p.name for p in out.iterdir()]
     # what the rerun must leave alone: a temporary of a live process (this one) and one of another host (it cannot

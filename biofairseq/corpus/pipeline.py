@@ -57,8 +57,9 @@ def process_shard(shard, config, lang, text_field, strict, out_dir):
                     continue
                 _, text = rest
                 counts["docs_in"] += 1
-                counts["tokens_in"] += len(text.split())
-                sentences = cleaner.clean(text, counts)
+                words = text.split()
+                counts["tokens_in"] += len(words)
+                sentences = cleaner.clean(text, counts, words)
                 if sentences is None:
                     continue
                 if not sentences:

@@ -73,19 +73,21 @@ def token_counts(data_bin, split, size, chunk=COUNT_CHUNK):
     return counts
 
 
-def write_counts(data_bin, split="train"):
+def write_counts(data_bin, split="train", counts=None):
     """Rewrites dict.txt with how often each entry occurs in the split (over every shard of a sharded data-bin, into
     each shard's dict.txt), the order unchanged, and records in vocab_info.json that it did (``recorded_counts``
     reads them back instead of counting again).
 
     fairseq-preprocess --srcdict keeps the counts of the vocabulary's dict.txt (all 1); real counts are what
-    ``--freq-weighted-replacement`` draws from. dict.txt lists the entries after fairseq's 4 specials."""
+    ``--freq-weighted-replacement`` draws from. dict.txt lists the entries after fairseq's 4 specials. ``counts``
+    (by fairseq index) are those the binarizer gathered on the way; without them, the split is read again."""
     from biofairseq.data_bin import shards
 
     folders = shards(data_bin)
     symbols, _ = read_dict(folders[0] / "dict.txt")
-    counts = sum(token_counts(folder, split, len(symbols) + FAIRSEQ_SPECIALS)[: len(symbols) + FAIRSEQ_SPECIALS]
-                 for folder in folders)
+    if counts is None:
+        counts = sum(token_counts(folder, split, len(symbols) + FAIRSEQ_SPECIALS)[: len(symbols) + FAIRSEQ_SPECIALS]
+                     for folder in folders)
     for folder in folders:
         write_dict(folder / "dict.txt", symbols, counts[FAIRSEQ_SPECIALS:].tolist())
         info = json.loads((folder / INFO).read_text())

@@ -4,7 +4,7 @@
         --ner NAME=SWEEP_DIR [--ner NAME=SWEEP_DIR ...]
 
 Every number is read from a file that a stage wrote in RUN_DIR: recipe.env, clean/stats.json,
-data-bin/preprocess.log (or each --data-bin's, for recipes that learn several vocabularies), the entity break-out
+the .idx and dict.txt of data-bin/ (or of each --data-bin, for recipes that learn several vocabularies), the entity break-out
 rates of preprocess/vocab_stats.py (--breakout, per NER data set), the train.log and best.json of pretrain/ (or of
 each --pretrain folder, for recipes that pretrain several models), and the NER runs of each sweep folder (one per
 model, or per model and labelling; several models may share a data set NAME). Each data set's NER table is also written beside its sweeps (report.md, report.json, dev_f1.png in the
@@ -64,21 +64,22 @@ def corpus(run_dir):
 
 
 def data_bin(folder):
-    """Dictionary size, lines and tokens per split (over every shard), and shards, from fairseq-preprocess's own logs."""
-    from biofairseq.data_bin import shards
+    """Dictionary size, lines and tokens per split (over every shard), and shards, from the data-bin's own files."""
+    from biofairseq.corpus.vocab import FAIRSEQ_SPECIALS, read_dict
+    from biofairseq.data_bin import shards, split_size
 
     try:
         folders = shards(folder)
-    except FileNotFoundError:
+        out = {"shards": len(folders), "dictionary": len(read_dict(folders[0] / "dict.txt")[0]) + FAIRSEQ_SPECIALS}
+        for shard in folders:
+            for split in ("train", "valid"):
+                if (shard / f"{split}.idx").is_file():
+                    lines, tokens = split_size(shard, split)
+                    counts = out.setdefault(split, {"lines": 0, "tokens": 0})
+                    counts["lines"] += lines
+                    counts["tokens"] += tokens
+    except (FileNotFoundError, ValueError):
         raise ReportError(f"{folder}: missing or incomplete; the binarizing stage (preprocess/binarize.sh) did not finish") from None
-    out = {"shards": len(folders)}
-    for shard in folders:
-        log = _read(shard / "preprocess.log", "the binarizing stage (preprocess/binarize.sh) did not finish")
-        out["dictionary"] = int(re.search(r"Dictionary: (\d+) types", log).group(1))
-        for split, lines, tokens in re.findall(r"/(\w+)\.bpe: (\d+) sents, (\d+) tokens", log):
-            counts = out.setdefault(split, {"lines": 0, "tokens": 0})
-            counts["lines"] += int(lines)
-            counts["tokens"] += int(tokens)
     info = folders[0] / "vocab_info.json"
     if info.is_file():
         kind = json.loads(info.read_text()).get("type")
