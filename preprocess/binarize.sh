@@ -5,7 +5,7 @@
 # the folder that `fairseq-train --task document_mlm` reads: the tokenizer's ids go through a lookup table into
 # fairseq's mmap format in WORKERS processes (python -m biofairseq.corpus.binarize). --reference takes the way it is
 # checked against, byte for byte: encode.py writes the symbols out as text and fairseq-preprocess --only-source
-# --srcdict VOCAB_DIR/dict.txt reads them back (about ten times slower). The vocabulary files and vocab_info.json are
+# --srcdict VOCAB_DIR/dict.txt reads them back. The vocabulary files and vocab_info.json are
 # copied into DATA_BIN, so later steps find the BPE from the data-bin alone; DATA_BIN/dict.txt gets the training
 # counts of each entry (for --freq-weighted-replacement). DATA_BIN appears only once it is complete. Run it with the
 # .venv active (source .venv/bin/activate), or PYTHON=.venv/bin/python (and fairseq-preprocess on PATH for
