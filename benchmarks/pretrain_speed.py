@@ -7,8 +7,9 @@ Systems, for each model and length:
 - **ours fp16** (GPU only): ``--attention sdpa --optimizer fused_adamw``, fp16, under biofairseq-train (its trainer
   reads the metrics only when it prints them).
 - **ours bf16**: the same with ``--amp-bf16`` (bf16 autocast, fp32 weights); on a CPU, ours in fp32.
-- **ours, packed**: and ``--pack-documents``, several document blocks per row (so more tokens per batch); on a GPU
-  attention runs over each document alone (variable-length flash), on a CPU through a dense document mask.
+- **ours, packed**: and ``--pack-documents``, several document blocks per row (so more tokens per batch), each
+  attending within its document through a dense document mask (benchmarks/packed_attention.py: why not the jagged
+  tensors).
 - **ours, packed, compiled** (``--compile inductor``): and ``biofairseq-train --compile``, the encoder layers
   through torch.compile.
 All train ``document_mlm`` (ELECTRA: ``electra``) on one data-bin of real clinical cases with the same sequences
@@ -176,6 +177,10 @@ def main():
     parser.add_argument("--compile", choices=COMPILE_CHOICES, default="none",
                         help="also run ours packed with biofairseq-train --compile and this backend (inductor needs a "
                         "C++ compiler on a CPU; its compilation is in the first logged interval, which is not counted)")
+    parser.add_argument("--keep-going", action="store_true", help="report a system whose run fails and measure "
+                        "the others (the first system, the baseline, must run)")
+    parser.add_argument("--no-syncs", action="store_true", help="do not count host-device synchronisations (a "
+                        "trainer built in this process per system: time saved on a lent GPU)")
     parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
     batch_tokens = args.batch_tokens or (16384 if args.gpu else 2048)
@@ -199,11 +204,16 @@ def main():
                                args.compile)
                 if args.only:
                     runs = {n: f for n, f in runs.items() if any(w in n for w in args.only.split(","))}
-                results = interleaved(runs, data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO, curve=True)
+                failures = {} if args.keep_going else None
+                results = interleaved(runs, data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO,
+                                      curve=True, failures=failures)
+                if next(iter(runs)) not in results:
+                    sys.exit(f"the baseline, {next(iter(runs))}, failed: nothing to compare with")
                 flops = flops_per_token(model, args.size, block_length, vocab)
-                syncs = {name: host_syncs_per_step(flags, data_bin, batch) for name, flags in runs.items()}
+                syncs = {} if args.no_syncs else {name: host_syncs_per_step(runs[name], data_bin, batch)
+                                                  for name in results}
                 sections.append(section(model, tokens, batch, results, flops, peak, block_length, padded, blocks)
-                                + sync_lines(syncs))
+                                + failure_lines(failures) + (sync_lines(syncs) if syncs else []))
     publish(report(args, vocab, peak, sections), args.output)
 
 
@@ -231,6 +241,15 @@ def host_syncs_per_step(flags, data_bin, batch):
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return found
+
+
+def failure_lines(failures):
+    """What each failed system printed last (--keep-going)."""
+    lines = []
+    for name, failure in (failures or {}).items():
+        lines += [f"**{name} failed** (left out of the tables above); the end of its output:", "", "```",
+                  *failure.splitlines()[-25:], "```", ""]
+    return lines
 
 
 def sync_lines(syncs):

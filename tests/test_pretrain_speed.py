@@ -35,3 +35,18 @@ def test_pretrain_speed_benchmark_reports_speed_utilisation_padding_and_loss_cur
     assert int(syncs["ours (fp32, packed)"]) == 1 and int(syncs["stock (fp32)"]) > 4, report
     packed_sites = re.search(r"^\| ours \(fp32, packed\) \| \d+ \| (.*) \|$", report, re.M).group(1)
     assert re.fullmatch(r"fairseq/trainer\.py:\d+ \(1\)", packed_sites), packed_sites
+
+
+def test_with_keep_going_a_failing_system_is_reported_and_the_others_still_measured(bytebpe_corpus, tmp_path):
+    """On a rarely lent GPU one system's failure must not lose the others' runs (pretrain_speed.py --keep-going)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from measure import interleaved
+    from pretrain_speed import failure_lines, systems
+
+    stock = systems("roberta", "tiny", 64, 4, False, ["--log-interval", "1"])["stock (fp32)"]
+    runs = {"stock (fp32)": stock, "broken": [*stock, "--arch", "no_such_arch"]}
+    failures = {}
+    results = interleaved(runs, bytebpe_corpus.data_bin, 2, 2, tmp_path / "save", cwd=REPO, failures=failures)
+    assert list(results) == ["stock (fp32)"] and len(results["stock (fp32)"]) == 2
+    assert list(failures) == ["broken"] and "no_such_arch" in failures["broken"]
+    assert any("**broken failed**" in line for line in failure_lines(failures))

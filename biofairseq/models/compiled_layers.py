@@ -9,8 +9,9 @@ fairseq's transposed view of the embeddings).
 
 The layers are what is compiled: they hold nearly all of the work, and their layer norms, GELU, dropout and residual
 additions are the small kernels a compiler fuses. fairseq's activation checkpointing wraps a layer's forward in its
-own autograd function; there, the forward it runs and reruns is what is compiled. Variable-length attention over
-packed documents (CUDA) stays outside the graphs: its jagged tensors have other lengths in every batch.
+own autograd function; there, the forward it runs and reruns is what is compiled. Packed rows' dense document mask
+is compiled with the layer; variable-length attention over their segments (``documents.VARLEN_DEVICES``, none by
+default) would stay outside the graphs: its jagged tensors have other lengths in every batch.
 """
 
 import functools

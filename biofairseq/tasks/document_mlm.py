@@ -70,7 +70,7 @@ class DocumentMLMConfig(MaskedLMConfig):
         metadata={
             "help": "fill each row with several whole blocks (best fit), up to --tokens-per-sample: far less padding "
             "and fuller batches. The model restarts positions at each block's <s> and attends only within a "
-            "block, so each computes what it would alone in a row (on CUDA, attention runs over each block alone). Needs "
+            "block (through a document mask), so each computes what it would alone in a row. Needs "
             "--attention sdpa (a bio_roberta_* preset, or ELECTRA)"
         },
     )
