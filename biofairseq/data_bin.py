@@ -68,6 +68,12 @@ def fairseq_path(data_bin):
     return os.pathsep.join(str(p) for p in shards(data_bin))
 
 
+def starts_new_part(part_bytes, document_bytes, max_bytes):
+    """Where a training text is cut into shards, the one rule of split_documents and of the binarizer's shard plan:
+    before a document that would take a part already holding some text past max_bytes (0: never)."""
+    return bool(max_bytes) and part_bytes > 0 and part_bytes + document_bytes > max_bytes
+
+
 def split_documents(path, max_bytes, pattern):
     """Writes the documents of ``path`` (each ending in a blank line) to pattern.format(0), pattern.format(1), ... in
     order, starting a new part before a document that would take a part past ``max_bytes``; returns their paths.
@@ -79,7 +85,7 @@ def split_documents(path, max_bytes, pattern):
     def write_document():
         nonlocal out, size
         text = b"".join(doc)
-        if out is None or (size and size + len(text) > max_bytes):
+        if out is None or starts_new_part(size, len(text), max_bytes):
             if out is not None:
                 out.close()
             parts.append(pattern.format(len(parts)))

@@ -25,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-from biofairseq.corpus.vocab import (FAIRSEQ_SPECIALS, VocabError, copy_vocab, read_dict, read_info, vocab_files,
-                                     write_counts)
+from biofairseq.corpus.vocab import VocabError, copy_vocab, read_info, vocab_files, write_counts
+from biofairseq.data_bin import starts_new_part
 from biofairseq.text.documents import is_blank
 
 BATCH_BYTES = 1 << 21  # text read and encoded at once
@@ -356,14 +356,14 @@ class ArrayBuilder:
 
 def shard_plan(parts, max_bytes):
     """[[(part, (item a, b), (token c, d)), ...] per shard]: documents in order, a new shard before a document that
-    would take the shard past max_bytes of encoded text (data_bin.split_documents' rule); max_bytes 0: one shard."""
+    would take the shard past max_bytes of encoded text (data_bin.starts_new_part); max_bytes 0: one shard."""
     shards, current, size = [], [], 0
     for part in parts:
         docs = np.fromfile(f"{part}.docs", np.int64).reshape(-1, 3)
         item = token = 0
         start = (0, 0)
         for text, items, tokens in docs.tolist():
-            if max_bytes and size and size + text > max_bytes:
+            if starts_new_part(size, text, max_bytes):
                 if (item, token) != start:
                     current.append((part, (start[0], item), (start[1], token)))
                 shards.append(current)
@@ -400,8 +400,7 @@ def binarize(clean_dir, vocab_dir, out, workers=1, shard_mb=0.0):
     folders = [out] if not shard_mb else [out / f"shard{k}" for k in range(len(plan))]
     if shard_mb and not any(plan[0]):
         raise BinarizeError(f"{clean_dir / 'train.txt'}: encodes to nothing; nothing to binarize")
-    symbols, _ = read_dict(dict_path)
-    counts = sum(r[0] for r in train_results)[: len(symbols) + FAIRSEQ_SPECIALS]
+    counts = sum(r[0] for r in train_results)
     for folder, slices in zip(folders, plan):
         folder.mkdir(parents=True, exist_ok=True)
         builder = ArrayBuilder(folder / "train", indices.dtype.type)

@@ -86,8 +86,8 @@ def write_counts(data_bin, split="train", counts=None):
     folders = shards(data_bin)
     symbols, _ = read_dict(folders[0] / "dict.txt")
     if counts is None:
-        counts = sum(token_counts(folder, split, len(symbols) + FAIRSEQ_SPECIALS)[: len(symbols) + FAIRSEQ_SPECIALS]
-                     for folder in folders)
+        counts = sum(token_counts(folder, split, len(symbols) + FAIRSEQ_SPECIALS) for folder in folders)
+    counts = counts[: len(symbols) + FAIRSEQ_SPECIALS]  # fairseq's dictionary may hold more (madeupword padding)
     for folder in folders:
         write_dict(folder / "dict.txt", symbols, counts[FAIRSEQ_SPECIALS:].tolist())
         info = json.loads((folder / INFO).read_text())
