@@ -49,18 +49,30 @@ def shard_megabytes(value):
     return megabytes
 
 
+# fairseq's MMapIndexedDataset: the .idx starts with this magic, a version (<Q), a dtype code (<B) and the item count
+# (<Q), then the items' sizes (int32); the .bin holds their tokens back to back. Read with numpy, without fairseq.
+MMAP_MAGIC = b"MMIDIDX\x00\x00"
+MMAP_DTYPES = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 6: "<f8", 7: "<f8", 8: "<u2", 9: "<u4", 10: "<u8"}
+
+
+def mmap_index(prefix):
+    """(token dtype, item count) of the fairseq mmap split at prefix (prefix.idx)."""
+    path = f"{prefix}.idx"
+    with open(path, "rb") as f:
+        header = f.read(26)
+    if header[:9] != MMAP_MAGIC or len(header) < 26 or header[17] not in MMAP_DTYPES:
+        raise ValueError(f"{path}: not a fairseq mmap index; binarize with preprocess/binarize.sh")
+    return MMAP_DTYPES[header[17]], struct.unpack("<Q", header[18:26])[0]
+
+
 def split_size(folder, split):
     """(lines, tokens) of a binarized split, read from its fairseq mmap .idx (the counts fairseq-preprocess logs as
     sents and tokens, </s> included): the same whichever binarizer made it."""
     import numpy as np
 
-    path = Path(folder) / f"{split}.idx"
-    with open(path, "rb") as f:
-        header = f.read(26)
-    if header[:9] != b"MMIDIDX\x00\x00" or len(header) < 26:
-        raise ValueError(f"{path}: not a fairseq mmap index; binarize with preprocess/binarize.sh")
-    (count,) = struct.unpack("<Q", header[18:26])
-    sizes = np.memmap(path, np.int32, mode="r", offset=26, shape=(count,)) if count else np.zeros(0, np.int32)
+    prefix = Path(folder) / split
+    _, count = mmap_index(prefix)
+    sizes = np.memmap(f"{prefix}.idx", np.int32, mode="r", offset=26, shape=(count,)) if count else np.zeros(0, np.int32)
     return count, int(sizes.sum(dtype=np.int64))
 
 

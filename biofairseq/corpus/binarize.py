@@ -155,26 +155,22 @@ class Indices:
         (its tokens back to back, </s> included, and its size), and for the last item of each encoded text line
         the line's bytes in the encoded text and whether it is blank (a document's end); 0 and False elsewhere."""
         blank = [is_blank(line) for line in lines]
+        blank_arr = np.asarray(blank, bool)
         texts = [line for line, b in zip(lines, blank) if not b]
         lengths = np.zeros(len(lines), np.int64)
         if self.cache is not None:
-            flat, lengths[~np.asarray(blank, bool)] = self.cached(texts)
-            flat_ids = None
-        else:
-            encoded = self.ids(texts)
-            flat_ids = np.fromiter(chain.from_iterable(encoded), np.int64, sum(map(len, encoded)))
-            lengths[~np.asarray(blank, bool)] = [len(e) for e in encoded]
-        if flat_ids is None:
+            flat, lengths[~blank_arr] = self.cached(texts)
             text = self.index_text_bytes[flat]
             odd_lines = ()
         else:
+            encoded = self.ids(texts)
+            flat_ids = np.fromiter(chain.from_iterable(encoded), np.int64, sum(map(len, encoded)))
+            lengths[~blank_arr] = [len(e) for e in encoded]
             flat, text = self.table[flat_ids], self.text_bytes[flat_ids]
-            odd = self.irregular[flat_ids]
-            odd_lines = set(np.repeat(np.flatnonzero(~np.asarray(blank, bool)), [len(e) for e in encoded])[odd])
+            odd_lines = set(np.repeat(np.flatnonzero(~blank_arr), lengths[~blank_arr])[self.irregular[flat_ids]])
         starts = np.concatenate([[0], np.cumsum(lengths)])
         text_sum = np.concatenate([[0], np.cumsum(text, dtype=np.int64)])
         line_text = text_sum[starts[1:]] - text_sum[starts[:-1]] + lengths  # symbols, spaces between them, newline
-        blank_arr = np.asarray(blank, bool)
         line_text[blank_arr] = 1
         keep = blank_arr | (lengths > 0)  # encode.py leaves out a line that encodes to nothing
         if not odd_lines:

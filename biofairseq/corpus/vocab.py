@@ -44,12 +44,6 @@ def read_dict(path):
     return symbols, counts
 
 
-# fairseq's MMapIndexedDataset: the .idx starts with this magic, a version (<Q) and a dtype code (<B); the .bin holds
-# the tokens of every line back to back. Read here with numpy: binarize.sh then imports fairseq only once.
-_MMAP_MAGIC = b"MMIDIDX\x00\x00"
-_MMAP_DTYPES = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 6: "<f8", 7: "<f8", 8: "<u2", 9: "<u4", 10: "<u8"}
-
-
 COUNT_CHUNK = 1 << 24  # tokens counted at once: 128 MB of int64 whatever the corpus size
 
 
@@ -58,12 +52,10 @@ def token_counts(data_bin, split, size, chunk=COUNT_CHUNK):
     in chunks: memory does not grow with the split."""
     import numpy as np
 
+    from biofairseq.data_bin import mmap_index
+
     prefix = Path(data_bin) / split
-    with open(f"{prefix}.idx", "rb") as f:
-        header = f.read(18)
-    if header[:9] != _MMAP_MAGIC or header[17] not in _MMAP_DTYPES:
-        raise ValueError(f"{prefix}.idx: not a fairseq mmap index; binarize with fairseq-preprocess --dataset-impl mmap")
-    tokens = np.memmap(f"{prefix}.bin", dtype=_MMAP_DTYPES[header[17]], mode="r")
+    tokens = np.memmap(f"{prefix}.bin", dtype=mmap_index(prefix)[0], mode="r")
     counts = np.zeros(size, np.int64)
     for start in range(0, len(tokens), chunk):
         part = np.bincount(tokens[start:start + chunk], minlength=size)
