@@ -10,6 +10,12 @@ maximum resident set size of each process (on a GPU, torch's peak memory allocat
         --output benchmarks/results/electra_vs_mlm_step.md                      # CPU: 4 x 384, 128 tokens
     python benchmarks/electra_vs_mlm_step.py --layers 12 --width 768 --tokens 512 --batch 32 --gpu \
         --output benchmarks/results/electra_vs_mlm_step_gpu.md                  # base, GPU (fp16: fairseq's --bf16 means TPU)
+    python benchmarks/electra_vs_mlm_step.py --layers 12 --width 768 --tokens 512 --batch 32 --gpu --bf16 \
+        --fast-path --compile inductor --rounds 1 --updates 120                 # base, GPU, the fast path on both sides
+
+With --fast-path both train under biofairseq-train with SDPA attention, fused AdamW and packed documents (the same
+rows for both: they read the same blocks); with --compile as well, each once more with its encoder layers compiled,
+and a failing compiled run is reported rather than ending the benchmark.
 """
 
 import argparse
@@ -19,11 +25,13 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+from biofairseq.models.compiled_layers import COMPILE_CHOICES  # noqa: E402
 from measure import corpora, device_label, interleaved, per_run, precision_flags, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
 
 from biofairseq.samples import build_corpus  # noqa: E402
 
 FRACTION = 1 / 3  # the generator's width at base (BioELECTRA's 768/256)
+MLM, ELECTRA = "masked LM (document_mlm, bio_roberta_base shape)", "ELECTRA (electra, generator 1/3)"
 
 
 def flags(args):
@@ -31,18 +39,34 @@ def flags(args):
              4 * args.width, "--encoder-attention-heads", args.width // 64]
     common = [
         "--user-dir", REPO / "biofairseq", "--tokens-per-sample", args.tokens, "--batch-size", args.batch,
-        "--optimizer", "adam", "--adam-betas", "(0.9,0.999)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
+        "--adam-betas", "(0.9,0.999)", "--adam-eps", "1e-6", "--weight-decay", "0.01",
         "--lr", "2e-4", "--lr-scheduler", "polynomial_decay", "--warmup-updates", "10", "--num-workers", "2",
-        "--seed", "1", "--log-format", "json", "--log-interval", "10", "--disable-validation", "--no-save",
+        "--seed", "1", "--log-format", "json", "--log-interval", args.log_interval, "--disable-validation", "--no-save",
         *precision_flags(args),
+        *(["--attention", "sdpa", "--optimizer", "fused_adamw", "--pack-documents"] if args.fast_path
+          else ["--optimizer", "adam"]),
     ]
-    return {
-        "masked LM (document_mlm, bio_roberta_base shape)": [
-            *common, "--task", "document_mlm", "--criterion", "masked_lm_accuracy", "--arch", "bio_roberta_base", *shape],
-        "ELECTRA (electra, generator 1/3)": [
-            *common, "--task", "electra", "--criterion", "electra", "--arch", "electra_base", *shape,
+    trainer = ["biofairseq-train"] if args.fast_path else []
+    pair = {
+        MLM: [
+            *trainer, *common, "--task", "document_mlm", "--criterion", "masked_lm_accuracy", "--arch",
+            "bio_roberta_base", *shape],
+        ELECTRA: [
+            *trainer, *common, "--task", "electra", "--criterion", "electra", "--arch", "electra_base", *shape,
             "--embedding-dim", args.width, "--generator-width-fraction", FRACTION],
     }
+    if args.compile == "none":
+        return pair
+    return {**pair, **{compiled(name): [*f, "--compile", args.compile] for name, f in pair.items()}}
+
+
+def compiled(name):
+    return name.replace(" (", " compiled (", 1)
+
+
+def pairs(results):
+    """(masked LM, ELECTRA) names that both ran: the plain pair, then the compiled one."""
+    return [(m, e) for m, e in [(MLM, ELECTRA), (compiled(MLM), compiled(ELECTRA))] if m in results and e in results]
 
 
 def flop_ratio(layers, width, tokens, vocab, mask_prob=0.15):
@@ -60,29 +84,47 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each")
     parser.add_argument("--updates", type=int, default=60, help="updates per run")
+    parser.add_argument("--log-interval", type=int, default=10, help="updates per logged interval; the first "
+                        "(start-up, and with --compile the compilation) is not counted")
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=384, help="discriminator width (a multiple of 64)")
     parser.add_argument("--tokens", type=int, default=128, help="--tokens-per-sample")
     parser.add_argument("--batch", type=int, default=16, help="sequences per update")
     parser.add_argument("--gpu", action="store_true", help="train on the GPU (fp16, or --bf16)")
     parser.add_argument("--bf16", action="store_true")
+    parser.add_argument("--fast-path", action="store_true", help="both under biofairseq-train: SDPA attention, fused "
+                        "AdamW, packed documents (bf16 autocast with --gpu --bf16)")
+    parser.add_argument("--compile", choices=COMPILE_CHOICES, default="none",
+                        help="with --fast-path: each once more with its layers compiled by this torch.compile backend")
     parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
+    if args.compile != "none" and not args.fast_path:
+        parser.error("--compile needs --fast-path (biofairseq-train compiles the layers)")
     systems = flags(args)
     with tempfile.TemporaryDirectory() as tmp:
         corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000, cases=corpora()[0])
         vocab = sum(1 for _ in open(corpus.data_bin / "dict.txt")) + 4
-        results = interleaved(systems, corpus.data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO)
-    publish(report(args, results, vocab), args.output)
+        failures = {} if args.compile != "none" else None
+        results = interleaved(systems, corpus.data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO,
+                              failures=failures)
+    if not pairs(results):
+        sys.exit(f"no pair of masked LM and ELECTRA ran: {', '.join(failures or ())} failed")
+    publish(report(args, results, vocab, failures), args.output)
 
 
-def report(args, results, vocab):
-    names = list(results)
-    step, memory = step_and_memory_ratios(results, names[0], names[1])
+def report(args, results, vocab, failures=None):
     device = device_label(args)
     gpu = next(iter(results.values()))[0].get("device")
     device = f"{gpu} ({device})" if gpu else device
     command = " ".join(sys.argv[1:])
+    path = ("both under biofairseq-train with SDPA attention, fused AdamW and packed documents"
+            + (f", and each compiled ({args.compile})" if args.compile != "none" else "") + "; " if args.fast_path else "")
+    ratios = []
+    for mlm, electra in pairs(results):
+        step, memory = step_and_memory_ratios(results, mlm, electra)
+        label = "compiled: " if "compiled" in mlm else ""
+        ratios += [ratio_line(f"{label}ELECTRA step time / masked LM step time", step, "; goal <= 1.35 at base"),
+                   f"- {label}peak memory ratio: {statistics.median(memory):.3f}"]
     lines = [
         "# ELECTRA step time vs masked LM step time",
         "",
@@ -91,14 +133,14 @@ def report(args, results, vocab):
         f"{args.rounds} interleaved rounds of {args.updates} updates each; discriminator and masked LM both "
         f"{args.layers} x {args.width} (FFN {4 * args.width}, {args.width // 64} heads), generator "
         f"{int(round(args.width * FRACTION))} wide; {args.tokens} tokens per sample, {args.batch} sequences per update, "
-        f"400 real clinical cases (document blocks), vocabulary {vocab:,}; {device}. Medians over rounds.",
+        f"400 real clinical cases (document blocks), vocabulary {vocab:,}; {path}{device}. Medians over rounds.",
         "",
         *speed_table(results),
         "",
-        ratio_line("ELECTRA step time / masked LM step time", step, "; goal <= 1.35 at base"),
+        *ratios,
         f"- expected from matmul FLOPs at these shapes: {flop_ratio(args.layers, args.width, args.tokens, vocab):.3f} "
         f"(at base, 12 x 768, 512 tokens, 30k vocabulary: {flop_ratio(12, 768, 512, 30522):.3f})",
-        f"- peak memory ratio: {statistics.median(memory):.3f}",
+        *[f"- **{name} failed**: {text.strip().splitlines()[-1][:300]}" for name, text in (failures or {}).items()],
         "",
         per_run(results),
     ]
