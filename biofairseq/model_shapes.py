@@ -27,8 +27,23 @@ BIO_ROBERTA = {
 # configure_pretraining.py model sizes; BioELECTRA's is base (768/256)
 ELECTRA = {
     "electra_tiny": dict(layers=2, width=128, heads=2, embedding_dim=128, fraction=1 / 2),
+    # the pilot's deeper and wider discriminator: bio_roberta_small's shape (4 x 256), for ELECTRA against masked LM
+    "electra_l4_h256": dict(layers=4, width=256, heads=4, embedding_dim=256, fraction=1 / 2),
     "electra_small": dict(layers=12, width=256, heads=4, embedding_dim=128, fraction=1 / 4),
     "electra_base": dict(layers=12, width=768, heads=12, embedding_dim=768, fraction=1 / 3),
     "electra_large": dict(layers=24, width=1024, heads=16, embedding_dim=1024, fraction=1 / 4),
     "bio_electra_base": dict(layers=12, width=768, heads=12, embedding_dim=768, fraction=1 / 3),
 }
+
+
+def electra_generator(width, fraction):
+    """(width, FFN width, heads) of ELECTRA's generator beside a discriminator this wide: width x fraction, heads =
+    its width / 64 (at least 1), FFN 4 x its width, as google-research/electra sizes it."""
+    generator = int(round(width * fraction))
+    heads = max(1, generator // 64)
+    if generator < 1:
+        raise ValueError(f"--generator-width-fraction {fraction}: a generator of width 0 beside {width}; choose a larger one")
+    if generator % heads:
+        raise ValueError(f"--generator-width-fraction {fraction}: generator width {generator} is not a multiple of its "
+                         f"{heads} heads; choose a fraction that gives a multiple of 64")
+    return generator, 4 * generator, heads

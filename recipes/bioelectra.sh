@@ -17,6 +17,10 @@
 #   MASK_PROB      share of real tokens the generator fills in (0.15; ELECTRA-large: 0.25)
 #   SAMPLING_TEMPERATURE  the generator's samples come from softmax(logits / T) (1, ELECTRA's; pilot: 2, the one
 #                  remedy that took electra_tiny off the trivial solution, benchmarks/results/pilot_bioelectra.md)
+#   SAMPLING_TEMPERATURE_FINAL  anneal the temperature linearly from SAMPLING_TEMPERATURE to this over the run's
+#                  MAX_UPDATE updates (default: SAMPLING_TEMPERATURE, constant)
+#   GENERATOR_FRACTION  the generator's width as a share of the discriminator's (default: ARCH's, 1/2 for
+#                  electra_tiny, 1/3 for base); it must give the generator whole heads of 64 (or a width under 128)
 #   PHASE2_SHARE, PHASE2_TOKENS_PER_SAMPLE, PHASE2_SEQUENCES_PER_UPDATE, PHASE2_BATCH_PER_DEVICE: the second
 #                  length phase (paper: the last 10% of updates at 512 tokens)
 #   NER_LAYERWISE_DECAY  ELECTRA's layer-wise learning-rate decay in fine-tuning (paper: 0.8)
@@ -85,6 +89,8 @@ esac
 EMBEDDING_SHARING=${EMBEDDING_SHARING:-tied}
 MASK_PROB=${MASK_PROB:-0.15}
 SAMPLING_TEMPERATURE=${SAMPLING_TEMPERATURE:-1}
+SAMPLING_TEMPERATURE_FINAL=${SAMPLING_TEMPERATURE_FINAL:-$SAMPLING_TEMPERATURE}
+GENERATOR_FRACTION=${GENERATOR_FRACTION:-}
 KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
 
 WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-norm_and_bias}
@@ -101,6 +107,8 @@ recipe_corpus "$CORPUS_LANG" "$VOCAB_TYPE"
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight 50
     --sample-break-mode complete_doc --mask-prob "$MASK_PROB")
 MODEL_ARGS=(--arch "$ARCH" --embedding-sharing "$EMBEDDING_SHARING" --sampling-temperature "$SAMPLING_TEMPERATURE"
+    --sampling-temperature-final "$SAMPLING_TEMPERATURE_FINAL" --sampling-temperature-updates "$MAX_UPDATE"
+    ${GENERATOR_FRACTION:+--generator-width-fraction "$GENERATOR_FRACTION"}
     --dropout 0.1 --attention-dropout 0.1)
 OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")

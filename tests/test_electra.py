@@ -175,17 +175,21 @@ def test_the_discriminator_finds_easy_replacements_well_above_the_replace_rate(b
     assert float(last["disc_auc"]) > 0.8 > float(first["disc_auc"])
 
 
-def test_resuming_gives_identical_losses(bytebpe_corpus, tmp_path):
-    """From the whole run's checkpoint at update 3, as checkpoint_last.pt of a new folder."""
-    common = [bytebpe_corpus.data_bin, *ELECTRA, "--total-num-update", "6", "--disable-validation"]
+def test_resuming_gives_identical_losses_and_annealed_temperatures(bytebpe_corpus, tmp_path):
+    """From the whole run's checkpoint at update 3, as checkpoint_last.pt of a new folder; the sampling temperature
+    annealed from 3 to 1 over the 6 updates goes on from where it was."""
+    common = [bytebpe_corpus.data_bin, *ELECTRA, "--total-num-update", "6", "--disable-validation",
+              "--sampling-temperature", "3", "--sampling-temperature-final", "1", "--sampling-temperature-updates", "6"]
     whole = run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-interval-updates", "3",
                         "--save-dir", tmp_path / "whole")
     (tmp_path / "halves").mkdir()
     shutil.copy(tmp_path / "whole" / "checkpoint_1_3.pt", tmp_path / "halves" / "checkpoint_last.pt")
     resumed = run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
-    losses = lambda proc: [(r["num_updates"], r["loss"], r["disc_acc_replaced"])
+    losses = lambda proc: [(r["num_updates"], r["loss"], r["disc_acc_replaced"], r["gen_temperature"])
                            for r in json_logs(proc.stdout + proc.stderr, "train_inner")]
     assert len(losses(whole)) == 6 and losses(resumed) == losses(whole)[3:]
+    # update k samples at the temperature of the k - 1 updates before it
+    assert [float(r[3]) for r in losses(whole)] == pytest.approx([3 - 2 * k / 6 for k in range(6)], abs=1e-3)
 
 
 def test_two_processes_in_memory_efficient_fp16_on_packed_rows(bytebpe_corpus, tmp_path):
@@ -238,3 +242,28 @@ def test_a_temperature_that_is_not_positive_is_refused_in_one_line(bytebpe_corpu
     with pytest.raises(ValueError) as error:
         build(bytebpe_corpus.data_bin, "--sampling-temperature", "0")
     assert str(error.value).startswith("--sampling-temperature 0.0: must be above 0") and "\n" not in str(error.value)
+
+
+@pytest.mark.fast
+def test_the_temperature_anneals_linearly_to_its_final_value_then_holds(bytebpe_corpus):
+    _, model, _ = build(bytebpe_corpus.data_bin, "--sampling-temperature", "2", "--sampling-temperature-final", "1",
+                        "--sampling-temperature-updates", "100")
+    temperatures = []
+    for update in (0, 50, 100, 300):
+        model.set_num_updates(update)
+        temperatures.append(model.temperature)
+    assert temperatures == pytest.approx([2.0, 1.5, 1.0, 1.0])
+    _, constant, _ = build(bytebpe_corpus.data_bin, "--sampling-temperature", "2")
+    constant.set_num_updates(300)
+    assert constant.temperature == 2.0
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("flags, start", [
+    (("--sampling-temperature-final", "0", "--sampling-temperature-updates", "10"), "--sampling-temperature-final 0.0: must be above 0"),
+    (("--sampling-temperature-final", "1"), "--sampling-temperature-final 1.0 needs --sampling-temperature-updates"),
+])
+def test_an_annealing_without_a_positive_end_or_a_length_is_refused_in_one_line(bytebpe_corpus, flags, start):
+    with pytest.raises(ValueError) as error:
+        build(bytebpe_corpus.data_bin, *flags)
+    assert str(error.value).startswith(start) and "\n" not in str(error.value)

@@ -43,7 +43,8 @@ WRONG = {
     "NER_SEEDS": "1.5", "NER_EPOCHS": "0", "NER_MAX_LENGTH": "1024", "NER_BATCH": "0", "NER_ACCUMULATION": "0",
     "NER_WARMUP_RATIO": "1", "NER_LAYERWISE_DECAY": "0", "NER_LABELLINGS": "subtoken", "NER_EXTRA": "--learning-rate 1e-3",
     "BASELINE": "random", "WEAK_PRETRAINING": "ignore", "CLIP_NORM": "-1", "CORPUS_LANG": "spanish", "VOCAB_TYPE": "wordpiece",
-    "EMBEDDING_SHARING": "shared", "MASK_PROB": "15", "SAMPLING_TEMPERATURE": "0", "VOCAB_SIZES": "30k",
+    "EMBEDDING_SHARING": "shared", "MASK_PROB": "15", "SAMPLING_TEMPERATURE": "0", "SAMPLING_TEMPERATURE_FINAL": "-1",
+    "GENERATOR_FRACTION": "1.5", "VOCAB_SIZES": "30k",
     "CHECKPOINT_ACTIVATIONS": "true", "BASE_ARCH": "roberta_base", "LARGE_ARCH": "bio_roberta_huge", "BASE_LR": "6e-4x",
     "LARGE_LR": "4", "LARGE_MAX_UPDATE": "0", "DISTIL_UPDATES": "0", "DISTIL_LR": "0", "DISTIL_WARMUP_UPDATES": "x",
     "ALPHA_MLM": "-1", "ALPHA_KL": "a", "TEMPERATURE": "0", "ALPHA_COS": "-0.5",
@@ -90,6 +91,17 @@ def test_a_wrong_value_is_named_in_one_line(name, value, message, tmp_path):
     with pytest.raises(settings.SettingsError) as error:
         settings.check("bsc_bio_es", {**values, name: value})
     assert str(error.value) == message
+
+
+def test_a_generator_fraction_that_leaves_the_generator_a_broken_head_is_named_before_any_work(tmp_path):
+    """768 x 0.3 is 230 wide: 3 heads of 64 do not divide it (the model would refuse it after the corpus stages)."""
+    values = {**good_values("bioelectra", tmp_path), "ARCH": "electra_base"}
+    settings.check("bioelectra", {**values, "GENERATOR_FRACTION": "0.25"})
+    settings.check("bioelectra", {**values, "GENERATOR_FRACTION": ""})  # ARCH's own
+    with pytest.raises(settings.SettingsError) as error:
+        settings.check("bioelectra", {**values, "GENERATOR_FRACTION": "0.3"})
+    assert str(error.value) == ("GENERATOR_FRACTION=0.3: must be a share of ARCH's width that gives its generator whole "
+                                "heads of 64 (or under 128 wide), as 0.25 (ARCH=electra_base)")
 
 
 def test_recipe_env_is_written_once_then_a_change_is_taken_only_before_its_stage_ran(tmp_path, capsys):

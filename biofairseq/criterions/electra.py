@@ -112,6 +112,7 @@ class ElectraLoss(FairseqCriterion):
                 "disc_true_original": (~predicted & ~replaced).sum(), "disc_said_replaced": predicted.sum(),
                 "auc": auc, "auc_batches": auc_defined,
                 "cosine": _mean_cosine(at_positions(out["discriminator_hidden"], real)), "batches": 1,
+                "temperature": model.temperature,
                 "ntokens": sample["ntokens"], "nsentences": sample["nsentences"], "sample_size": 1,
             }
         return loss, 1, log
@@ -135,6 +136,7 @@ class ElectraLoss(FairseqCriterion):
         log_ratio("disc_precision", total("disc_true_replaced"), total("disc_said_replaced"))
         log_ratio("disc_auc", total("auc"), total("auc_batches"), scale=1.0, ndigits=4)
         metrics.log_scalar("disc_cosine", total("cosine") / batches, batches, round=4)
+        metrics.log_scalar("gen_temperature", total("temperature") / batches, batches, round=3)
         metrics.log_scalar("ntokens", total("ntokens"))
         metrics.log_scalar("nsentences", total("nsentences"))
 

@@ -9,6 +9,7 @@ gradient), and the discriminator on the corrupted sequence. The layers are fairs
 
 import logging
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 import torch.nn.functional as F
@@ -27,7 +28,7 @@ from biofairseq.data.host_counts import at_positions, flat_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, encoder_layer_class
 from biofairseq.models.documents import document_positions, documents, packed_bos
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
-from biofairseq.model_shapes import ELECTRA
+from biofairseq.model_shapes import ELECTRA, electra_generator
 
 logger = logging.getLogger(__name__)
 
@@ -57,6 +58,13 @@ class ElectraModelConfig(FairseqDataclass):
         default=1.0, metadata={"help": "the generator's samples are drawn from softmax(logits / T) (ELECTRA: 1); above 1 "
                                "they are more random, so replaced tokens are easier to find"}
     )
+    sampling_temperature_final: Optional[float] = field(
+        default=None, metadata={"help": "anneal the temperature linearly from --sampling-temperature to this over "
+                                "--sampling-temperature-updates updates, then hold it (none: constant)"}
+    )
+    sampling_temperature_updates: int = field(
+        default=0, metadata={"help": "updates over which the temperature anneals (with --sampling-temperature-final)"}
+    )
     activation_fn: ChoiceEnum(utils.get_available_activation_fns()) = field(default="gelu")
     attention: ChoiceEnum(ATTENTION_CHOICES) = field(
         default=DEFAULT_ATTENTION, metadata={"help": "self-attention of both towers: sdpa, torch's fused "
@@ -74,13 +82,8 @@ class ElectraModelConfig(FairseqDataclass):
 
 
 def generator_shape(cfg):
-    """(width, FFN width, heads) of the generator: width x fraction, heads = width / 64 (at least 1)."""
-    width = int(round(cfg.encoder_embed_dim * cfg.generator_width_fraction))
-    heads = max(1, width // 64)
-    if width % heads:
-        raise ValueError(f"--generator-width-fraction {cfg.generator_width_fraction}: generator width {width} is not "
-                         f"a multiple of its {heads} heads; choose a fraction that gives a multiple of 64")
-    return width, 4 * width, heads
+    """(width, FFN width, heads) of the generator (``model_shapes.electra_generator``)."""
+    return electra_generator(cfg.encoder_embed_dim, cfg.generator_width_fraction)
 
 
 def _embed(tokens, positions, token_weight, position_weight, padding_idx, layer_norm, dropout):
@@ -194,6 +197,36 @@ class DiscriminatorHead(nn.Module):
         return self.dense_prediction(self.activation_fn(self.dense(x))).squeeze(-1)
 
 
+@dataclass(frozen=True)
+class TemperatureSchedule:
+    """The generator's sampling temperature by update: from ``start``, linearly to ``final`` over ``updates``, then
+    ``final``; constant without a final one. A high temperature early makes replacements easy to find while the
+    discriminator is weak; towards 1 they become the generator's own, as ELECTRA samples them."""
+
+    start: float = 1.0
+    final: Optional[float] = None
+    updates: int = 0
+
+    @classmethod
+    def from_cfg(cls, cfg):
+        # checkpoints from before the flags: constant, 1.0 before --sampling-temperature
+        schedule = cls(safe_getattr(cfg, "sampling_temperature", 1.0), safe_getattr(cfg, "sampling_temperature_final", None),
+                       safe_getattr(cfg, "sampling_temperature_updates", 0))
+        if not schedule.start > 0:
+            raise ValueError(f"--sampling-temperature {schedule.start}: must be above 0 (ELECTRA's is 1)")
+        if schedule.final is not None and not schedule.final > 0:
+            raise ValueError(f"--sampling-temperature-final {schedule.final}: must be above 0 (ELECTRA's is 1)")
+        if schedule.final is not None and not schedule.updates > 0:
+            raise ValueError(f"--sampling-temperature-final {schedule.final} needs --sampling-temperature-updates: "
+                             "the updates to anneal over, e.g. --max-update's")
+        return schedule
+
+    def at(self, update):
+        if self.final is None:
+            return self.start
+        return self.start + (self.final - self.start) * min(update / self.updates, 1.0)
+
+
 def gumbel_max(logits, disallowed, temperature=1.0):
     """One sample per row of softmax(fp32 logits / temperature): argmax(logits / temperature + Gumbel noise), never a
     disallowed symbol."""
@@ -231,10 +264,14 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
         self.discriminator_head = DiscriminatorHead(cfg.encoder_embed_dim, cfg.activation_fn)
         # symbols never sampled: a sampled <pad> would read as padding, <mask> or <s> as structure
         self.register_buffer("special", torch.from_numpy(special_symbols(dictionary)), persistent=False)
-        self.temperature = safe_getattr(cfg, "sampling_temperature", 1.0)  # 1.0 for checkpoints from before the flag
-        if not self.temperature > 0:
-            raise ValueError(f"--sampling-temperature {self.temperature}: must be above 0 (ELECTRA's is 1)")
+        self.temperatures = TemperatureSchedule.from_cfg(cfg)
+        self.temperature = self.temperatures.at(0)
         self.apply(init_bert_params)
+
+    def set_num_updates(self, num_updates):
+        """fairseq's task calls this before every training step, and a resumed run with its update count."""
+        self.temperature = self.temperatures.at(num_updates)
+        super().set_num_updates(num_updates)
 
     @classmethod
     def build_model(cls, cfg, task):

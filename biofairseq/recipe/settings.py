@@ -292,7 +292,9 @@ SETTINGS = [
     *_own("bioelectra", ("VOCAB_TYPE", one_of("bytelevel-bpe", "sentencepiece"), "vocabulary"),
           ("EMBEDDING_SHARING", one_of("tied", "gdes", "none"), "pretrain"),
           ("MASK_PROB", number_in(0, 1, low_open=True, high_open=True), "pretrain"),
-          ("SAMPLING_TEMPERATURE", number_in(0, None, low_open=True), "pretrain")),
+          ("SAMPLING_TEMPERATURE", number_in(0, None, low_open=True), "pretrain"),
+          ("SAMPLING_TEMPERATURE_FINAL", number_in(0, None, low_open=True), "pretrain"),
+          ("GENERATOR_FRACTION", or_empty(number_in(0, 1, low_open=True)), "pretrain")),
     *_own("biomegatron", ("VOCAB_SIZES", each(whole_between(300), "30000,50000"), "vocabulary"),
           ("CHECKPOINT_ACTIVATIONS", one_of("0", "1"), "pretrain")),
     *_own("bio_lm", ("BASE_ARCH", architecture("BIO_ROBERTA"), "pretrain"), ("LARGE_ARCH", architecture("BIO_ROBERTA"), "pretrain"),
@@ -306,7 +308,19 @@ SETTINGS = [
 TOGETHER = [
     ("WARMUP_UPDATES", "MAX_UPDATE", lambda warmup, total: int(warmup) <= int(total), "at most MAX_UPDATE"),
     ("DISTIL_WARMUP_UPDATES", "DISTIL_UPDATES", lambda warmup, total: int(warmup) <= int(total), "at most DISTIL_UPDATES"),
+    ("GENERATOR_FRACTION", "ARCH", lambda fraction, arch: fraction == "" or _generator_fits(arch, float(fraction)),
+     "a share of ARCH's width that gives its generator whole heads of 64 (or under 128 wide), as 0.25"),
 ]
+
+
+def _generator_fits(arch, fraction):
+    from biofairseq.model_shapes import ELECTRA, electra_generator
+
+    try:
+        electra_generator(ELECTRA[arch]["width"], fraction)
+    except ValueError:
+        return False
+    return True
 
 
 class SettingsError(ValueError):
