@@ -78,6 +78,7 @@ def summarize(name, model_runs):
         "model": name, "split": split,
         "seqeval_f1": stat(seqeval) if len(seqeval) == len(model_runs) else None, "runs": len(model_runs), "lrs": sorted(by_lr), "seeds": sorted({r["seed"] for r in model_runs}),
         **{k: stat(v) for k, v in values.items()},
+        "dev_f1": stat([r["dev"]["f1"] for r in model_runs]),  # what settings are chosen on, beside what is reported
         "best_on_dev": {"f1": best[split]["f1"], "precision": best[split]["precision"], "recall": best[split]["recall"],
                         "dev_f1": best["dev"]["f1"], "lr": best["lr"], "seed": best["seed"], "epoch": best["best"]["epoch"] if best["best"] else None,
                         "path": best["path"]},
@@ -96,6 +97,10 @@ def markdown(summaries):
              f"{100 * s['median_over_seeds']['f1']:.2f} (lr {s['median_over_seeds']['lr']:g})"] for s in summaries]
     header = ["model", "runs", f"{split} F1 mean ± std", "P mean ± std", "R mean ± std", f"best-on-dev {split} F1", "its LR",
               "its epoch", f"median {split} F1 over seeds"]
+    if split == "test":
+        header.insert(5, "dev F1 mean ± std")
+        for row, s in zip(rows, summaries):
+            row.insert(5, pct(s["dev_f1"]))
     differ = [s for s in summaries if s["seqeval_f1"] and abs(s["seqeval_f1"]["mean"] - s["f1"]["mean"]) > 5e-5]
     if differ:
         header[2] = f"{split} F1 mean ± std (BRAT scorer)"
