@@ -9,7 +9,8 @@
 #
 # Printing, skipping, resuming, FORCE, recipe.env and Slurm work as in recipes/bsc_bio_es.sh (both use
 # recipes/lib/stages.sh); its variables apply here too. Besides them:
-#   EMBEDDING_SHARING  tied (ELECTRA's, default), gdes (DeBERTa-v3's gradient-disentangled sharing) or none
+#   EMBEDDING_SHARING  tied (ELECTRA's, default), gdes (DeBERTa-v3's gradient-disentangled sharing), detached (the
+#                  generator's tables without the discriminator's gradient, no delta) or none
 #   CORPUS_LANG    the corpus language for the cleaning's language filter (tiny: es, the bundled sample; paper: en)
 #   VOCAB_TYPE     bytelevel-bpe (default) or sentencepiece. BioELECTRA used PubMedBERT's uncased WordPiece
 #                  vocabulary of 30,522 entries; WordPiece is not one of ours, so the paper preset learns a

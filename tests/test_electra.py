@@ -18,7 +18,7 @@ ELECTRA = [
     "--lr-scheduler", "polynomial_decay", "--warmup-updates", "10", "--cpu", "--num-workers", "0", "--seed", "1",
     "--log-format", "json", "--log-interval", "1", "--no-epoch-checkpoints",
 ]
-SHARING = ("tied", "gdes", "none")
+SHARING = ("tied", "gdes", "detached", "none")
 
 
 def build(data_bin, *flags):
@@ -107,6 +107,10 @@ def test_towers_share_embeddings_as_told_and_the_discriminator_loss_never_reache
         assert not nonzero("embeddings.embed_tokens.weight")  # stop-gradient: the generator's table is its own
         assert not nonzero("embeddings.embed_positions.weight")
         assert nonzero("discriminator_embeddings.token_delta")
+    elif sharing == "detached":  # the generator's tables as they are, untouched by the discriminator's loss
+        assert not nonzero("embeddings.embed_tokens.weight") and not nonzero("embeddings.embed_positions.weight")
+        assert torch.equal(disc_tokens, shared) and not any("delta" in n for n in g)
+        assert nonzero("discriminator_embeddings.layernorm_embedding.weight")
     else:
         assert disc_tokens.data_ptr() != shared.data_ptr() and not nonzero("embeddings.embed_tokens.weight")
     # the generator's loss trains the shared table in every mode

@@ -68,7 +68,7 @@ def test_both_towers_convert_with_parity_for_every_sharing(sharing, electra_runs
         delta = state["discriminator_embeddings.token_delta"]
         assert delta.abs().sum() > 0
         assert torch.equal(written, state["embeddings.embed_tokens.weight"] + delta)
-    elif sharing == "tied":
+    elif sharing in ("tied", "detached"):
         assert torch.equal(written, state["embeddings.embed_tokens.weight"])
     else:
         assert torch.equal(written, state["discriminator_embeddings.embed_tokens.weight"])

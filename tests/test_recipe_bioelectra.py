@@ -94,7 +94,7 @@ def test_the_recipes_share_the_stage_machinery_and_copy_none_of_it():
 def test_bioelectra_mistakes_stop_with_one_line_before_any_work(tmp_path):
     proc = recipe(tmp_path / "run", check=False, script=BIOELECTRA, NUM_GPUS="0", EMBEDDING_SHARING="shared")
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1] == "bioelectra.sh: error: EMBEDDING_SHARING=shared: unknown; use one of: tied gdes none"
+    assert proc.stderr.strip().splitlines()[-1] == "bioelectra.sh: error: EMBEDDING_SHARING=shared: unknown; use one of: tied gdes detached none"
     proc = recipe(tmp_path / "run", check=False, script=BIOELECTRA, NUM_GPUS="0", PHASE2_SHARE="1.5")
     assert "PHASE2_SHARE=1.5: the share of updates" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "run" / "clean").exists()

@@ -137,7 +137,7 @@ def _gdes_positions(shared, delta, pad):
 def electra_layouts(sharing):
     """(discriminator, generator) layouts of an ELECTRA checkpoint with this --embedding-sharing."""
     own = "discriminator_embeddings." if sharing == "none" else "embeddings."
-    embedding_norm = "discriminator_embeddings." if sharing in ("none", "gdes") else "embeddings."
+    embedding_norm = "discriminator_embeddings." if sharing in ("none", "gdes", "detached") else "embeddings."
     if sharing == "gdes":
         embeddings = (
             Transform("electra.embeddings.word_embeddings.weight",
@@ -164,6 +164,7 @@ def electra_layouts(sharing):
         ),
         layer="discriminator.layers.{i}.", fixed=fixed, transforms=embeddings,
         drops=("generator.", "generator_head.") + {"tied": (), "gdes": ("embeddings.layernorm_embedding.",),
+                                                    "detached": ("embeddings.layernorm_embedding.",),
                                                     "none": ("embeddings.",)}[sharing],
         tower="discriminator",
     )

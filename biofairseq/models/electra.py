@@ -32,7 +32,7 @@ from biofairseq.model_shapes import ELECTRA, electra_generator
 
 logger = logging.getLogger(__name__)
 
-SHARING = ("tied", "gdes", "none")
+SHARING = ("tied", "gdes", "detached", "none")
 
 
 @dataclass
@@ -52,7 +52,8 @@ class ElectraModelConfig(FairseqDataclass):
     embedding_sharing: ChoiceEnum(SHARING) = field(
         default="tied", metadata={"help": "tied: one embedding module for both towers (ELECTRA); gdes: the "
                                   "discriminator's = stop-gradient(generator's) + its own zero-initialised delta "
-                                  "(DeBERTa-v3); none: each tower its own"}
+                                  "(DeBERTa-v3); detached: the generator's without their gradient, and no delta (the tables the "
+                                  "generator alone trains); none: each tower its own"}
     )
     sampling_temperature: float = field(
         default=1.0, metadata={"help": "the generator's samples are drawn from softmax(logits / T) (ELECTRA: 1); above 1 "
@@ -112,20 +113,23 @@ class Embeddings(nn.Module):
 
 class DisentangledEmbeddings(nn.Module):
     """DeBERTa-v3's gradient-disentangled sharing: the generator's token and position tables without their
-    gradient, plus zero-initialised deltas of the discriminator's own; its own LayerNorm."""
+    gradient, plus zero-initialised deltas of the discriminator's own; its own LayerNorm. Without deltas
+    (``residual=False``, --embedding-sharing detached) the discriminator reads the tables the generator alone trains."""
 
-    def __init__(self, shared: Embeddings, dropout):
+    def __init__(self, shared: Embeddings, dropout, residual=True):
         super().__init__()
         tokens, positions = shared.weights()
         self.padding_idx = shared.padding_idx
-        self.token_delta = nn.Parameter(torch.zeros_like(tokens))
-        self.position_delta = nn.Parameter(torch.zeros_like(positions))
+        self.token_delta = nn.Parameter(torch.zeros_like(tokens)) if residual else None
+        self.position_delta = nn.Parameter(torch.zeros_like(positions)) if residual else None
         self.layernorm_embedding = LayerNorm(tokens.shape[1])
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
 
     def weights(self, shared: Embeddings):
-        tokens, positions = shared.weights()
-        return tokens.detach() + self.token_delta, positions.detach() + self.position_delta
+        tokens, positions = (table.detach() for table in shared.weights())
+        if self.token_delta is None:
+            return tokens, positions
+        return tokens + self.token_delta, positions + self.position_delta
 
     def forward(self, tokens, positions, shared: Embeddings):
         return _embed(tokens, positions, *self.weights(shared), self.padding_idx, self.layernorm_embedding,
@@ -252,8 +256,9 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
         self.embeddings = Embeddings(len(dictionary), e, cfg.max_positions, self.padding_idx, cfg.dropout)
         self.generator = Tower(cfg, e, width, ffn, heads)
         self.generator_head = GeneratorHead(width, e, self.embeddings.embed_tokens.weight, cfg.activation_fn)
-        if cfg.embedding_sharing == "gdes":
-            self.discriminator_embeddings = DisentangledEmbeddings(self.embeddings, cfg.dropout)
+        if cfg.embedding_sharing in ("gdes", "detached"):
+            self.discriminator_embeddings = DisentangledEmbeddings(self.embeddings, cfg.dropout,
+                                                                   residual=cfg.embedding_sharing == "gdes")
         elif cfg.embedding_sharing == "none":
             self.discriminator_embeddings = Embeddings(len(dictionary), e, cfg.max_positions, self.padding_idx, cfg.dropout)
         else:  # tied: the generator's module is the discriminator's

@@ -290,7 +290,7 @@ SETTINGS = [
     *_own("bsc_bio_es", ("CLIP_NORM", number_in(0, None), "pretrain")),
     Setting("CORPUS_LANG", language, "clean", recipes=("beto", "bioelectra", "biomegatron", "bio_lm")),
     *_own("bioelectra", ("VOCAB_TYPE", one_of("bytelevel-bpe", "sentencepiece"), "vocabulary"),
-          ("EMBEDDING_SHARING", one_of("tied", "gdes", "none"), "pretrain"),
+          ("EMBEDDING_SHARING", one_of("tied", "gdes", "detached", "none"), "pretrain"),
           ("MASK_PROB", number_in(0, 1, low_open=True, high_open=True), "pretrain"),
           ("SAMPLING_TEMPERATURE", number_in(0, None, low_open=True), "pretrain"),
           ("SAMPLING_TEMPERATURE_FINAL", number_in(0, None, low_open=True), "pretrain"),
