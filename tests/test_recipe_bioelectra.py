@@ -98,3 +98,18 @@ def test_bioelectra_mistakes_stop_with_one_line_before_any_work(tmp_path):
     proc = recipe(tmp_path / "run", check=False, script=BIOELECTRA, NUM_GPUS="0", PHASE2_SHARE="1.5")
     assert "PHASE2_SHARE=1.5: the share of updates" in proc.stderr.strip().splitlines()[-1]
     assert not (tmp_path / "run" / "clean").exists()
+
+
+def test_the_variants_table_reads_a_pilot_folder_as_the_report_does(electra_run):
+    """benchmarks/electra_variants.py: the discriminator's last validation and the sweep's dev F1, from the files."""
+    import subprocess
+    import sys
+
+    run_dir, _ = electra_run
+    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "electra_variants.py"), f"tiny={run_dir}"],
+                         capture_output=True, text=True, check=True).stdout
+    row = [c.strip() for c in out.splitlines()[2].split("|")[1:-1]]
+    report = json.loads((run_dir / "report.json").read_text())
+    last = report["pretraining"]["validations"][-1]
+    assert row[:2] == ["tiny", "20"] and row[5].startswith(f"{last['disc_loss'] / last['disc_trivial']:.3f} / ")
+    assert row[7] == f"{100 * report['ner']['pharmaconer'][0]['dev_f1']['mean']:.2f} ± 0.00 (1)" and row[8] == "-"
