@@ -1,6 +1,6 @@
 """ELECTRA pilots side by side: one row per run folder of recipes/bioelectra.sh, from the files its stages wrote.
 
-    python benchmarks/electra_variants.py "T = 2=runs/pilot_bioelectra" "GDES=runs/pilot_gdes" [--ner pharmaconer]
+    python benchmarks/electra_variants.py "tied=runs/pilot_bioelectra" "GDES=runs/pilot_gdes" [--ner pharmaconer]
 
 Prints, as Markdown, the discriminator's validation curve at a few updates (loss over the trivial loss, share of
 replaced tokens found, AUC, mean token cosine), where the generator ended, and the NER sweep's dev and test F1
@@ -60,8 +60,8 @@ def main(argv=None):
     rows = []
     for item in args.runs:
         name, sep, run_dir = item.partition("=")
-        if not sep:
-            parser.error(f"{item}: give NAME=RUN_DIR")
+        if not sep or not (Path(run_dir) / "report.json").is_file():
+            parser.error(f"{item}: give NAME=RUN_DIR, NAME without '=' and RUN_DIR a finished recipe run (its report.json)")
         pretraining, curve = validations(run_dir)
         last = curve[max(curve)]
         rows.append([name, f"{int(pretraining['updates']):,}", *(discriminator_cells(nearest(curve, u)) for u in AT),
