@@ -35,6 +35,9 @@ ELECTRA = {
     "bio_electra_base": dict(layers=12, width=768, heads=12, embedding_dim=768, fraction=1 / 3),
 }
 
+# --embedding-sharing of the electra model; the recipe checks EMBEDDING_SHARING against the same list
+ELECTRA_SHARING = ("tied", "gdes", "detached", "none")
+
 
 def electra_generator(width, fraction):
     """(width, FFN width, heads) of ELECTRA's generator beside a discriminator this wide: width x fraction, heads =

@@ -419,12 +419,11 @@ def test_sweep_on_conll_writes_both_statistics_and_resumes(model, tmp_path):
     first = ner(*args)
     report = json.loads((tmp_path / "sweep" / "report.json").read_text())[0]
     assert report["runs"] == 4 and report["lrs"] == [1e-3, 3e-3] and report["seeds"] == [1, 2]
-    f1s = [json.loads((tmp_path / "sweep" / f"lr={lr}" / f"seed={s}" / "metrics.json").read_text())["test"]["f1"]
-           for lr in ("0.001", "0.003") for s in (1, 2)]
-    assert report["f1"]["mean"] == pytest.approx(sum(f1s) / 4)
-    dev_f1s = [json.loads((tmp_path / "sweep" / f"lr={lr}" / f"seed={s}" / "metrics.json").read_text())["dev"]["f1"]
+    metrics = [json.loads((tmp_path / "sweep" / f"lr={lr}" / f"seed={s}" / "metrics.json").read_text())
                for lr in ("0.001", "0.003") for s in (1, 2)]
-    assert report["dev_f1"]["mean"] == pytest.approx(sum(dev_f1s) / 4) and "dev F1 mean ± std" in first.stdout
+    assert report["f1"]["mean"] == pytest.approx(sum(m["test"]["f1"] for m in metrics) / 4)
+    assert report["dev_f1"]["mean"] == pytest.approx(sum(m["dev"]["f1"] for m in metrics) / 4)
+    assert "dev F1 mean ± std" in first.stdout
     assert report["best_on_dev"]["lr"] in (1e-3, 3e-3) and report["best_on_dev"]["epoch"] == 1
     assert "median_over_seeds" in report and "± " in first.stdout and "best-on-dev test F1" in first.stdout
     assert (tmp_path / "sweep" / "dev_f1.png").read_bytes()[:4] == b"\x89PNG"

@@ -137,7 +137,7 @@ def _gdes_positions(shared, delta, pad):
 def electra_layouts(sharing):
     """(discriminator, generator) layouts of an ELECTRA checkpoint with this --embedding-sharing."""
     own = "discriminator_embeddings." if sharing == "none" else "embeddings."
-    embedding_norm = "discriminator_embeddings." if sharing in ("none", "gdes", "detached") else "embeddings."
+    embedding_norm = "embeddings." if sharing == "tied" else "discriminator_embeddings."  # the others have their own
     if sharing == "gdes":
         embeddings = (
             Transform("electra.embeddings.word_embeddings.weight",

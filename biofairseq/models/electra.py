@@ -28,11 +28,11 @@ from biofairseq.data.host_counts import at_positions, flat_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, encoder_layer_class
 from biofairseq.models.documents import document_positions, documents, packed_bos
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
-from biofairseq.model_shapes import ELECTRA, electra_generator
+from biofairseq.model_shapes import ELECTRA, ELECTRA_SHARING, electra_generator
 
 logger = logging.getLogger(__name__)
 
-SHARING = ("tied", "gdes", "detached", "none")
+SHARING = ELECTRA_SHARING
 
 
 @dataclass

@@ -18,6 +18,7 @@ from datetime import datetime
 from pathlib import Path
 
 from biofairseq.atomic import write_text
+from biofairseq.model_shapes import ELECTRA_SHARING
 
 RECIPES = ("bsc_bio_es", "beto", "bioelectra", "biomegatron", "bio_lm")
 PRESETS = {"bsc_bio_es": ("tiny", "pilot", "one_gpu", "paper"), "beto": ("tiny", "pilot", "paper"),
@@ -290,7 +291,7 @@ SETTINGS = [
     *_own("bsc_bio_es", ("CLIP_NORM", number_in(0, None), "pretrain")),
     Setting("CORPUS_LANG", language, "clean", recipes=("beto", "bioelectra", "biomegatron", "bio_lm")),
     *_own("bioelectra", ("VOCAB_TYPE", one_of("bytelevel-bpe", "sentencepiece"), "vocabulary"),
-          ("EMBEDDING_SHARING", one_of("tied", "gdes", "detached", "none"), "pretrain"),
+          ("EMBEDDING_SHARING", one_of(*ELECTRA_SHARING), "pretrain"),
           ("MASK_PROB", number_in(0, 1, low_open=True, high_open=True), "pretrain"),
           ("SAMPLING_TEMPERATURE", number_in(0, None, low_open=True), "pretrain"),
           ("SAMPLING_TEMPERATURE_FINAL", number_in(0, None, low_open=True), "pretrain"),
