@@ -25,6 +25,7 @@ from omegaconf import OmegaConf, open_dict
 from biofairseq.arguments import first_line
 from biofairseq.models.bio_roberta import BioRobertaModel
 from biofairseq.models.electra import ElectraModel
+from biofairseq.models.modernbert import BioModernBertModel
 from biofairseq.models.safe_checkpoints import UnsafeCheckpointError
 from biofairseq.user_dir import USER_DIR
 
@@ -79,6 +80,7 @@ class FairseqRoberta:
     heads: list  # classification heads the checkpoint holds (fine-tuning), left out of the model
     electra: bool = False  # an ElectraModel (generator and discriminator), not a RobertaModel
     training: dict = None  # what the checkpoint records of its training (``training_summary``)
+    modernbert: bool = False  # a BioModernBertModel, not a RobertaModel
 
 
 def _data_dir(cfg):
@@ -161,11 +163,12 @@ def load(path, dict_path=None, pack_documents=False):
             args.attention = "sdpa"
     arch = getattr(args, "_name", None) or getattr(args, "arch", None)
     model_class = ARCH_MODEL_REGISTRY.get(arch)
-    if model_class is None or not issubclass(model_class, (RobertaModel, ElectraModel)):
+    if model_class is None or not issubclass(model_class, (RobertaModel, ElectraModel, BioModernBertModel)):
         kind = model_class.__name__ if model_class else "unknown"
         raise CheckpointError(
             f"{path}: a '{arch}' checkpoint ({kind}); biofairseq reads RoBERTa encoders "
-            "(bio_roberta_*, roberta_base, roberta_large, roberta_prenorm) and ELECTRA (electra_*, bio_electra_base)"
+            "(bio_roberta_*, roberta_base, roberta_large, roberta_prenorm), ELECTRA (electra_*, bio_electra_base) "
+            "and ModernBERT (bio_modernbert_*)"
         )
     data_dir = _data_dir(cfg)
     if dict_path is None:
@@ -192,7 +195,7 @@ def load(path, dict_path=None, pack_documents=False):
     model.amp_bf16 = False  # conversion and parity compute in fp32, whatever the training precision
     return FairseqRoberta(
         model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads, issubclass(model_class, ElectraModel),
-        training_summary(state),
+        training_summary(state), issubclass(model_class, BioModernBertModel),
     )
 
 

@@ -23,6 +23,15 @@ BIO_ROBERTA = {
     "bio_megatron_1_2b": dict(layers=24, embed_dim=2048, ffn_dim=8192, heads=32, pre_ln=True),
 }
 
+# name: dict(layers, width, ffn, heads) of the bio_modernbert model; ffn is GeGLU's inner width (ModernBERT's
+# intermediate_size). base and large are ModernBERT's (Warner et al. 2024); tiny has bio_roberta_tiny's parameters
+# within 5% (3 x 128: a global layer and two local ones, as ModernBERT alternates them), for tests and pilots.
+BIO_MODERNBERT = {
+    "bio_modernbert_tiny": dict(layers=3, width=128, ffn=192, heads=2),
+    "bio_modernbert_base": dict(layers=22, width=768, ffn=1152, heads=12),
+    "bio_modernbert_large": dict(layers=28, width=1024, ffn=2624, heads=16),
+}
+
 # name: dict(layers, width, heads, embedding_dim, fraction) of the electra model: google-research/electra's
 # configure_pretraining.py model sizes; BioELECTRA's is base (768/256)
 ELECTRA = {

@@ -60,15 +60,19 @@ class Layout:
     transforms: tuple = ()  # Transforms: tensors computed, not renamed
     drops: tuple = ()  # prefixes of fairseq tensors this layout leaves out on purpose (another tower)
     tower: str = ""  # ELECTRA: "discriminator" or "generator"
+    per_layer: tuple = PER_LAYER  # (fairseq, transformers) module names inside layer {i}
+    hf_layer: str = "{b}.encoder.layer.{i}."  # transformers prefix of layer {i}
+    biases: bool = True  # every module above has a bias beside its weight
+    long_context: bool = False  # parity is checked on a sequence longer than a local attention window too
 
     def names(self, layers):
         """(fairseq, transformers) parameter name pairs, tied copies included."""
         b = self.base
         pairs = [(f, h.replace("{b}", b)) for f, h in self.fixed]
-        modules = [(self.layer + f, f"{b}.encoder.layer.{{i}}." + h) for f, h in PER_LAYER]
+        modules = [(self.layer + f, self.hf_layer.replace("{b}", b) + h) for f, h in self.per_layer]
         modules += [(f, h.replace("{b}", b)) for f, h in self.norms]
         for f, h in modules:
-            for suffix in (".weight", ".bias"):
+            for suffix in (".weight", ".bias") if self.biases else (".weight",):
                 if "{i}" in f:
                     pairs += [(f.format(i=i) + suffix, h.format(i=i) + suffix) for i in range(layers)]
                 else:
@@ -117,6 +121,20 @@ LAYOUTS = (
             (FAIRSEQ_ENCODER + "layer_norm", "{b}.encoder.LayerNorm"),
         ),
     ),
+)
+
+
+# ModernBERT (biofairseq.models.modernbert): transformers' ModernBertForMaskedLM, whose modules have no biases but the
+# decoder's. The first layer has no attention norm on either side; its pair is skipped as absent.
+MODERNBERT = Layout(
+    "ModernBERT", "ModernBertForMaskedLM", "ModernBertConfig", "model", True, True,
+    norms=(("encoder.embed_norm", "{b}.embeddings.norm"), ("encoder.final_norm", "{b}.final_norm"),
+           ("encoder.lm_head.dense", "head.dense"), ("encoder.lm_head.norm", "head.norm")),
+    layer="encoder.layers.{i}.", hf_layer="{b}.layers.{i}.", biases=False, long_context=True,
+    per_layer=(("attn_norm", "attn_norm"), ("qkv_proj", "attn.Wqkv"), ("out_proj", "attn.Wo"),
+               ("mlp_norm", "mlp_norm"), ("ffn_in", "mlp.Wi"), ("ffn_out", "mlp.Wo")),
+    fixed=(("encoder.embed_tokens.weight", "{b}.embeddings.tok_embeddings.weight"),
+           ("encoder.lm_head.weight", "decoder.weight"), ("encoder.lm_head.bias", "decoder.bias")),
 )
 
 
@@ -197,7 +215,7 @@ def layout_for_fairseq(args):
 
 
 def layout_for_hf(model_class):
-    for layout in LAYOUTS:
+    for layout in (*LAYOUTS, MODERNBERT):
         if model_class in (layout.model_class, *layout.also_reads):
             return layout
     return None

@@ -49,10 +49,15 @@ class Parity:
         return {**asdict(self), "tolerance": TOLERANCE}
 
 
-def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask):
-    """Compares a fairseq RobertaModel and a transformers *ForMaskedLM on SENTENCES."""
-    fairseq_ids = [fairseq_encode(s) for s in SENTENCES]
-    hf_ids = hf_tokenizer(list(SENTENCES))["input_ids"]
+# for models with local attention (ModernBERT's 128-token window): one sequence longer than a window, by far
+LONG = " ".join(SENTENCES[:4] * 2)
+
+
+def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask, long=False):
+    """Compares a fairseq RobertaModel and a transformers *ForMaskedLM on SENTENCES (and LONG)."""
+    sentences = SENTENCES + ((LONG,) if long else ())
+    fairseq_ids = [fairseq_encode(s) for s in sentences]
+    hf_ids = hf_tokenizer(list(sentences))["input_ids"]
     mismatch = next(
         (f"sentence {i + 1}: fairseq {a[:12]}... transformers {b[:12]}..." for i, (a, b) in
          enumerate(zip(fairseq_ids, hf_ids)) if a != b), ""
@@ -76,9 +81,10 @@ def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask):
     )
 
 
-def verify(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary, report, log, what):
+def verify(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary, report, log, what, long=False):
     """Runs the check, prints it and records it in the report; fails the conversion above the tolerance."""
-    result = check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary.pad(), dictionary.index("<mask>"))
+    result = check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary.pad(), dictionary.index("<mask>"),
+                   long)
     log(result.summary())
     report["parity"] = result.as_dict()
     if not result.passed():

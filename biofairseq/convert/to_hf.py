@@ -14,6 +14,10 @@ from biofairseq.model_card import write_model_card
 def _check_supported(args, checkpoint):
     """fairseq options that no transformers RoBERTa class reproduces."""
     problems = []
+    if getattr(args, "_name", "").startswith("bio_modernbert") or hasattr(args, "local_attention"):
+        if args.activation_fn not in layouts.ACTIVATIONS:
+            raise ConvertError(f"{checkpoint}: --activation-fn {args.activation_fn}: no transformers ModernBERT computes it")
+        return
     if args.activation_fn not in layouts.ACTIVATIONS:
         problems.append(f"--activation-fn {args.activation_fn}")
     if not getattr(args, "no_scale_embedding", True):
@@ -79,6 +83,22 @@ def _electra_config(args, dictionary, layout, positions):
     )
 
 
+def _modernbert_config(args, dictionary, layout, positions):
+    activation = layouts.ACTIVATIONS[args.activation_fn]
+    return dict(
+        vocab_size=len(dictionary), hidden_size=args.encoder_embed_dim, intermediate_size=args.encoder_ffn_embed_dim,
+        num_hidden_layers=args.encoder_layers, num_attention_heads=args.encoder_attention_heads,
+        hidden_activation=activation, classifier_activation=activation, max_position_embeddings=positions,
+        global_attn_every_n_layers=args.global_attn_every_n_layers, local_attention=args.local_attention,
+        global_rope_theta=args.global_rope_theta, local_rope_theta=args.local_rope_theta,
+        embedding_dropout=args.dropout, mlp_dropout=args.activation_dropout, attention_dropout=args.attention_dropout,
+        norm_eps=1e-5, norm_bias=False, attention_bias=False, mlp_bias=False, decoder_bias=True, classifier_bias=False,
+        tie_word_embeddings=True, pad_token_id=dictionary.pad(), bos_token_id=dictionary.bos(),
+        eos_token_id=dictionary.eos(), cls_token_id=dictionary.bos(), sep_token_id=dictionary.eos(),
+        architectures=[layout.model_class],
+    )
+
+
 class TowerView(torch.nn.Module):
     """One ELECTRA tower called as a fairseq RoBERTa is: ``(logits, None)``, or hidden states with features_only."""
 
@@ -98,9 +118,13 @@ def _write(fairseq, layout, output, found, checkpoint, verify, log):
 
     args, dictionary = fairseq.args, fairseq.dictionary
     weights = fairseq.model.state_dict()
-    table = next(k for k in layout.reads(args.encoder_layers) if k.endswith("embed_positions.weight"))
-    positions = weights[table].shape[0]
-    make_config = _electra_config if layout.tower else _roberta_config
+    if fairseq.modernbert:  # rotary positions: no table, a longest sequence
+        positions, max_length, make_config = args.max_positions, args.max_positions, _modernbert_config
+    else:
+        table = next(k for k in layout.reads(args.encoder_layers) if k.endswith("embed_positions.weight"))
+        positions = weights[table].shape[0]
+        max_length = positions - dictionary.pad() - 1
+        make_config = _electra_config if layout.tower else _roberta_config
     config = getattr(transformers, layout.config_class)(**make_config(args, dictionary, layout, positions))
     with no_init_weights():  # every weight is overwritten next
         model = getattr(transformers, layout.model_class)(config)
@@ -110,7 +134,6 @@ def _write(fairseq, layout, output, found, checkpoint, verify, log):
     )
     model.eval().save_pretrained(output)
     del model, weights  # the check reloads what was written
-    max_length = positions - dictionary.pad() - 1
     vocabulary.build_tokenizer(found, dictionary, max_length).save_pretrained(output)
     if found.kind == "sentencepiece":  # what from-hf and fairseq need to encode text for this model again
         shutil.copyfile(found.files["model"], output / "sentencepiece.model")
@@ -122,7 +145,8 @@ def _write(fairseq, layout, output, found, checkpoint, verify, log):
         fairseq_model = TowerView(fairseq.model, layout.tower) if layout.tower else fairseq.model
         parity_result = {}
         parity.verify(fairseq_model, vocabulary.FairseqEncoding(found, dictionary), hf_model, hf_tokenizer,
-                      dictionary, parity_result, log, f"{checkpoint}: the converted {layout.tower or 'model'}")
+                      dictionary, parity_result, log, f"{checkpoint}: the converted {layout.tower or 'model'}",
+                      long=layout.long_context)
         parity_result = parity_result["parity"]
     return parity_result
 
@@ -133,7 +157,7 @@ def _card(report, fairseq, checkpoint, found, card):
     args, training = fairseq.args, fairseq.training or {}
     arch = getattr(args, "_name", None) or getattr(args, "arch", None)
     cls = report["transformers_class"]
-    kind = "electra" if fairseq.electra else "roberta"
+    kind = "electra" if fairseq.electra else "modernbert" if fairseq.modernbert else "roberta"
     metadata = {
         "language": card.get("language") or None, "license": card.get("license") or "other",
         "library_name": "transformers", "pipeline_tag": None if fairseq.electra else "fill-mask",
@@ -201,7 +225,7 @@ def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=pri
     else:
         if generator:
             raise ConvertError(f"{checkpoint}: --generator: not an ELECTRA checkpoint (it has no generator); drop the flag")
-        written = [(layouts.layout_for_fairseq(args), output)]
+        written = [(layouts.MODERNBERT if fairseq.modernbert else layouts.layout_for_fairseq(args), output)]
     found = vocabulary.find(checkpoint, vocab, fairseq.bpe, fairseq.data_dir)
     log(f"vocabulary: {found.kind} ({', '.join(found.files.values())})")
     notes = [f"classification heads not converted: {', '.join(fairseq.heads)}"] if fairseq.heads else []
