@@ -17,7 +17,7 @@ import torch
 from fairseq import checkpoint_utils, options
 from fairseq.data import Dictionary
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_REGISTRY
+from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY, ARCH_MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY
 from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import FairseqTask
 from omegaconf import OmegaConf, open_dict
@@ -40,6 +40,7 @@ EMBED_TOKENS = "embed_tokens.weight"  # RoBERTa: encoder.sentence_encoder.…; E
 # Presets a from-hf checkpoint is described with, when its shape is one of them (fewest extra flags wins).
 PRESETS = ("bio_roberta_tiny", "bio_roberta_base", "bio_roberta_large", "bio_megatron_tiny", "bio_megatron_345m",
            "roberta_prenorm", "roberta")
+MODERNBERT_PRESETS = ("bio_modernbert_tiny", "bio_modernbert_base", "bio_modernbert_large")
 
 
 class DictionaryTask(FairseqTask):
@@ -203,9 +204,12 @@ def load(path, dict_path=None, pack_documents=False):
 
 
 def _arch_defaults(arch):
+    """What ``--arch arch`` sets: its function's values over its model's dataclass defaults (where it has one)."""
     args = Namespace()
     ARCH_CONFIG_REGISTRY[arch](args)
-    return vars(args)
+    dataclass = MODEL_DATACLASS_REGISTRY.get(ARCH_MODEL_NAME_REGISTRY[arch])
+    defaults = {k: v for k, v in vars(dataclass()).items() if not k.startswith("_")} if dataclass else {}
+    return {**defaults, **vars(args)}
 
 
 def _flag(name, value):
@@ -215,10 +219,10 @@ def _flag(name, value):
     return [option, str(value)]
 
 
-def architecture_flags(wanted):
+def architecture_flags(wanted, presets=PRESETS):
     """The shortest ``--arch PRESET --flag value ...`` that builds a model of these settings."""
     best = None
-    for arch in PRESETS:
+    for arch in presets:
         defaults, flags = _arch_defaults(arch), ["--arch", arch]
         for name, value in wanted.items():
             if defaults.get(name) != value:

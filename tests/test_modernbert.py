@@ -6,7 +6,7 @@ import json
 import pytest
 import torch
 
-from biofairseq.samples import BIN, REPO
+from biofairseq.samples import BIN, run_script
 from conftest import TINY, bpe_flags, json_logs, run_fairseq
 
 LOCAL_WINDOW = 128  # ModernBERT's, bio_modernbert_tiny's
@@ -106,3 +106,68 @@ def test_converts_to_transformers_modernbert_with_parity_past_the_window(trained
         ours = fairseq.model(tokens, features_only=True)[0]
         theirs = tagger.model(input_ids=tokens, attention_mask=real.long()).last_hidden_state
     assert (ours - theirs).abs()[real].max() < 1e-4
+
+
+def relaid_as_modernbert(folder, out):
+    """The transformers folder ``folder`` with the id layout of answerdotai's ModernBERT (byte-level BPE, then [UNK],
+    [CLS], [SEP], [PAD] and [MASK] after the vocabulary): the same model, its token rows reordered. What a team
+    holding ModernBERT or BioClinical ModernBERT weights has on disk, at a size a test can build."""
+    import transformers
+    from tokenizers import Tokenizer, processors
+
+    model = transformers.ModernBertForMaskedLM.from_pretrained(folder)
+    size = model.config.vocab_size
+    moved = {3: "[UNK]", 0: "[CLS]", 2: "[SEP]", 1: "[PAD]", 4: "[MASK]"}  # RoBERTa's <unk>, <s>, </s>, <pad>, <mask>
+    rest = [i for i in range(size) if i not in moved]
+    new_id = {old: new for new, old in enumerate(rest + list(moved))}
+    old_at = torch.tensor(rest + list(moved))  # the old id at each new one
+    spec = json.loads((folder / "tokenizer.json").read_text())
+    name = {i: t for t, i in spec["model"]["vocab"].items()}
+    spec["model"]["vocab"] = {moved.get(old, name.get(old)): new for old, new in new_id.items() if old in name}
+    spec["added_tokens"] = [{**t, "id": new_id[t["id"]], "content": moved[t["id"]]} for t in spec["added_tokens"]]
+    spec["post_processor"] = None
+    backend = Tokenizer.from_str(json.dumps(spec))
+    cls, sep = new_id[0], new_id[2]
+    backend.post_processor = processors.TemplateProcessing(
+        single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    transformers.PreTrainedTokenizerFast(tokenizer_object=backend, unk_token="[UNK]", cls_token="[CLS]",
+                                         sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]").save_pretrained(out)
+    with torch.no_grad():
+        embeddings = model.model.embeddings.tok_embeddings
+        embeddings.weight.copy_(embeddings.weight[old_at].clone())
+        model.decoder.bias.copy_(model.decoder.bias[old_at].clone())
+    model.config.update({"pad_token_id": new_id[1], "bos_token_id": cls, "cls_token_id": cls, "eos_token_id": sep,
+                         "sep_token_id": sep})
+    model.save_pretrained(out)
+    return new_id
+
+
+def test_from_hf_modernbert_renumbers_its_ids_and_continues_pretraining(trained, bytebpe_corpus, tmp_path):
+    """A ModernBERT-layout folder -> fairseq (ids renumbered, parity on the long batch) -> its text binarized with
+    the exported vocabulary -> fairseq-train --restore-file starts where the model left off."""
+    import subprocess
+
+    checkpoint, log = trained
+    run = lambda *args: subprocess.run([str(a) for a in args], cwd=tmp_path, capture_output=True, text=True)
+    proc = run(BIN / "biofairseq-convert", "to-hf", checkpoint, tmp_path / "hf")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    new_id = relaid_as_modernbert(tmp_path / "hf", tmp_path / "modernbert")
+    proc = run(BIN / "biofairseq-convert", "from-hf", tmp_path / "modernbert", tmp_path / "fairseq")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    report = json.loads((tmp_path / "fairseq" / "conversion.json").read_text())
+    assert report["fairseq_flags"] == ["--arch", "bio_modernbert_tiny"]
+    assert any("renumbered" in note for note in report["notes"]), report["notes"]
+    parity = report["parity"]
+    assert parity["ids_identical"] and max(parity["max_abs_diff_logits"], parity["max_abs_diff_hidden"]) <= 1e-4
+    assert parity["batch_shape"][1] > LOCAL_WINDOW
+    symbols = [line.split()[0] for line in (tmp_path / "fairseq" / "dict.txt").read_text().splitlines()]
+    assert symbols[-1] == "<mask>" and len(symbols) + 4 == len(new_id)
+
+    run_script("preprocess/binarize.sh", bytebpe_corpus.data_bin.parent / "clean", tmp_path / "fairseq",
+               tmp_path / "data-bin", "1")
+    restored = run_fairseq(
+        "biofairseq-train", tmp_path / "data-bin", *TRAIN, "--max-update", "3", "--total-num-update", "3",
+        "--save-dir", tmp_path / "continued", "--restore-file", tmp_path / "fairseq" / "model.pt", "--reset-optimizer",
+        "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler")
+    first_loss = lambda text: float(json_logs(text, "train_inner")[0]["loss"])
+    assert first_loss(restored.stdout + restored.stderr) < first_loss(log) - 1.0  # the original's first update: from scratch

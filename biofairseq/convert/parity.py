@@ -53,14 +53,17 @@ class Parity:
 LONG = " ".join(SENTENCES[:4] * 2)
 
 
-def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask, long=False):
-    """Compares a fairseq RobertaModel and a transformers *ForMaskedLM on SENTENCES (and LONG)."""
+def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask, long=False, hf_ids=None):
+    """Compares a fairseq RobertaModel and a transformers *ForMaskedLM on SENTENCES (and LONG). ``hf_ids``: the
+    transformers id of each fairseq index, where the dictionary renumbered them (``vocabulary.fairseq_order``)."""
     sentences = SENTENCES + ((LONG,) if long else ())
+    to_hf = torch.tensor(hf_ids) if hf_ids is not None else None
     fairseq_ids = [fairseq_encode(s) for s in sentences]
+    as_hf = fairseq_ids if to_hf is None else [to_hf[ids].tolist() for ids in fairseq_ids]
     hf_ids = hf_tokenizer(list(sentences))["input_ids"]
     mismatch = next(
         (f"sentence {i + 1}: fairseq {a[:12]}... transformers {b[:12]}..." for i, (a, b) in
-         enumerate(zip(fairseq_ids, hf_ids)) if a != b), ""
+         enumerate(zip(as_hf, hf_ids)) if a != b), ""
     )
     ids = [list(x) for x in fairseq_ids]
     ids[1][len(ids[1]) // 2] = mask  # the masked-LM case the models are made for
@@ -72,8 +75,11 @@ def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask, long
     with torch.no_grad():
         fairseq_logits = fairseq_model(tokens)[0]
         fairseq_hidden = fairseq_model(tokens, features_only=True)[0]
-        hf_logits = hf_model(input_ids=tokens, attention_mask=real.long()).logits
-        hf_hidden = hf_model.base_model(input_ids=tokens, attention_mask=real.long()).last_hidden_state
+        hf_tokens = tokens if to_hf is None else to_hf[tokens]
+        hf_logits = hf_model(input_ids=hf_tokens, attention_mask=real.long()).logits
+        hf_hidden = hf_model.base_model(input_ids=hf_tokens, attention_mask=real.long()).last_hidden_state
+        if to_hf is not None:
+            hf_logits = hf_logits[..., to_hf]
     diff = lambda a, b: (a.float() - b.float()).abs()[real].max().item()
     return Parity(
         len(ids), list(tokens.shape), not mismatch, diff(fairseq_logits, hf_logits), diff(fairseq_hidden, hf_hidden),
@@ -81,10 +87,10 @@ def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask, long
     )
 
 
-def verify(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary, report, log, what, long=False):
+def verify(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary, report, log, what, long=False, hf_ids=None):
     """Runs the check, prints it and records it in the report; fails the conversion above the tolerance."""
     result = check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary.pad(), dictionary.index("<mask>"),
-                   long)
+                   long, hf_ids)
     log(result.summary())
     report["parity"] = result.as_dict()
     if not result.passed():

@@ -261,17 +261,33 @@ def build_tokenizer(vocabulary, dictionary, max_length):
 # ---- transformers tokenizer -> dict.txt and vocabulary files (from-hf)
 
 
-def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir):
-    """Writes dict.txt (fairseq index == transformers id) and the vocabulary files preprocess/ reads."""
-    import shutil
-
+def fairseq_order(tokenizer, vocab_size, hf_dir, renumber=False):
+    """The transformers id at each fairseq index: fairseq's Dictionary holds <s>, <pad>, </s>, <unk> at 0-3. A
+    RoBERTa-layout tokenizer already has them there (the identity). With ``renumber`` (ModernBERT, whose special
+    tokens come after its vocabulary) the ids of [CLS], [PAD], [SEP] and [UNK] move to 0-3 and the others follow in
+    their order: the model's embedding rows are reordered the same way, so it computes the same function."""
     expected = {"bos": 0, "pad": 1, "eos": 2, "unk": 3}
     found = {name: getattr(tokenizer, f"{name}_token_id") for name in expected}
-    if found != expected:
-        raise ConvertError(
-            f"{hf_dir}: special token ids are {found}; fairseq's Dictionary needs <s> 0, <pad> 1, </s> 2, <unk> 3 "
-            "(the RoBERTa and XLM-R layout), so this tokenizer cannot be carried over"
-        )
+    if found == expected:
+        return list(range(vocab_size))
+    if renumber:
+        specials = [tokenizer.cls_token_id if found["bos"] is None else found["bos"], found["pad"],
+                    tokenizer.sep_token_id if found["eos"] is None else found["eos"], found["unk"]]
+        if None not in specials and len(set(specials)) == 4 and max(specials) < vocab_size:
+            return specials + [i for i in range(vocab_size) if i not in set(specials)]
+        found = dict(zip(("bos or cls", "pad", "eos or sep", "unk"), specials))
+    raise ConvertError(
+        f"{hf_dir}: special token ids are {found}; fairseq's Dictionary needs <s> 0, <pad> 1, </s> 2, <unk> 3 "
+        "(the RoBERTa and XLM-R layout), so this tokenizer cannot be carried over"
+    )
+
+
+def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir, renumber=False):
+    """Writes dict.txt (fairseq index i holds transformers id order[i]) and the vocabulary files preprocess/ reads;
+    returns that order (``fairseq_order``)."""
+    import shutil
+
+    order = fairseq_order(tokenizer, vocab_size, hf_dir, renumber)
     if tokenizer.mask_token_id is None:
         raise ConvertError(f"{hf_dir}: the tokenizer has no mask token; a masked LM needs one (mask_token)")
     backend = json.loads(tokenizer.backend_tokenizer.to_str())
@@ -279,9 +295,11 @@ def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir):
     pre = json.dumps(backend.get("pre_tokenizer") or {})
     byte_level = model["type"] == "BPE" and '"ByteLevel"' in pre
     added = {t["id"]: t["content"] for t in backend.get("added_tokens", [])}
+    if order[:4] != [0, 1, 2, 3]:  # fairseq's names for what moved to 0-3, and for the mask, which stays where it is
+        added[tokenizer.mask_token_id] = "<mask>"
     id_to_token = {i: t for t, i in tokenizer.backend_tokenizer.get_vocab(with_added_tokens=False).items()}
     symbols, fillers = [], 0
-    for i in range(4, vocab_size):
+    for i in order[4:]:
         if i in added:
             symbols.append(added[i])
         elif byte_level and i in id_to_token:
@@ -301,7 +319,7 @@ def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir):
         merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
         (out_dir / "merges.txt").write_text("#version: 0.2\n" + "".join(m + "\n" for m in merges), encoding="utf-8")
         corpus_vocab.write_info(out_dir, "bytelevel-bpe", vocab_size, lowercase=lowercase)
-        return
+        return order
     models_found = sorted(Path(hf_dir).glob("*.model"))
     if len(models_found) != 1:
         raise ConvertError(
@@ -310,3 +328,4 @@ def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir):
         )
     shutil.copyfile(models_found[0], out_dir / "sentencepiece.model")
     corpus_vocab.write_info(out_dir, "sentencepiece", vocab_size)
+    return order
