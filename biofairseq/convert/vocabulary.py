@@ -315,6 +315,13 @@ def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir, renumber=F
     lowercase = '"Lowercase"' in json.dumps(backend.get("normalizer") or {})
     if byte_level:
         vocab = tokenizer.backend_tokenizer.get_vocab(with_added_tokens=True)
+        if order[:4] != [0, 1, 2, 3]:  # the renumbered special tokens under fairseq's names, as dict.txt has them
+            names = dict(zip(order[:4], SPECIALS[:4])) | {tokenizer.mask_token_id: "<mask>"}
+            renamed = {names.get(i, token): i for token, i in vocab.items()}
+            if len(set(renamed)) != len(renamed):
+                raise ConvertError(f"{hf_dir}: the vocabulary has a token named like fairseq's <s>, <pad>, </s>, <unk> "
+                                   "or <mask> besides its own special tokens, which would take those names")
+            vocab = renamed
         (out_dir / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
         merges = [m if isinstance(m, str) else " ".join(m) for m in model["merges"]]
         (out_dir / "merges.txt").write_text("#version: 0.2\n" + "".join(m + "\n" for m in merges), encoding="utf-8")

@@ -20,11 +20,13 @@ from pathlib import Path
 from biofairseq.atomic import write_text
 from biofairseq.model_shapes import ELECTRA_SHARING
 
-RECIPES = ("bsc_bio_es", "beto", "bioelectra", "biomegatron", "bio_lm")
+RECIPES = ("bsc_bio_es", "beto", "bioelectra", "biomegatron", "bio_lm", "modernbert")
 PRESETS = {"bsc_bio_es": ("tiny", "pilot", "one_gpu", "paper"), "beto": ("tiny", "pilot", "paper"),
-           "bioelectra": ("tiny", "pilot", "paper"), "biomegatron": ("tiny", "pilot", "paper"), "bio_lm": ("tiny", "pilot", "paper")}
+           "bioelectra": ("tiny", "pilot", "paper"), "biomegatron": ("tiny", "pilot", "paper"), "bio_lm": ("tiny", "pilot", "paper"),
+           "modernbert": ("tiny", "pilot", "paper")}
 NUMBER = r"[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?"
 POSITIONS = 512  # the presets' position table (--max-positions): no sample may be longer
+MODERNBERT_CONTEXT = 8192  # bio_modernbert's --max-positions (rotary positions: a longest sequence, no table)
 
 # Each kind: value -> None, or what is wrong with it and how to fix it (after "NAME=VALUE: ").
 
@@ -107,6 +109,11 @@ def phase2_length(value):
 
 def sample_length(value):
     return whole_between(8)(value) or (None if int(value) <= POSITIONS else f"must be at most {POSITIONS}, the presets' position table")
+
+
+def modernbert_length(value):
+    return whole_between(8)(value) or (
+        None if int(value) <= MODERNBERT_CONTEXT else f"must be at most {MODERNBERT_CONTEXT}, ModernBERT's context")
 
 
 def language(value):
@@ -237,7 +244,8 @@ def _own(recipe, *settings):
 
 
 LR = number_in(0, 1, low_open=True)
-NOT_ELECTRA = tuple(r for r in RECIPES if r != "bioelectra")
+NOT_ELECTRA = tuple(r for r in RECIPES if r not in ("bioelectra", "modernbert"))  # the bio_roberta_* recipes
+POSITION_TABLE = tuple(r for r in RECIPES if r != "modernbert")  # the recipes whose models have 512 positions
 
 SETTINGS = [
     # run control and hardware: checked, not recorded
@@ -262,14 +270,17 @@ SETTINGS = [
     Setting("INIT_FROM", or_empty(init_from), "vocabulary"),
     Setting("ARCH", or_empty(architecture("BIO_ROBERTA")), "pretrain", recipes=NOT_ELECTRA),  # empty: bio_lm's two
     Setting("ARCH", architecture("ELECTRA"), "pretrain", recipes=("bioelectra",)),
-    Setting("TOKENS_PER_SAMPLE", sample_length, "pretrain"),
+    Setting("ARCH", architecture("BIO_MODERNBERT"), "pretrain", recipes=("modernbert",)),
+    Setting("TOKENS_PER_SAMPLE", sample_length, "pretrain", recipes=POSITION_TABLE),
+    Setting("TOKENS_PER_SAMPLE", modernbert_length, "pretrain", recipes=("modernbert",)),
     Setting("SEQUENCES_PER_UPDATE", positive, "pretrain"),
     Setting("PEAK_LR", or_empty(LR), "pretrain"),  # empty: bio_lm's, whose rates are BASE_LR, LARGE_LR, DISTIL_LR
     Setting("WARMUP_UPDATES", whole, "pretrain"),
     Setting("MAX_UPDATE", positive, "pretrain"),
     Setting("SAVE_INTERVAL_UPDATES", positive, "pretrain"),  # which checkpoints there are to keep (KEEP=best)
     Setting("PHASE2_SHARE", share, "pretrain"),
-    Setting("PHASE2_TOKENS_PER_SAMPLE", phase2_length, "pretrain"),
+    Setting("PHASE2_TOKENS_PER_SAMPLE", phase2_length, "pretrain", recipes=POSITION_TABLE),
+    Setting("PHASE2_TOKENS_PER_SAMPLE", modernbert_length, "pretrain", recipes=("modernbert",)),
     Setting("PHASE2_SEQUENCES_PER_UPDATE", positive, "pretrain"),
     Setting("FAST_PATH", one_of("0", "1"), "pretrain"),
     Setting("PRECISION", one_of("fp16", "bf16"), "pretrain"),
@@ -278,7 +289,8 @@ SETTINGS = [
     Setting("NER_LRS", each(LR, "5e-5,1e-4"), "ner"),
     Setting("NER_SEEDS", each(whole, "1,2,3"), "ner"),
     Setting("NER_EPOCHS", number_in(0, None, low_open=True), "ner"),
-    Setting("NER_MAX_LENGTH", sample_length, "ner"),
+    Setting("NER_MAX_LENGTH", sample_length, "ner", recipes=POSITION_TABLE),
+    Setting("NER_MAX_LENGTH", modernbert_length, "ner", recipes=("modernbert",)),
     Setting("NER_BATCH", positive, "ner"),
     Setting("NER_ACCUMULATION", positive, "ner"),
     Setting("NER_WARMUP_RATIO", number_in(0, 1, high_open=True), "ner"),
@@ -289,10 +301,11 @@ SETTINGS = [
     Setting("WEAK_PRETRAINING", one_of("stop", "continue")),  # what to do after stage 5's check, which it does not change
     # each recipe's own
     *_own("bsc_bio_es", ("CLIP_NORM", number_in(0, None), "pretrain")),
-    Setting("CORPUS_LANG", language, "clean", recipes=("beto", "bioelectra", "biomegatron", "bio_lm")),
+    Setting("CORPUS_LANG", language, "clean", recipes=("beto", "bioelectra", "biomegatron", "bio_lm", "modernbert")),
+    Setting("MASK_PROB", number_in(0, 1, low_open=True, high_open=True), "pretrain", recipes=("bioelectra", "modernbert")),
+    Setting("WEIGHT_DECAY", number_in(0, None), "pretrain", recipes=("modernbert",)),
     *_own("bioelectra", ("VOCAB_TYPE", one_of("bytelevel-bpe", "sentencepiece"), "vocabulary"),
           ("EMBEDDING_SHARING", one_of(*ELECTRA_SHARING), "pretrain"),
-          ("MASK_PROB", number_in(0, 1, low_open=True, high_open=True), "pretrain"),
           ("SAMPLING_TEMPERATURE", number_in(0, None, low_open=True), "pretrain"),
           ("SAMPLING_TEMPERATURE_FINAL", number_in(0, None, low_open=True), "pretrain"),
           ("GENERATOR_FRACTION", or_empty(number_in(0, 1, low_open=True)), "pretrain")),

@@ -26,6 +26,7 @@
 # pretrain/NAME and hf/NAME; without it a recipe has one model, in pretrain/ and hf/$RECIPE.
 
 PRESET=${PRESET:-tiny} PYTHON=${PYTHON:-python}
+SDPA_ARGS=(--attention sdpa)  # what the fast path adds to choose SDPA; a model that only has SDPA (ModernBERT's) sets ()
 
 die() { echo "$RECIPE.sh: error: $*" >&2; exit 1; }
 
@@ -120,7 +121,7 @@ recipe_check_settings() {
     OPTIMIZER_ARGS=(--optimizer adam) FAST_ARGS=()
     [[ $WEIGHT_DECAY_EXCLUDE == none ]] || OPTIMIZER_ARGS=(--optimizer adamw --weight-decay-exclude "$WEIGHT_DECAY_EXCLUDE")
     if [[ $FAST_PATH == 1 ]]; then  # the fast path: same weights and schedule, other kernels; several documents per row
-        OPTIMIZER_ARGS[1]=fused_adamw FAST_ARGS=(--attention sdpa --pack-documents)
+        OPTIMIZER_ARGS[1]=fused_adamw FAST_ARGS=("${SDPA_ARGS[@]}" --pack-documents)
     fi
     [[ $COMPILE == none ]] || FAST_ARGS+=(--compile "$COMPILE")
 }

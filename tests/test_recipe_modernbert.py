@@ -1,0 +1,76 @@
+"""recipes/modernbert.sh as a team holding ModernBERT weights runs it: INIT_FROM a transformers ModernBERT folder
+laid out as answerdotai's (special tokens after the vocabulary), continual pretraining on packed rows in two length
+phases (128, then 512 tokens: past the 128-token window), conversion with parity, and NER with transformers'
+ModernBertForTokenClassification, on the slice of the bundled sample that test_recipe.py uses."""
+
+import json
+
+import pytest
+
+from test_modernbert import LOCAL_WINDOW, relaid_as_modernbert
+from test_recipe import REPO, commands, recipe, sample  # noqa: F401  (sample: the module fixture)
+
+MODERNBERT = REPO / "recipes" / "modernbert.sh"
+
+
+def value(command, flag):
+    return command[command.index(flag) + 1]
+
+
+@pytest.fixture(scope="module")
+def init_from(bytebpe_corpus, tmp_path_factory):
+    """A randomly initialised bio_modernbert_tiny, converted to transformers and relaid as answerdotai's ModernBERT."""
+    import torch
+
+    from biofairseq.checkpoints import load_dictionary, new_model, save
+    from biofairseq.convert.cli import main as convert
+
+    root = tmp_path_factory.mktemp("init")
+    model, cfg = new_model(["--arch", "bio_modernbert_tiny"], bytebpe_corpus.data_bin,
+                           load_dictionary(bytebpe_corpus.data_bin / "dict.txt"))
+    torch.manual_seed(0)
+    save(root / "model.pt", model, cfg)
+    assert convert(["to-hf", str(root / "model.pt"), str(root / "hf")]) == 0
+    relaid_as_modernbert(root / "hf", root / "ModernBERT-tiny")
+    return root / "ModernBERT-tiny"
+
+
+@pytest.fixture(scope="module")
+def modernbert(sample, init_from, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("modernbert") / "tiny"
+    # 10 updates: 8 at 128 tokens (batch 8), then 2 at 512 (batch 4); one NER run of one epoch
+    return run_dir, recipe(run_dir, script=MODERNBERT, **{
+        **sample, "INIT_FROM": str(init_from), "MAX_UPDATE": "10", "WARMUP_UPDATES": "2", "SEQUENCES_PER_UPDATE": "8",
+        "BATCH_PER_DEVICE": "8", "PHASE2_SHARE": "0.2", "PHASE2_SEQUENCES_PER_UPDATE": "4", "PHASE2_BATCH_PER_DEVICE": "4",
+        "SAVE_INTERVAL_UPDATES": "5", "LOG_INTERVAL": "2", "NER_SEEDS": "1", "BASELINE": "none"})
+
+
+def test_continual_pretraining_from_a_modernbert_folder_on_packed_rows_in_two_lengths(modernbert, init_from):
+    run_dir, proc = modernbert
+    printed = commands(proc.stderr)
+    assert [c[1] for c in printed if c[0] == "biofairseq-convert"] == ["from-hf", "to-hf"]
+    init = json.loads((run_dir / "init" / "conversion.json").read_text())
+    assert init["transformers_class"] == "ModernBertForMaskedLM" and any("renumbered" in n for n in init["notes"])
+    phase1, phase2 = [c for c in printed if c[0] == "biofairseq-train"]
+    for c in (phase1, phase2):
+        assert value(c, "--arch") == "bio_modernbert_tiny" and value(c, "--mask-prob") == "0.3"
+        assert "--pack-documents" in c and "--attention" not in c  # unpadded rows; ModernBERT's attention is SDPA
+        assert value(c, "--optimizer") == "fused_adamw" and value(c, "--weight-decay") == "1e-5"
+    assert value(phase1, "--finetune-from-model") == str(run_dir / "init" / "model.pt")
+    assert (value(phase1, "--tokens-per-sample"), value(phase2, "--tokens-per-sample")) == ("128", "512")
+    # the data-bin was binarized with ModernBERT's vocabulary, renumbered: the mask token is fairseq's <mask>
+    assert (run_dir / "data-bin" / "dict.txt").read_text().splitlines()[-1].startswith("<mask> ")
+
+
+def test_the_model_converts_with_parity_past_the_window_and_fine_tunes_as_modernbert(modernbert):
+    run_dir, proc = modernbert
+    conversion = json.loads((run_dir / "hf" / "modernbert" / "conversion.json").read_text())
+    parity = conversion["parity"]
+    assert conversion["transformers_class"] == "ModernBertForMaskedLM" and parity["batch_shape"][1] > LOCAL_WINDOW
+    assert parity["ids_identical"] and max(parity["max_abs_diff_logits"], parity["max_abs_diff_hidden"]) < 1e-4
+    run = next((run_dir / "ner" / "pharmaconer" / "model=modernbert").glob("lr=*/seed=*/metrics.json"))
+    assert json.loads(run.read_text())["train_loss"] > 0
+    tagger = json.loads((run.parent / "model" / "config.json").read_text())
+    assert tagger["architectures"] == ["ModernBertForTokenClassification"]
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["pretraining"]["arch"] == "bio_modernbert_tiny"
