@@ -836,3 +836,23 @@ def test_user_mistakes_are_one_line_and_leave_nothing_behind(args, status, messa
     proc = ner(*[a.format(d=PHARMACONER, o=out, m=model) for a in args], check=False)
     assert proc.returncode == status and proc.stderr.count("\n") == 1 and message in proc.stderr, proc.stderr
     assert not out.exists() and not out.with_suffix(".txt").exists()
+
+
+@pytest.mark.fast
+def test_document_context_joins_each_documents_sentences_and_writes_back_the_same_entities(tmp_path):
+    """--context document: one sequence per BRAT document, windows across its sentences; the gold tags written back
+    through the joined sequences give every gold entity of the .ann files that the sentences give."""
+    dataset = data.read(PHARMACONER / "valid")
+    joined = data.by_document(dataset, PHARMACONER / "valid")
+    assert [s.doc for s in joined.sentences] == [d.id for d in dataset.documents]
+    assert sum(len(s.tokens) for s in joined.sentences) == sum(len(s.tokens) for s in dataset.sentences)
+    assert len(joined.sentences) < len(dataset.sentences)
+    _, gold, lost = brat_round_trip(PHARMACONER / "valid", tmp_path / "sentences")
+    entities = defaultdict(list)
+    for sentence in joined.sentences:
+        entities[sentence.doc] += data.entity_offsets(sentence, sentence.tags)
+    brat.write_folder(tmp_path / "documents", joined.documents, entities)
+    written = gold_triples(brat.read_folder(tmp_path / "documents", []))
+    assert {(doc, t) for doc in gold for t in gold[doc] ^ written[doc]} == lost
+    with pytest.raises(NERFormatError, match="--context document needs BRAT documents"):
+        data.by_document(data.read(NCBI / "devel.tsv"), NCBI / "devel.tsv")

@@ -47,9 +47,15 @@ WRONG = {
     "GENERATOR_FRACTION": "1.5", "VOCAB_SIZES": "30k",
     "CHECKPOINT_ACTIVATIONS": "true", "BASE_ARCH": "roberta_base", "LARGE_ARCH": "bio_roberta_huge", "BASE_LR": "6e-4x",
     "LARGE_LR": "4", "LARGE_MAX_UPDATE": "0", "DISTIL_UPDATES": "0", "DISTIL_LR": "0", "DISTIL_WARMUP_UPDATES": "x",
-    "ALPHA_MLM": "-1", "ALPHA_KL": "a", "TEMPERATURE": "0", "ALPHA_COS": "-0.5",
+    "ALPHA_MLM": "-1", "ALPHA_KL": "a", "TEMPERATURE": "0", "ALPHA_COS": "-0.5", "WEIGHT_DECAY": "-1e-5",
 }
-WRONG_FOR = {("bioelectra", "ARCH"): "bio_roberta_tiny"}  # a shape, but not an ELECTRA one
+WRONG_FOR = {
+    ("bioelectra", "ARCH"): "bio_roberta_tiny",  # a shape, but not an ELECTRA one
+    ("modernbert", "ARCH"): "bio_roberta_tiny",  # nor a ModernBERT one
+    # ModernBERT's context is 8,192 tokens, not the other presets' 512 positions
+    ("modernbert", "TOKENS_PER_SAMPLE"): "9000", ("modernbert", "PHASE2_TOKENS_PER_SAMPLE"): "9000",
+    ("modernbert", "NER_MAX_LENGTH"): "9000",
+}
 FIXES = ("give", "use", "must", "choose", "fix", "set", "see", "remove", "write")
 
 

@@ -50,6 +50,10 @@ def _prediction_flags(parser, defaults):
                         help="sub-tokens per window, special tokens included (capped by the model's positions)")
     parser.add_argument("--window-overlap", type=int, default=defaults.window_overlap,
                         help="sub-tokens shared by consecutive windows of a sentence longer than --max-length")
+    parser.add_argument("--context", choices=["sentence", "document"], default=defaults.context,
+                        help="what a window holds: one sentence (cut into windows if longer), or a whole BRAT document "
+                        "(its sentences in order, cut into windows of --max-length: up to the model's context, e.g. "
+                        "8192 for ModernBERT)")
     parser.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size, help="windows per evaluation step")
     parser.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default=defaults.precision,
                         help="auto: bf16 on GPUs that have it, else fp16 on GPU, fp32 on CPU")

@@ -9,7 +9,7 @@ listed.
 
 import bisect
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import regex
@@ -208,3 +208,19 @@ def _tag(entity, sentences, firsts, data):
 def entity_offsets(sentence, tags):
     """(start, end, type) character spans of the entities that ``tags`` mark in a BRAT sentence."""
     return [(sentence.offsets[a][0], sentence.offsets[b - 1][1], kind) for a, b, kind in iob2.spans(tags)]
+
+
+def by_document(dataset, path):
+    """The data set with each BRAT document's sentences joined into one sequence, in order (``--context document``:
+    windows then run across sentences, up to the model's context). Offsets are the document's already, so
+    predictions write back and score as before."""
+    if not dataset.is_brat:
+        raise NERFormatError(f"{path}: --context document needs BRAT documents (X.txt + X.ann); a CoNLL file does not "
+                             "say where documents end: use --context sentence")
+    groups = {}
+    for sentence in dataset.sentences:
+        groups.setdefault(sentence.doc, []).append(sentence)
+    joined = lambda group, name: [x for s in group for x in getattr(s, name)]
+    sentences = [Sentence(joined(group, "tokens"), None if any(s.tags is None for s in group) else joined(group, "tags"),
+                          doc, joined(group, "offsets")) for doc, group in groups.items()]
+    return replace(dataset, sentences=sentences)

@@ -43,6 +43,7 @@ class TrainOptions:
     layerwise_lr_decay: float = 1.0
     max_length: int = 512
     window_overlap: int = 128
+    context: str = "sentence"  # document: each BRAT document's sentences as one sequence (data.by_document)
     label_scheme: str = "first-subtoken"
     num_fc_layers: int = 1  # BioMegatron's head options (finetune.head)
     fc_hidden_size: int = 0  # 0: the encoder's width
@@ -375,9 +376,10 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     check_options(options)
     source = resolve_model(str(model_dir))
     precision, _ = precision_flags(options.precision)
-    sets = {"train": read_annotated(train_path, "training", warn), "dev": read_annotated(dev_path, "dev", warn)}
-    if test_path:
-        sets["test"] = read_annotated(test_path, "test", warn)
+    paths = {"train": train_path, "dev": dev_path, **({"test": test_path} if test_path else {})}
+    sets = {name: read_annotated(path, {"train": "training"}.get(name, name), warn) for name, path in paths.items()}
+    if options.context == "document":
+        sets = {name: data.by_document(d, paths[name]) for name, d in sets.items()}
     labels = iob2.label_list(set().union(*(d.types() for d in sets.values())))
     if not sets["train"].types():
         raise NERFormatError(f"{train_path}: the training set has no entities; give annotated data")
@@ -391,7 +393,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     train_windows = predictors["train"].inputs
     train_tokens = sum(len(w["input_ids"]) for w in train_windows)
     for name, p in predictors.items():
-        log(f"{name}: {len(p.data.sentences):,} sentences, {len(p.windows):,} windows of at most {max_length} tokens, "
+        log(f"{name}: {len(p.data.sentences):,} {'documents' if options.context == 'document' else 'sentences'}, {len(p.windows):,} windows of at most {max_length} tokens, "
             f"{sum(len(s.tokens) for s in p.data.sentences):,} words, {sum(p.data.statistics()['entities_per_type'].values()):,} entities")
 
     recorded = output_dir / "model.sha256"
@@ -483,6 +485,8 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
     dataset = data.read(input_path)
     for line in dataset.warnings("input"):
         warn(line)
+    if options.context == "document":
+        dataset = data.by_document(dataset, input_path)
     unknown = dataset.types() - {l[2:] for l in labels if l != "O"}
     if unknown:
         raise NERFormatError(f"{input_path}: entity types {sorted(unknown)} are not among the model's labels {labels}; give data with the model's types")
