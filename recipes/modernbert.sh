@@ -46,7 +46,9 @@ tiny)
     PHASE2_BATCH_PER_DEVICE=${PHASE2_BATCH_PER_DEVICE:-8}
     recipe_tiny_defaults
     ;;
-pilot)  # ModernBERT's block at the masked-LM pilot's width and schedule, one length
+pilot)  # ModernBERT's block at the masked-LM pilot's width, one length, in the masked-LM pilot's minutes: its step
+    # costs 0.91x bio_roberta_tiny's at 128 tokens on 2 CPU cores (benchmarks/results/modernbert_step.md), so 5,500 updates
+    MAX_UPDATE=${MAX_UPDATE:-5500} WARMUP_UPDATES=${WARMUP_UPDATES:-275}
     recipe_pilot_defaults "the Spanish pretraining text, e.g. cases=clinical_cases.jsonl"
     ARCH=${ARCH:-bio_modernbert_tiny}
     PEAK_LR=${PEAK_LR:-1e-3}
