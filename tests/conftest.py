@@ -132,7 +132,8 @@ def json_logs(output, tag):
 # whole files to the workers in collection order as each finishes; longest first keeps the two workers' loads even.
 # (Without --no-loadscope-reorder, xdist sends the files with the most tests first, and the long recipe files last.)
 LONGEST_FIRST = ("test_recipe_biomegatron.py", "test_recipe_bio_lm.py", "test_recipe.py", "test_convert.py",
-                 "test_training.py", "test_electra.py", "test_recipe_bioelectra.py", "test_recipe_beto.py",
+                 "test_training.py", "test_electra.py", "test_recipe_bioelectra.py", "test_modernbert.py",
+                 "test_recipe_modernbert.py", "test_recipe_beto.py",
                  "test_corpus_preparation.py", "test_ner.py", "test_quick_starts.py", "test_distillation.py",
                  "test_pretrain_speed.py", "test_recipe_settings.py", "test_mistakes.py", "test_corpus_boundaries.py",
                  "test_kill_anywhere.py", "test_index_cache.py", "test_dedup_bound.py")
