@@ -1,7 +1,7 @@
 """ModernBERT's block against RoBERTa's at equal parameters: training step time at 128, 512 and 2,048 tokens.
 
-``bio_modernbert_tiny`` (3 x 128, GeGLU 192: a global layer and two with a 128-token window, rotary positions) and
-``bio_roberta_tiny`` (2 x 128, FFN 512, learned positions; 0.6% more parameters in its layers and its position table
+``bio_modernbert_tiny`` (3 x 128, GeGLU 176: a global layer and two with a 128-token window, rotary positions) and
+``bio_roberta_tiny`` (2 x 128, FFN 512, learned positions: 0.7% fewer parameters in its layers, and a position table
 besides) train ``document_mlm`` on the same real clinical cases with the same rows, packed with whole documents
 (--pack-documents: each attends to itself alone) up to the length, and the same tokens per update (the batch shrinks as the
 rows grow), under biofairseq-train with fused AdamW, interleaved (RoBERTa, ModernBERT at each length, then the next

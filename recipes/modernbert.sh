@@ -7,7 +7,7 @@
 #
 #   bash recipes/modernbert.sh                                   # PRESET=tiny: the bundled sample, CPU, minutes
 #   PRESET=paper SOURCES="notes=raw/notes" NER_DATA="pharmaconer=data/pharmaconer" NUM_GPUS=8 bash recipes/modernbert.sh
-#   INIT_FROM=path/to/ModernBERT-base PRESET=paper ...           # continual pretraining, as BioClinical ModernBERT
+#   INIT_FROM=path/to/ModernBERT-base CORPUS_LANG=en PRESET=paper ...   # continual pretraining, as BioClinical ModernBERT
 #
 # Printing, skipping, resuming, FORCE, recipe.env and Slurm work as in recipes/bsc_bio_es.sh (all recipes use
 # recipes/lib/stages.sh); its variables apply here too. Besides them:
@@ -18,15 +18,21 @@
 #   INIT_FROM      a transformers ModernBERT folder (ModernBERT, BioClinical ModernBERT) or a bio_modernbert .pt whose
 #                  weights are the start and whose vocabulary replaces one learned on the corpus (stage 2, converted by
 #                  biofairseq-convert from-hf, which renumbers ModernBERT's ids for fairseq's dictionary)
-#   CORPUS_LANG    the corpus language for the cleaning's language filter (default: es)
-# Rows always hold several documents (FAST_PATH=1 is the default here: ModernBERT trains unpadded); the attention is
-# torch's scaled_dot_product_attention with a document and window mask, on CPU and GPU.
+#   CORPUS_LANG    the corpus language for the cleaning's language filter (default: es; en for English notes, as
+#                  ModernBERT's own weights are)
+#   WEIGHT_DECAY_EXCLUDE  norm_and_bias (default): no weight decay on norms and the decoder's bias; none
+# Gradients are clipped at 1.0 (bsc_bio_es's CLIP_NORM is not read here). Rows hold several documents by default
+# (FAST_PATH=1 here: ModernBERT trains unpadded); FAST_PATH=0 gives one right-padded document per row. The attention
+# is torch's scaled_dot_product_attention with a document and window mask, on CPU and GPU. NER on whole documents
+# instead of sentences: NER_MAX_LENGTH=8192 NER_EXTRA="--context document" (with a smaller NER_BATCH and a larger
+# NER_ACCUMULATION). Lengths: paper 1,024 then 8,192 tokens; tiny 128 then 512; pilot one length, 128.
 #
 # The paper preset follows ModernBERT-base's published training where fairseq has it: 30% masking, peak LR 8e-4 after
 # a warm-up, weight decay 1e-5, Adam betas (0.9, 0.98) and eps 1e-6, a first phase at 1,024 tokens and a context
 # extension to 8,192. Where it differs: AdamW (fused) instead of StableAdamW, a linear decay from the peak instead of
 # the warm-up-stable-decay (trapezoidal) schedule, fixed batches (ours: 4,096 x 1,024 tokens, then 512 x 8,192)
-# instead of a batch-size warm-up, and a corpus of your own rather than 1.7T tokens of English and code.
+# instead of a batch-size warm-up, and a corpus of your own rather than 1.7T tokens of English and code. It trains in
+# bf16 (--amp-bf16) as ModernBERT did.
 set -euo pipefail
 
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -47,8 +53,9 @@ tiny)
     recipe_tiny_defaults
     ;;
 pilot)  # ModernBERT's block at the masked-LM pilot's width, one length, in the masked-LM pilot's minutes: its step
-    # costs 0.91x bio_roberta_tiny's at 128 tokens on 2 CPU cores (benchmarks/results/modernbert_step.md), so 5,500 updates
-    MAX_UPDATE=${MAX_UPDATE:-5500} WARMUP_UPDATES=${WARMUP_UPDATES:-275}
+    # costs 0.92x bio_roberta_tiny's (with its dropout) at 128 tokens on 2 CPU cores (benchmarks/results/modernbert_step.md),
+    # so 5,400 updates
+    MAX_UPDATE=${MAX_UPDATE:-5400} WARMUP_UPDATES=${WARMUP_UPDATES:-270}
     recipe_pilot_defaults "the Spanish pretraining text, e.g. cases=clinical_cases.jsonl"
     ARCH=${ARCH:-bio_modernbert_tiny}
     PEAK_LR=${PEAK_LR:-1e-3}
@@ -78,6 +85,7 @@ paper)
     NER_ACCUMULATION=${NER_ACCUMULATION:-1}
     NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
     BASELINE=${BASELINE:-none}
+    PRECISION=${PRECISION:-bf16}
     ;;
 *) die "PRESET=$PRESET: unknown; use PRESET=tiny, PRESET=pilot or PRESET=paper" ;;
 esac

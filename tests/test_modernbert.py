@@ -63,7 +63,7 @@ def test_the_block_is_modernberts(bytebpe_corpus):
     assert [layer.is_global for layer in layers] == [True, False, False]  # every third layer global, from the first
     assert layers[0].attn_norm is None and layers[1].attn_norm is not None
     assert all(not hasattr(m, "bias") or m.bias is None for m in model.modules() if isinstance(m, (torch.nn.Linear, torch.nn.LayerNorm)))
-    assert layers[0].ffn_in.weight.shape == (2 * 192, 128)  # GeGLU: value and gate
+    assert layers[0].ffn_in.weight.shape == (2 * 176, 128)  # GeGLU: value and gate
     assert model.encoder.lm_head.weight is model.encoder.embed_tokens.weight
     assert not any("rotary" in k or "position" in k for k in model.state_dict())  # rotary: nothing trained or saved
 

@@ -492,6 +492,12 @@ def test_predict_tags_plain_notes_and_a_partly_annotated_folder(trained, tmp_pat
     assert m["scored_documents"] == 2
     assert m["scores"]["f1"] == pytest.approx(official_score(gold_only, tmp_path / "partly" / "predictions")["f1"], abs=1e-12)
     assert "annotated part of the input" in proc.stdout
+    assert "fine-tuned with" not in proc.stderr  # the run's windows (sentences, 64 sub-tokens), as it learned
+    # whole documents with a model fine-tuned on sentences: done as asked, and said
+    proc = ner("predict", "--model", out, "--input", notes, "--output-dir", tmp_path / "documents", "--max-length", 64,
+               "--context", "document")
+    assert "was fine-tuned with --context sentence --max-length 64; it tags with --context document" in proc.stderr
+    assert json.loads((tmp_path / "documents" / "metrics.json").read_text())["scored_documents"] == 2
     # the report reads training runs only: predict's folders beside them are skipped
     shutil.copytree(tmp_path / "partly", out.parent / "predicted_beside")
     try:

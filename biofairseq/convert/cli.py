@@ -1,4 +1,4 @@
-"""biofairseq-convert: fairseq RoBERTa and ELECTRA checkpoints to transformers directories and back, parity-checked.
+"""biofairseq-convert: fairseq RoBERTa, ELECTRA and ModernBERT checkpoints to transformers directories and back, parity-checked.
 
   biofairseq-convert to-hf CHECKPOINT OUTPUT_DIR [--dict dict.txt] [--vocab VOCAB_DIR] [--generator]
   biofairseq-convert from-hf HF_DIR OUTPUT_DIR
@@ -21,11 +21,12 @@ def _parser():
     parser = OneLineParser(prog="biofairseq-convert", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     to_hf = commands.add_parser(
-        "to-hf", help="fairseq RoBERTa or ELECTRA checkpoint -> transformers directory (config, safetensors, tokenizer)",
+        "to-hf", help="fairseq RoBERTa, ELECTRA or ModernBERT checkpoint -> transformers directory (config, safetensors, tokenizer)",
         description="Converts a fairseq RoBERTa checkpoint (bio_roberta_*, roberta_base/large, pre-LN) into a "
         "transformers directory that AutoModelForMaskedLM, AutoTokenizer and pipeline('fill-mask') load offline; "
         "an ELECTRA checkpoint (electra_*, bio_electra_base) into its discriminator (ElectraForPreTraining, which "
-        "AutoModelForTokenClassification fine-tunes) and, with --generator, its generator (ElectraForMaskedLM).",
+        "AutoModelForTokenClassification fine-tunes) and, with --generator, its generator (ElectraForMaskedLM); a "
+        "ModernBERT checkpoint (bio_modernbert_*) into ModernBertForMaskedLM.",
     )
     to_hf.add_argument("checkpoint", type=Path, help="fairseq checkpoint (.pt)")
     to_hf.add_argument("output", type=Path, help="transformers directory to create")
@@ -44,8 +45,9 @@ def _parser():
     card.add_argument("--dataset", action="append", dest="datasets", default=None, metavar="NAME",
                       help="a training corpus, by name or Hub dataset id; repeat for several")
     from_hf = commands.add_parser(
-        "from-hf", help="transformers RoBERTa-family directory -> fairseq checkpoint, dict.txt and vocabulary",
-        description="Converts a transformers RoBERTa-family masked LM into OUTPUT_DIR/model.pt, dict.txt and the "
+        "from-hf", help="transformers RoBERTa-family or ModernBERT directory -> fairseq checkpoint, dict.txt and vocabulary",
+        description="Converts a transformers RoBERTa-family masked LM or a ModernBertForMaskedLM (its ids renumbered "
+        "for fairseq's dictionary where its special tokens are not at 0-3) into OUTPUT_DIR/model.pt, dict.txt and the "
         "vocabulary files, so that fairseq-train --task document_mlm --restore-file continues pretraining from it.",
     )
     from_hf.add_argument("hf_dir", type=Path, help="transformers model directory")

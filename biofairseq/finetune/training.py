@@ -467,6 +467,16 @@ def _progress(log):
     return Progress()
 
 
+def _trained_windows(source):
+    """(context, max length) a ``biofairseq-ner train`` run fine-tuned its model with (its metrics.json beside the
+    model/ folder), or None."""
+    recorded = Path(str(source)).parent / "metrics.json"
+    if not recorded.is_file():
+        return None
+    run = json.loads(recorded.read_text())
+    return run.get("options", {}).get("context", "sentence"), run.get("max_length")
+
+
 def predict(model_dir, input_path, output_dir, options, overwrite=False, log=print, warn=stderr):
     """Tags a BRAT folder, a .txt file or a CoNLL file with a fine-tuned model; scores it too when it is annotated."""
     import transformers
@@ -492,7 +502,12 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
         raise NERFormatError(f"{input_path}: entity types {sorted(unknown)} are not among the model's labels {labels}; give data with the model's types")
     tokenizer = load_tokenizer(source)
     model = head.load(source)
-    predictor = Predictor(dataset, tokenizer, labels, position_limit(model.config, options.max_length), options)
+    limit = position_limit(model.config, options.max_length)
+    trained = _trained_windows(source)
+    if trained and trained != (options.context, limit):
+        warn(f"note: {source} was fine-tuned with --context {trained[0]} --max-length {trained[1]}; it tags with "
+             f"--context {options.context} --max-length {limit} as asked (give the former to tag as it learned)")
+    predictor = Predictor(dataset, tokenizer, labels, limit, options)
     transformers.logging.set_verbosity_error()
     with staged_folder(output_dir, overwrite, NERFormatError) as staging:
         trainer = make_trainer(model, tokenizer, options, staging / "unused", None)
