@@ -66,6 +66,11 @@ def test_the_block_is_modernberts(bytebpe_corpus):
     assert layers[0].ffn_in.weight.shape == (2 * 176, 128)  # GeGLU: value and gate
     assert model.encoder.lm_head.weight is model.encoder.embed_tokens.weight
     assert not any("rotary" in k or "position" in k for k in model.state_dict())  # rotary: nothing trained or saved
+    # fairseq's --fp16 casts the model to fp16: the rotary angles stay fp32
+    positions = torch.arange(4096).view(1, -1)
+    before = model.encoder.rotary["global"](positions)
+    after = model.half().encoder.rotary["global"](positions)
+    assert all(a.dtype == torch.float32 and torch.equal(a, b) for a, b in zip(after, before))
 
 
 def test_training_lowers_the_loss(trained):

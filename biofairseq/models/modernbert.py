@@ -68,16 +68,18 @@ def _trunc_normal(weight, std):
 
 
 class Rotary(nn.Module):
-    """cos and sin of rotary positions (RoFormer) at given positions, in fp32: ModernBERT rotates q and k in fp32."""
+    """cos and sin of rotary positions (RoFormer) at given positions, in fp32: ModernBERT rotates q and k in fp32.
+    The frequencies are computed at each call, not kept in a buffer, which fairseq's --fp16 would cast to fp16 (the
+    global layers' lowest frequencies, about 1e-5, would lose most of their digits)."""
 
     def __init__(self, head_dim, theta):
         super().__init__()
-        inv_freq = 1.0 / (theta ** (torch.arange(0, head_dim, 2, dtype=torch.float) / head_dim))
-        self.register_buffer("inv_freq", inv_freq, persistent=False)  # computed, never trained or saved
+        self.head_dim, self.theta = head_dim, theta
 
     def forward(self, positions):
         """B x T positions -> (cos, sin), each B x 1 x T x head_dim."""
-        freqs = positions.unsqueeze(-1).float() * self.inv_freq
+        steps = torch.arange(0, self.head_dim, 2, dtype=torch.float, device=positions.device)
+        freqs = positions.unsqueeze(-1).float() * (1.0 / (self.theta ** (steps / self.head_dim)))
         angles = torch.cat((freqs, freqs), dim=-1).unsqueeze(1)
         return angles.cos(), angles.sin()
 
