@@ -176,3 +176,26 @@ def test_from_hf_modernbert_renumbers_its_ids_and_continues_pretraining(trained,
         "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler")
     first_loss = lambda text: float(json_logs(text, "train_inner")[0]["loss"])
     assert first_loss(restored.stdout + restored.stderr) < first_loss(log) - 1.0  # the original's first update: from scratch
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("change, named", [
+    ({"attention_bias": True}, "biases"),
+    ({"tie_word_embeddings": False}, "untied word embeddings"),
+    ({"classifier_activation": "silu"}, "classifier_activation silu"),
+    ({"layer_types": ["full_attention", "full_attention", "sliding_attention"]}, "layer_types"),
+])
+def test_from_hf_refuses_a_modernbert_no_fairseq_model_computes_in_one_line(change, named, tmp_path, capsys):
+    import transformers
+
+    from biofairseq.convert.cli import main as convert
+
+    config = transformers.ModernBertConfig(vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=3,
+                                           num_attention_heads=2, pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                           cls_token_id=0, sep_token_id=2, **change)
+    transformers.ModernBertForMaskedLM(config).save_pretrained(tmp_path / "hf")
+    capsys.readouterr()  # transformers' progress bars
+    assert convert(["from-hf", str(tmp_path / "hf"), str(tmp_path / "out")]) == 1
+    lines = capsys.readouterr().err.strip().splitlines()
+    assert len(lines) == 1 and named in lines[0] and "no fairseq bio_modernbert computes this model" in lines[0], lines
+    assert not (tmp_path / "out").exists()
