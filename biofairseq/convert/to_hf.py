@@ -11,23 +11,19 @@ from biofairseq.convert import ConvertError, layouts, parity, vocabulary
 from biofairseq.model_card import write_model_card
 
 
-def _check_supported(args, checkpoint):
-    """fairseq options that no transformers RoBERTa class reproduces."""
-    problems = []
-    if getattr(args, "_name", "").startswith("bio_modernbert") or hasattr(args, "local_attention"):
-        if args.activation_fn not in layouts.ACTIVATIONS:
-            raise ConvertError(f"{checkpoint}: --activation-fn {args.activation_fn}: no transformers ModernBERT computes it")
-        return
-    if args.activation_fn not in layouts.ACTIVATIONS:
-        problems.append(f"--activation-fn {args.activation_fn}")
-    if not getattr(args, "no_scale_embedding", True):
-        problems.append("scaled embeddings")
-    if not getattr(args, "encoder_learned_pos", True) or getattr(args, "no_token_positional_embeddings", False):
-        problems.append("non-learned positions")
-    if getattr(args, "adaptive_input", False):
-        problems.append("adaptive input")
-    if not hasattr(args, "embedding_sharing") and layouts.layout_for_fairseq(args) is None:
-        problems.append("post-LN without an embedding LayerNorm")
+def _check_supported(args, checkpoint, modernbert=False):
+    """fairseq options that no transformers class of the family reproduces (a ModernBERT's only such option is its
+    activation)."""
+    problems = [f"--activation-fn {args.activation_fn}"] if args.activation_fn not in layouts.ACTIVATIONS else []
+    if not modernbert:
+        if not getattr(args, "no_scale_embedding", True):
+            problems.append("scaled embeddings")
+        if not getattr(args, "encoder_learned_pos", True) or getattr(args, "no_token_positional_embeddings", False):
+            problems.append("non-learned positions")
+        if getattr(args, "adaptive_input", False):
+            problems.append("adaptive input")
+        if not hasattr(args, "embedding_sharing") and layouts.layout_for_fairseq(args) is None:
+            problems.append("post-LN without an embedding LayerNorm")
     if problems:
         raise ConvertError(f"{checkpoint}: {', '.join(problems)}: no transformers class computes this encoder")
 
@@ -218,7 +214,7 @@ def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=pri
     with no_init_weights():  # the checkpoint overwrites every weight
         fairseq = checkpoints.load(checkpoint, dict_path)
     args, dictionary = fairseq.args, fairseq.dictionary
-    _check_supported(args, checkpoint)
+    _check_supported(args, checkpoint, fairseq.modernbert)
     if fairseq.electra:
         discriminator, generator_layout = layouts.electra_layouts(args.embedding_sharing)
         written = [(discriminator, output)] + ([(generator_layout, output / "generator")] if generator else [])
