@@ -1,18 +1,31 @@
-"""ModernBERT's block against RoBERTa's at equal parameters: training step time at 128, 512 and 2,048 tokens.
+"""ModernBERT's block against RoBERTa's: training step time, tokens/s and model FLOP utilisation at 128, 512 and 2,048 tokens.
 
-``bio_modernbert_tiny`` (3 x 128, GeGLU 176: a global layer and two with a 128-token window, rotary positions) and
-``bio_roberta_tiny`` (2 x 128, FFN 512, learned positions: 0.7% fewer parameters in its layers, and a position table
-besides) train ``document_mlm`` on the same real clinical cases with the same rows, packed with whole documents
-(--pack-documents: each attends to itself alone) up to the length, and the same tokens per update (the batch shrinks as the
-rows grow), under biofairseq-train with fused AdamW, interleaved (RoBERTa, ModernBERT at each length, then the next
-round). Both attend through torch's scaled_dot_product_attention with a boolean mask: RoBERTa's the documents',
-ModernBERT's the documents' and, in its local layers, the window's. RoBERTa gets a position table as long as the
-rows (--max-positions). RoBERTa runs twice, with its dropout (0.1) and without it (ModernBERT pretrains without):
-on a CPU, attention with dropout cannot take SDPA's fused kernel. Speed is fairseq's own updates/s over the logged
-intervals after the first.
+``--size tiny`` (CPU): ``bio_modernbert_tiny`` (3 x 128, GeGLU 176: a global layer and two with a 128-token window,
+rotary positions) against ``bio_roberta_tiny`` (2 x 128, FFN 512, learned positions: 0.7% fewer parameters in its
+layers, and a position table besides). ``--size base`` (GPU): ModernBERT-base's shape (``bio_modernbert_base``,
+22 x 768, GeGLU 1152: 110.3 M in its layers) against RoBERTa-base's (``bio_roberta_base``, 12 x 768, FFN 3072:
+85.0 M), the two a team chooses between; model FLOPs per token put their tokens/s on one scale.
+
+Both train ``document_mlm`` on the same real clinical cases with the same rows, packed with whole documents
+(--pack-documents: each attends to itself alone) up to the length, and the same tokens per update (the batch
+shrinks as the rows grow), under biofairseq-train with fused AdamW, interleaved (each system at a length, then the
+next round). Both attend through torch's scaled_dot_product_attention with a boolean mask: RoBERTa's the
+documents', ModernBERT's the documents' and, in its local layers, the window's. RoBERTa gets a position table as
+long as the rows (--max-positions). RoBERTa runs twice, with its dropout (0.1) and without it (ModernBERT pretrains
+without): on a CPU, attention with dropout cannot take SDPA's fused kernel. With --compile, both once more with
+their layers compiled (biofairseq-train --compile; RoBERTa without dropout). Speed is fairseq's own updates/s and
+tokens/s (real tokens) over the logged intervals after the first.
+
+Model FLOPs per trained token (forward and backward = 3 x forward; as benchmarks/pretrain_speed.py counts them):
+6 x the weights of each layer's matmuls (RoBERTa: 4 d^2 + 2 d f; ModernBERT: 4 d^2 + 3 d f, GeGLU's input
+projection being 2f wide), attention 12 x d x the keys a query attends to (every key of its document block in a
+global layer, token-weighted; at most 64 either side in a local one), and the output layer over the 15% masked
+tokens, 6 x (d^2 + vocabulary x d). MFU = FLOPs per token x tokens/s / peak: a bf16 (GPU) or fp32 (CPU) matmul
+measured in the run, and the GPU's dense bf16 figure where its name is known.
 
     .venv/bin/python benchmarks/modernbert_step.py --output benchmarks/results/modernbert_step.md     # CPU
-    python benchmarks/modernbert_step.py --gpu --bf16 --output benchmarks/results/modernbert_step_gpu.md
+    python benchmarks/modernbert_step.py --size base --gpu --bf16 --lengths 512 --compile inductor \\
+        --output benchmarks/results/modernbert_step_gpu_512.md                                          # GPU
 """
 
 import argparse
@@ -22,14 +35,26 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-from measure import corpora, device_label, interleaved, per_run, precision_flags, publish, speed_table  # noqa: E402
+from measure import corpora, device_label, interleaved, per_run, precision_flags, publish  # noqa: E402
+from pretrain_speed import measured_peak, spec_peak, training_set  # noqa: E402
 
+from biofairseq.model_shapes import BIO_MODERNBERT, BIO_ROBERTA  # noqa: E402
+from biofairseq.models.compiled_layers import COMPILE_CHOICES  # noqa: E402
 from biofairseq.samples import build_corpus  # noqa: E402
 
-ROBERTA, MODERNBERT = "bio_roberta_tiny", "bio_modernbert_tiny"
+ARCHS = {"tiny": ("bio_roberta_tiny", "bio_modernbert_tiny"), "base": ("bio_roberta_base", "bio_modernbert_base")}
+MASK_PROB, HALF_WINDOW, GLOBAL_EVERY = 0.15, 64, 3
+
+
+def names(roberta, modernbert, tokens):
+    """The systems at one length, the baseline first."""
+    return {"roberta": f"{roberta}, {tokens} tokens", "plain": f"{roberta} without dropout, {tokens} tokens",
+            "modern": f"{modernbert}, {tokens} tokens", "plain compiled": f"{roberta} without dropout, compiled, {tokens} tokens",
+            "modern compiled": f"{modernbert}, compiled, {tokens} tokens"}
 
 
 def systems(args):
+    roberta, modernbert = ARCHS[args.size]
     out = {}
     for tokens in args.lengths:
         batch = max(1, args.tokens_per_update // tokens)
@@ -41,58 +66,137 @@ def systems(args):
             "--log-format", "json", "--log-interval", args.log_interval, "--disable-validation", "--no-save",
             *precision_flags(args),
         ]
-        roberta = [*common, "--arch", ROBERTA, "--attention", "sdpa", "--max-positions", max(512, tokens)]
-        out[f"{ROBERTA}, {tokens} tokens"] = roberta
+        name = names(roberta, modernbert, tokens)
+        out[name["roberta"]] = [*common, "--arch", roberta, "--attention", "sdpa", "--max-positions", max(512, tokens)]
         # RoBERTa's dropout (0.1 on the attention weights, the sublayers' outputs) off, as ModernBERT pretrains: on a
         # CPU, attention with dropout cannot take SDPA's fused kernel
-        out[f"{ROBERTA} without dropout, {tokens} tokens"] = [*roberta, "--dropout", "0", "--attention-dropout", "0"]
-        out[f"{MODERNBERT}, {tokens} tokens"] = [*common, "--arch", MODERNBERT, "--mask-prob", "0.15"]
+        out[name["plain"]] = [*out[name["roberta"]], "--dropout", "0", "--attention-dropout", "0"]
+        out[name["modern"]] = [*common, "--arch", modernbert, "--mask-prob", str(MASK_PROB)]
+        if args.compile != "none":
+            out[name["plain compiled"]] = [*out[name["plain"]], "--compile", args.compile]
+            out[name["modern compiled"]] = [*out[name["modern"]], "--compile", args.compile]
+    if args.only:
+        keep = args.only.split(",")
+        out = {n: f for i, (n, f) in enumerate(out.items()) if any(w in n for w in keep)}
     return out
+
+
+def keys_per_query(sizes):
+    """(global, local): the keys a token attends to, averaged over the tokens of the document blocks of these
+    sizes: its whole block in a global layer; at most HALF_WINDOW either side, within the block, in a local one."""
+    import numpy as np
+
+    n, h = sizes, HALF_WINDOW
+    # sum over a block's positions i of min(i, h): the keys on one side
+    one_side = np.where(n <= h + 1, n * (n - 1) / 2, h * (h + 1) / 2 + (n - 1 - h) * h)
+    return float((n * n).sum() / n.sum()), float((n + 2 * one_side).sum() / n.sum())
+
+
+def flops_per_token(arch, keys, vocab):
+    """Model FLOPs of one trained token, as the module docstring counts them."""
+    global_keys, local_keys = keys
+    if arch in BIO_MODERNBERT:
+        shape = BIO_MODERNBERT[arch]
+        d, f, layers = shape["width"], shape["ffn"], shape["layers"]
+        spans = [global_keys if i % GLOBAL_EVERY == 0 else local_keys for i in range(layers)]
+        matmuls = 4 * d * d + 3 * d * f
+    else:
+        shape = BIO_ROBERTA[arch]
+        d, f, layers = shape["embed_dim"], shape["ffn_dim"], shape["layers"]
+        spans = [global_keys] * layers
+        matmuls = 4 * d * d + 2 * d * f
+    return sum(6 * matmuls + 12 * d * span for span in spans) + 6 * MASK_PROB * (d * d + vocab * d)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", choices=ARCHS, default="tiny", help="tiny: 3 x 128 against 2 x 128 (CPU); base: "
+                        "22 x 768 against 12 x 768")
     parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each")
     parser.add_argument("--updates", type=int, default=40, help="updates per run")
     parser.add_argument("--log-interval", type=int, default=10, help="updates per logged interval; the first is not counted")
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512, 2048], help="--tokens-per-sample values")
     parser.add_argument("--tokens-per-update", type=int, default=8192, help="row tokens per update (batch x length)")
+    parser.add_argument("--compile", choices=COMPILE_CHOICES, default="none",
+                        help="also run RoBERTa without dropout and ModernBERT with their layers compiled by this backend")
+    parser.add_argument("--only", help="comma-separated words; run only the systems whose name holds one")
+    parser.add_argument("--keep-going", action="store_true", help="report a system whose run fails and measure the others")
+    parser.add_argument("--data-bin", type=Path, help="the data-bin of the 400 cases: built there if it is not yet")
     parser.add_argument("--gpu", action="store_true", help="train on the GPU (fp16, or --bf16)")
     parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
+    runs = systems(args)
+    if not runs:
+        sys.exit(f"--only {args.only}: no system's name holds any of these words")
     with tempfile.TemporaryDirectory() as tmp:
-        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000,
-                              cases=corpora()[0])
-        results = interleaved(systems(args), corpus.data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO)
-    publish(report(args, results), args.output)
+        data_bin = args.data_bin
+        if data_bin is None or not (data_bin / "dict.txt").is_file():
+            corpus = args.data_bin.parent if args.data_bin else Path(tmp) / "corpus"
+            data_bin = build_corpus(corpus, "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000,
+                                    cases=corpora()[0]).data_bin
+            if args.data_bin and data_bin != args.data_bin:
+                data_bin.rename(args.data_bin)
+                data_bin = args.data_bin
+        vocab = sum(1 for _ in open(data_bin / "dict.txt")) + 4
+        keys = {t: keys_per_query(training_set(data_bin, t, 1)[2]) for t in args.lengths}
+        peak = measured_peak(args.gpu)
+        failures = {} if args.keep_going else None
+        results = interleaved(runs, data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO, failures=failures)
+    publish(report(args, results, keys, vocab, peak, failures or {}), args.output)
 
 
-def report(args, results):
-    rows = []
+def report(args, results, keys, vocab, peak, failures):
+    roberta, modernbert = ARCHS[args.size]
     ups = lambda runs: statistics.median(r["ups"] for r in runs)
-    ratio = lambda base, modern: [b["ups"] / m["ups"] for b, m in zip(base, modern)]
     cell = lambda xs: f"{statistics.median(xs):.2f} ({', '.join(f'{x:.2f}' for x in xs)})"
+    ratio_rows = []
     for tokens in args.lengths:
-        roberta, plain = results[f"{ROBERTA}, {tokens} tokens"], results[f"{ROBERTA} without dropout, {tokens} tokens"]
-        modern = results[f"{MODERNBERT}, {tokens} tokens"]
-        rows.append(f"| {tokens:,} | {max(1, args.tokens_per_update // tokens)} | {ups(roberta):.2f} | {ups(plain):.2f} | "
-                    f"{ups(modern):.2f} | {cell(ratio(roberta, modern))} | {cell(ratio(plain, modern))} |")
+        name = names(roberta, modernbert, tokens)
+        got = {k: results[n] for k, n in name.items() if n in results}
+        ratio = lambda base, other: cell([b["ups"] / m["ups"] for b, m in zip(got[base], got[other])]) \
+            if base in got and other in got else "-"
+        speed = lambda k: f"{ups(got[k]):.2f}" if k in got else "-"
+        ratio_rows.append(f"| {tokens:,} | {max(1, args.tokens_per_update // tokens)} | {speed('roberta')} | "
+                          f"{speed('plain')} | {speed('modern')} | {ratio('roberta', 'modern')} | "
+                          f"{ratio('plain', 'modern')} | {ratio('plain compiled', 'modern compiled')} |")
+    device = next((r.get("device") for runs in results.values() for r in runs if r.get("device")), None)
+    spec = spec_peak(device) if args.gpu else None
+    memory = "cuda_allocated_mb" if args.gpu else "peak_rss_mb"
+    system_rows = []
+    for n, runs in results.items():
+        tokens = int(n.rsplit(", ", 1)[1].split()[0])
+        arch = n.split(" ")[0].rstrip(",")
+        flops = flops_per_token(arch, keys[tokens], vocab)
+        wps = statistics.median(r["wps"] for r in runs)
+        system_rows.append(
+            f"| {n} | {ups(runs):.2f} | {wps:,.0f} | {flops / 1e6:,.1f} | {100 * flops * wps / peak:.1f}% | "
+            + (f"{100 * flops * wps / spec:.1f}% | " if spec else "")
+            + f"{statistics.median(r[memory] for r in runs):,.0f} |")
+    spans = "; ".join(f"{t:,} tokens: {g:.0f} and {l:.0f}" for t, (g, l) in keys.items())
     return [
-        "# ModernBERT's block against RoBERTa's at equal parameters: step time by length",
+        "# ModernBERT's block against RoBERTa's: step time, tokens/s and MFU by length",
         "",
         f"Command: `python benchmarks/modernbert_step.py {' '.join(sys.argv[1:])}`",
         "",
         f"{args.rounds} interleaved rounds of {args.updates} updates each; {args.tokens_per_update:,} row tokens per "
         f"update (rows packed with whole documents), 400 real clinical cases, byte-level BPE of 8,000; "
-        f"{device_label(args)}. Medians over rounds.",
+        f"{device or device_label(args)}{', ' + device_label(args) if device else ''}. Medians over rounds. "
+        f"Keys a token attends to in a global and a local layer (token-weighted): {spans}. Matmul peak measured "
+        f"here: {peak / 1e12:.2f} TFLOP/s.",
         "",
         "| tokens per row | rows per update | RoBERTa updates/s | RoBERTa without dropout | ModernBERT updates/s | "
-        "ModernBERT step / RoBERTa's (per round) | ModernBERT step / RoBERTa's without dropout |",
-        "|---|---|---|---|---|---|---|",
-        *rows,
+        "ModernBERT step / RoBERTa's (per round) | ModernBERT step / RoBERTa's without dropout | the same, both compiled |",
+        "|---|---|---|---|---|---|---|---|",
+        *ratio_rows,
         "",
-        *speed_table(results),
+        "| system | updates/s | tokens/s | model MFLOPs per token | MFU vs measured matmul | "
+        + ("MFU vs spec peak | " if spec else "")
+        + ("peak GPU memory allocated (MiB) |" if args.gpu else "peak RSS (MiB) |"),
+        "|---|---|---|---|---|" + ("---|" if spec else "") + "---|",
+        *system_rows,
+        "",
+        *(f"- {n}: FAILED: {why.strip().splitlines()[-1] if why.strip() else 'no output'}" for n, why in failures.items()),
         "",
         per_run(results),
     ]

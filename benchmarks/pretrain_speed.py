@@ -132,9 +132,9 @@ def measured_peak(gpu):
     return 2 * n ** 3 / best
 
 
-def batch_statistics(data_bin, tokens, batch, packed=False):
-    """(token-weighted mean row length, padded share of the tokens in the epoch's batches, rows), as document_mlm
-    builds them (the same blocks ELECTRA reads), packed or not; unpacked, a row is one block."""
+def training_set(data_bin, tokens, batch, packed=False):
+    """(document_mlm's task, its train set, the sizes of the set's rows), as fairseq-train builds them (the same
+    blocks ELECTRA reads), packed or not; unpacked, a row is one document block."""
     import numpy as np
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
@@ -148,6 +148,12 @@ def batch_statistics(data_bin, tokens, batch, packed=False):
     task.load_dataset("train")
     dataset = task.dataset("train")
     sizes = np.asarray(dataset.sizes[0] if isinstance(dataset.sizes, list) else dataset.sizes, dtype=np.float64)
+    return task, dataset, sizes
+
+
+def batch_statistics(data_bin, tokens, batch, packed=False):
+    """(token-weighted mean row length, padded share of the tokens in the epoch's batches, rows), packed or not."""
+    task, dataset, sizes = training_set(data_bin, tokens, batch, packed)
     iterator = task.get_batch_iterator(dataset, max_sentences=batch, seed=1, num_workers=0).next_epoch_itr(shuffle=True)
     real = padded = 0
     pad = task.source_dictionary.pad()

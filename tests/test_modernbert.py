@@ -73,6 +73,30 @@ def test_the_block_is_modernberts(bytebpe_corpus):
     assert all(a.dtype == torch.float32 and torch.equal(a, b) for a, b in zip(after, before))
 
 
+
+@pytest.mark.fast
+def test_the_step_benchmark_counts_the_keys_the_model_attends_to(bytebpe_corpus):
+    """benchmarks/modernbert_step.py's FLOPs (and so its MFU) rest on the keys a token attends to in global and local
+    layers: they must be those of the model's own masks, for documents shorter, about as long and longer than the
+    window."""
+    import sys
+
+    import numpy as np
+
+    from biofairseq.samples import REPO
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from modernbert_step import keys_per_query
+
+    model, dictionary = tiny_model(bytebpe_corpus, pack_documents=True)
+    lengths = [3, 65, 66, 70, 300]
+    row = torch.full((1, sum(lengths)), 5)
+    row[0, np.cumsum([0, *lengths[:-1]])] = dictionary.bos()
+    _, masks = model.encoder.positions_and_masks(row)
+    counted = {kind: masks[kind].sum().item() / row.numel() for kind in ("global", "local")}
+    assert keys_per_query(np.array(lengths, dtype=np.float64)) == pytest.approx((counted["global"], counted["local"]))
+    assert counted["local"] < counted["global"]
+
 def test_training_lowers_the_loss(trained):
     _, log = trained
     losses = [float(r["loss"]) for r in json_logs(log, "train_inner")]
