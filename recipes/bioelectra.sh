@@ -21,7 +21,8 @@
 #   SAMPLING_TEMPERATURE_FINAL  anneal the temperature linearly from SAMPLING_TEMPERATURE to this over the run's
 #                  MAX_UPDATE updates (default: SAMPLING_TEMPERATURE, constant)
 #   GENERATOR_FRACTION  the generator's width as a share of the discriminator's (default: ARCH's, 1/2 for
-#                  electra_tiny, 1/3 for base); it must give the generator whole heads of 64 (or a width under 128)
+#                  electra_tiny, 1/3 for base; pilot: 1/4); it must give the generator whole heads of 64 (or a width
+#                  under 128)
 #   PHASE2_SHARE, PHASE2_TOKENS_PER_SAMPLE, PHASE2_SEQUENCES_PER_UPDATE, PHASE2_BATCH_PER_DEVICE: the second
 #                  length phase (paper: the last 10% of updates at 512 tokens)
 #   NER_LAYERWISE_DECAY  ELECTRA's layer-wise learning-rate decay in fine-tuning (paper: 0.8)
@@ -48,6 +49,7 @@ tiny)
     ;;
 pilot)  # electra_tiny (the masked-LM pilot's 2 x 128 as its discriminator) for the masked-LM pilot's minutes, one length:
     # its step takes 1.67 times the masked LM's on 2 CPU cores (generator, sampling), so 3,000 updates to its 5,000
+    # (with the generator at 1/4, 1.4-1.6 times: 3,000 updates take somewhat fewer minutes than masked LM's)
     MAX_UPDATE=${MAX_UPDATE:-3000}
     recipe_pilot_defaults "the pretraining text, e.g. cases=clinical_cases.jsonl"
     CORPUS_LANG=${CORPUS_LANG:-es}
@@ -55,6 +57,10 @@ pilot)  # electra_tiny (the masked-LM pilot's 2 x 128 as its discriminator) for 
     ARCH=${ARCH:-electra_tiny}
     PEAK_LR=${PEAK_LR:-5e-4}
     SAMPLING_TEMPERATURE=${SAMPLING_TEMPERATURE:-2}
+    # a generator 32 wide beside the 128-wide discriminator: of the variants measured (embedding sharing, a
+    # temperature annealed to 1, a 4 x 256 discriminator, the generator's size), the best discriminator curve and
+    # NER dev F1 (benchmarks/results/pilot_bioelectra_variants.md)
+    GENERATOR_FRACTION=${GENERATOR_FRACTION:-0.25}
     ;;
 paper)
     require_inputs "the raw pretraining corpora, PubMed for BioELECTRA" "ncbi=path/to/ncbi_disease with train/ valid/ test/"

@@ -295,7 +295,8 @@ PILOTS = {  # recipe: what its pilot sets of its own
     "bio_lm": {"BASE_ARCH": "bio_roberta_tiny", "LARGE_ARCH": "bio_roberta_small", "BASE_LR": "1e-3", "MAX_UPDATE": "5000",
                "LARGE_MAX_UPDATE": "5000", "DISTIL_UPDATES": "1000"},
     "bioelectra": {"ARCH": "electra_tiny", "PHASE2_SHARE": "0", "EMBEDDING_SHARING": "tied", "MAX_UPDATE": "3000",
-                   "PEAK_LR": "5e-4", "SAMPLING_TEMPERATURE": "2", "WEIGHT_DECAY_EXCLUDE": "norm_and_bias"},
+                   "PEAK_LR": "5e-4", "SAMPLING_TEMPERATURE": "2", "GENERATOR_FRACTION": "0.25",
+                   "WEIGHT_DECAY_EXCLUDE": "norm_and_bias"},
 }
 
 
