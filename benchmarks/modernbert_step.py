@@ -35,10 +35,11 @@ import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-from measure import corpora, device_label, interleaved, per_run, precision_flags, publish  # noqa: E402
+from measure import corpora, device_label, interleaved, memory_key, per_run, precision_flags, publish  # noqa: E402
+from pretrain_speed import flops_per_token as roberta_flops_per_token  # noqa: E402
 from pretrain_speed import measured_peak, spec_peak, training_set  # noqa: E402
 
-from biofairseq.model_shapes import BIO_MODERNBERT, BIO_ROBERTA  # noqa: E402
+from biofairseq.model_shapes import BIO_MODERNBERT  # noqa: E402
 from biofairseq.models.compiled_layers import COMPILE_CHOICES  # noqa: E402
 from biofairseq.samples import build_corpus  # noqa: E402
 
@@ -77,7 +78,7 @@ def systems(args):
             out[name["modern compiled"]] = [*out[name["modern"]], "--compile", args.compile]
     if args.only:
         keep = args.only.split(",")
-        out = {n: f for i, (n, f) in enumerate(out.items()) if any(w in n for w in keep)}
+        out = {n: f for n, f in out.items() if any(w in n for w in keep)}
     return out
 
 
@@ -92,20 +93,16 @@ def keys_per_query(sizes):
     return float((n * n).sum() / n.sum()), float((n + 2 * one_side).sum() / n.sum())
 
 
-def flops_per_token(arch, keys, vocab):
-    """Model FLOPs of one trained token, as the module docstring counts them."""
+def flops_per_token(size, modern, keys, vocab):
+    """Model FLOPs of one trained token, as the module docstring counts them: RoBERTa's as pretrain_speed.py's
+    (whose tiny and base shapes are bio_roberta_tiny's and _base's), ModernBERT's with its local layers' keys."""
     global_keys, local_keys = keys
-    if arch in BIO_MODERNBERT:
-        shape = BIO_MODERNBERT[arch]
-        d, f, layers = shape["width"], shape["ffn"], shape["layers"]
-        spans = [global_keys if i % GLOBAL_EVERY == 0 else local_keys for i in range(layers)]
-        matmuls = 4 * d * d + 3 * d * f
-    else:
-        shape = BIO_ROBERTA[arch]
-        d, f, layers = shape["embed_dim"], shape["ffn_dim"], shape["layers"]
-        spans = [global_keys] * layers
-        matmuls = 4 * d * d + 2 * d * f
-    return sum(6 * matmuls + 12 * d * span for span in spans) + 6 * MASK_PROB * (d * d + vocab * d)
+    if not modern:
+        return roberta_flops_per_token("roberta", size, global_keys, vocab)
+    shape = BIO_MODERNBERT[ARCHS[size][1]]
+    d, f, layers = shape["width"], shape["ffn"], shape["layers"]
+    spans = [global_keys if i % GLOBAL_EVERY == 0 else local_keys for i in range(layers)]
+    return sum(6 * (4 * d * d + 3 * d * f) + 12 * d * span for span in spans) + 6 * MASK_PROB * (d * d + vocab * d)
 
 
 def main():
@@ -162,17 +159,13 @@ def report(args, results, keys, vocab, peak, failures):
                           f"{ratio('plain', 'modern')} | {ratio('plain compiled', 'modern compiled')} |")
     device = next((r.get("device") for runs in results.values() for r in runs if r.get("device")), None)
     spec = spec_peak(device) if args.gpu else None
-    memory = "cuda_allocated_mb" if args.gpu else "peak_rss_mb"
+    memory = memory_key(results)
     system_rows = []
-    for n, runs in results.items():
-        tokens = int(n.rsplit(", ", 1)[1].split()[0])
-        arch = n.split(" ")[0].rstrip(",")
-        flops = flops_per_token(arch, keys[tokens], vocab)
-        wps = statistics.median(r["wps"] for r in runs)
-        system_rows.append(
-            f"| {n} | {ups(runs):.2f} | {wps:,.0f} | {flops / 1e6:,.1f} | {100 * flops * wps / peak:.1f}% | "
-            + (f"{100 * flops * wps / spec:.1f}% | " if spec else "")
-            + f"{statistics.median(r[memory] for r in runs):,.0f} |")
+    for tokens in args.lengths:
+        for kind, n in names(roberta, modernbert, tokens).items():
+            if n in results:
+                system_rows.append(system_row(n, results[n], flops_per_token(args.size, kind.startswith("modern"),
+                                                                               keys[tokens], vocab), peak, spec, memory))
     spans = "; ".join(f"{t:,} tokens: {g:.0f} and {l:.0f}" for t, (g, l) in keys.items())
     return [
         "# ModernBERT's block against RoBERTa's: step time, tokens/s and MFU by length",
@@ -200,6 +193,15 @@ def report(args, results, keys, vocab, peak, failures):
         "",
         per_run(results),
     ]
+
+
+
+def system_row(name, runs, flops, peak, spec, memory):
+    """A system's medians: updates/s, tokens/s, FLOPs per token, MFU (against the measured and the spec peak), memory."""
+    wps = statistics.median(r["wps"] for r in runs)
+    return (f"| {name} | {statistics.median(r['ups'] for r in runs):.2f} | {wps:,.0f} | {flops / 1e6:,.1f} | "
+            f"{100 * flops * wps / peak:.1f}% | " + (f"{100 * flops * wps / spec:.1f}% | " if spec else "")
+            + f"{statistics.median(r[memory] for r in runs):,.0f} |")
 
 
 if __name__ == "__main__":
