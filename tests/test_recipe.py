@@ -297,6 +297,8 @@ PILOTS = {  # recipe: what its pilot sets of its own
     "bioelectra": {"ARCH": "electra_tiny", "PHASE2_SHARE": "0", "EMBEDDING_SHARING": "tied", "MAX_UPDATE": "3000",
                    "PEAK_LR": "5e-4", "SAMPLING_TEMPERATURE": "2", "GENERATOR_FRACTION": "0.25",
                    "WEIGHT_DECAY_EXCLUDE": "norm_and_bias"},
+    "modernbert": {"ARCH": "bio_modernbert_tiny", "PEAK_LR": "1e-3", "MAX_UPDATE": "3300", "WARMUP_UPDATES": "165",
+                   "MASK_PROB": "0.3", "PHASE2_SHARE": "0", "WEIGHT_DECAY_EXCLUDE": "norm_and_bias"},
 }
 
 
