@@ -13,7 +13,7 @@ much of its document a word sees. Each run is a real `biofairseq-ner train` proc
 biofairseq.finetune.cli train`); --parallel of them run at once (on one GPU they share it). A run folder that holds
 metrics.json is kept, so running the command again resumes.
 
-    python benchmarks/ner_windows.py --model runs/pilot_modernbert/hf --data path/to/pharmaconer --work runs/ner_windows \
+    python benchmarks/ner_windows.py --model runs/pilot_modernbert/hf/modernbert --data path/to/pharmaconer --work runs/ner_windows \
         --seeds 1,2,3 --parallel 4 --output benchmarks/results/ner_windows.md
 """
 
@@ -41,7 +41,7 @@ WINDOWINGS = {  # name: (context, max length, batch)
 
 
 def command(args, context, max_length, batch, seed, out):
-    return [sys.executable, "-m", "biofairseq.finetune.cli", "train", "--model", str(args.model), "--train", str(args.data / "train"), "--dev", str(args.data / "valid"),
+    return [sys.executable, "-m", "biofairseq.finetune.cli", "train", "--model", str(args.model), "--train", str(args.train), "--dev", str(args.dev),
             "--output-dir", str(out), "--lr", "1e-3", "--seed", str(seed), "--epochs", str(args.epochs),
             "--warmup-ratio", "0.1", "--batch-size", str(batch), "--gradient-accumulation", "1", "--max-length", str(max_length), "--context", context,
             "--no-save-model", *args.extra]
@@ -85,7 +85,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter,
                                      epilog=__doc__.split("\n", 1)[1])
     parser.add_argument("--model", type=Path, required=True, help="a transformers token-classification-ready encoder folder")
-    parser.add_argument("--data", type=Path, required=True, help="PharmaCoNER (or any BRAT set) with train/ and valid/")
+    parser.add_argument("--data", type=Path, required=True, help="PharmaCoNER (or any BRAT set) with train/ and valid/ (or dev/)")
     parser.add_argument("--work", type=Path, required=True, help="where the runs go (kept, so that a rerun resumes)")
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
     parser.add_argument("--epochs", default="10")
@@ -94,9 +94,13 @@ def main():
     parser.add_argument("--output", type=Path, help="also write the Markdown table here")
     parser.add_argument("extra", nargs="*", help="more biofairseq-ner train flags, after --")
     args = parser.parse_args()
-    for path in (args.model, args.data / "train", args.data / "valid"):
-        if not path.is_dir():
-            sys.exit(f"{path}: no such folder; give --model a converted encoder and --data a folder with train/ and valid/")
+    if not (args.model / "config.json").is_file():
+        sys.exit(f"{args.model}: no config.json; give --model a transformers encoder folder (biofairseq-convert to-hf output, "
+                 "a recipe's RUN_DIR/hf/RECIPE)")
+    args.train = args.data / "train"
+    args.dev = next((args.data / s for s in ("valid", "dev", "devel") if (args.data / s).is_dir()), None)
+    if not args.train.is_dir() or args.dev is None:
+        sys.exit(f"{args.data}: give a folder holding BRAT folders train/ and valid/ (or dev/, devel/): whole documents need BRAT")
     seeds = [int(s) for s in args.seeds.split(",")]
     names = [n for n in WINDOWINGS if not args.only or any(w in n for w in args.only.split(","))]
     jobs = [(n, s) for s in seeds for n in names]  # every windowing's first seed first, so a cut-short run still compares

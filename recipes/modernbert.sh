@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # ModernBERT's encoder (Warner et al. 2024, "Smarter, Better, Faster, Longer"), on a clinical corpus: raw text ->
-# cleaned corpus -> vocabulary -> data-bin -> bio_modernbert (rotary positions, GeGLU, a global layer then two with a
-# 128-token window, pre-norm without biases) pretrained by masked LM at 30% on unpadded rows (documents packed, each
+# cleaned corpus -> vocabulary -> data-bin -> bio_modernbert (rotary positions, GeGLU, every third layer global and the
+# others a 128-token window, pre-norm without biases) pretrained by masked LM at 30% on unpadded rows (documents packed, each
 # attending to itself alone) in two length phases -> the final checkpoint -> transformers' ModernBertForMaskedLM ->
 # NER (ModernBertForTokenClassification) -> report.
 #
@@ -10,7 +10,7 @@
 #   INIT_FROM=path/to/ModernBERT-base CORPUS_LANG=en PRESET=paper ...   # continual pretraining, as BioClinical ModernBERT
 #
 # Printing, skipping, resuming, FORCE, recipe.env and Slurm work as in recipes/bsc_bio_es.sh (all recipes use
-# recipes/lib/stages.sh); its variables apply here too. Besides them:
+# recipes/lib/stages.sh); its variables apply here too, but for CLIP_NORM (below). Besides them:
 #   MASK_PROB      the share of tokens masked (ModernBERT: 0.3)
 #   WEIGHT_DECAY   AdamW's weight decay, on matrices only (ModernBERT: 1e-5; norms and the decoder's bias get none)
 #   PHASE2_SHARE, PHASE2_TOKENS_PER_SAMPLE, PHASE2_SEQUENCES_PER_UPDATE, PHASE2_BATCH_PER_DEVICE: the second length

@@ -84,3 +84,20 @@ def test_a_corpus_language_the_language_filter_does_not_know_stops_before_any_wo
         "beto.sh: error: CORPUS_LANG=spanish: not a language of the language identifier (fastText lid.176); "
         "use CORPUS_LANG=es\n")
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("flag", ["--context document", "--context=document"])
+def test_whole_document_ner_on_conll_data_stops_before_any_work(flag, tmp_path):
+    """A CoNLL file does not say where its documents end, so biofairseq-ner refuses --context document on it: the
+    recipe says so before pretraining, not hours later."""
+    LAYOUTS["conll train.tsv devel.tsv test.tsv"](tmp_path / "ner")
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
+           "NUM_GPUS": "0", "STOP_AFTER": "settings", "NER_DATA": "x=ner", "NER_EXTRA": flag}
+    env.pop("RUN_DIR", None)
+    proc = subprocess.run(["bash", str(REPO / "recipes" / "modernbert.sh")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stderr == (
+        "modernbert.sh: error: NER_DATA: 'x=ner': ner/train.tsv: a CoNLL file, and NER_EXTRA asks for --context document, "
+        "which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop --context document\n")
+    assert [p.name for p in tmp_path.iterdir()] == ["ner"]

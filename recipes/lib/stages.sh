@@ -186,6 +186,9 @@ recipe_check_inputs() {  # SOURCES and NER_DATA, before anything is written: one
         for split in "$train" "$dev" ${test:+"$test"}; do
             [[ -f $split || -n $(find "$split" -name '*.txt' -print -quit 2>/dev/null) ]] ||
                 die "NER_DATA: '$dataset': $split: a folder without .txt files; a split is a BRAT folder (X.txt beside X.ann) or a CoNLL file"
+            # a CoNLL file does not say where its documents end (biofairseq-ner refuses it), so say so before pretraining
+            [[ ! -f $split || ! ${NER_EXTRA:-} =~ --context(=|[[:space:]]+)document ]] ||
+                die "NER_DATA: '$dataset': $split: a CoNLL file, and NER_EXTRA asks for --context document, which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop --context document"
         done
         echo "NER_DATA: $name: train $train, valid $dev, test ${test:-none (the sweep and the report give valid scores only)}" >&2
         NER_NAMES+=("$name") NER_TRAIN+=("$train") NER_DEV+=("$dev") NER_TEST+=("$test")
