@@ -4,12 +4,12 @@ in four windowings:
 
 - sentences of up to 128 sub-tokens, 32 a batch: what every pilot's NER uses;
 - whole documents cut into windows of 128, 512 and up to 8,192 sub-tokens (the last: whole documents, which a
-  long-context encoder such as ModernBERT reads in one window), with batches of 16, 3 and 2 windows.
+  long-context encoder such as ModernBERT reads in one window), with batches of 23, 4 and 2 windows.
 
-The batches are chosen so that each windowing makes about as many updates an epoch on PharmaCoNER (250-270; its
-sentences average 33 sub-tokens of a byte-level BPE of 8,000, its documents 543, and consecutive windows of a
-document share up to 128 sub-tokens, `--window-overlap`), one update a step (no accumulation): what differs is how
-much of its document a word sees. Each run is a real `biofairseq-ner train` process (`python -m
+The batches are chosen so that each windowing makes about as many updates an epoch on PharmaCoNER train (249-268
+with the ModernBERT pilot's byte-level BPE of 8,000: its sentences average 33 sub-tokens, its documents 543, and
+consecutive windows of a document overlap, `--window-overlap`), one update a step (no accumulation): what differs is
+how much of its document a word sees. --batches changes them. Each run is a real `biofairseq-ner train` process (`python -m
 biofairseq.finetune.cli train`); --parallel of them run at once (on one GPU they share it). A run folder that holds
 metrics.json is kept, so running the command again resumes.
 
@@ -20,6 +20,7 @@ metrics.json is kept, so running the command again resumes.
 import argparse
 import json
 import os
+import shlex
 import statistics
 import subprocess
 import sys
@@ -34,8 +35,8 @@ from biofairseq.text.tables import markdown_table  # noqa: E402
 
 WINDOWINGS = {  # name: (context, max length, batch)
     "sentences, 128": ("sentence", 128, 32),
-    "documents, windows of 128": ("document", 128, 16),
-    "documents, windows of 512": ("document", 512, 3),
+    "documents, windows of 128": ("document", 128, 23),
+    "documents, windows of 512": ("document", 512, 4),
     "whole documents (up to 8,192)": ("document", 8192, 2),
 }
 
@@ -49,14 +50,14 @@ def command(args, context, max_length, batch, seed, out):
 
 def run(args, name, seed):
     context, max_length, batch = WINDOWINGS[name]
-    out = args.work / f"{context}-{max_length}" / f"seed={seed}"
+    out = args.work / f"{context}-{max_length}-batch{batch}" / f"seed{seed}"
     if not (out / "metrics.json").is_file():
         out.parent.mkdir(parents=True, exist_ok=True)
-        with open(out.parent / f"seed={seed}.log", "w") as log:
+        with open(out.parent / f"seed{seed}.log", "w") as log:
             env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")]))}
             proc = subprocess.run(command(args, context, max_length, batch, seed, out), stdout=log, stderr=subprocess.STDOUT, env=env)
         if proc.returncode:
-            return name, seed, f"failed ({proc.returncode}): see {out.parent / f'seed={seed}.log'}"
+            return name, seed, f"failed ({proc.returncode}): see {out.parent / f'seed{seed}.log'}"
     with open(out / "metrics.json") as f:
         return name, seed, json.load(f)
 
@@ -90,6 +91,7 @@ def main():
     parser.add_argument("--seeds", default="1,2,3", help="comma-separated seeds")
     parser.add_argument("--epochs", default="10")
     parser.add_argument("--only", default="", help="comma-separated words: run only the windowings whose name holds one")
+    parser.add_argument("--batches", default="", help="comma-separated windowing=batch overrides, as 'windows of 128=23'")
     parser.add_argument("--parallel", type=int, default=1, help="runs at once")
     parser.add_argument("--output", type=Path, help="also write the Markdown table here")
     parser.add_argument("extra", nargs="*", help="more biofairseq-ner train flags, after --")
@@ -101,13 +103,19 @@ def main():
     args.dev = next((args.data / s for s in ("valid", "dev", "devel") if (args.data / s).is_dir()), None)
     if not args.train.is_dir() or args.dev is None:
         sys.exit(f"{args.data}: give a folder holding BRAT folders train/ and valid/ (or dev/, devel/): whole documents need BRAT")
+    for override in filter(None, args.batches.split(",")):
+        words, _, batch = override.rpartition("=")
+        matched = [n for n in WINDOWINGS if words and words in n]
+        if len(matched) != 1 or not batch.isdigit():
+            sys.exit(f"--batches {override!r}: give WORDS=BATCH, WORDS naming one of: {', '.join(WINDOWINGS)}")
+        WINDOWINGS[matched[0]] = (*WINDOWINGS[matched[0]][:2], int(batch))
     seeds = [int(s) for s in args.seeds.split(",")]
     names = [n for n in WINDOWINGS if not args.only or any(w in n for w in args.only.split(","))]
     jobs = [(n, s) for s in seeds for n in names]  # every windowing's first seed first, so a cut-short run still compares
     started = time.time()
     with ThreadPoolExecutor(args.parallel) as pool:
         results = {(n, s): m for n, s, m in pool.map(lambda job: run(args, *job), jobs)}
-    text = (f"Command: `python benchmarks/ner_windows.py {' '.join(sys.argv[1:])}`\n\n"
+    text = (f"Command: `python benchmarks/ner_windows.py {shlex.join(sys.argv[1:])}`\n\n"
             f"Model `{args.model.name}` ({args.model}); {len(seeds)} seed(s); {args.parallel} run(s) at once; "
             f"{time.time() - started:.0f} s in all. Dev F1: the BRAT scorer's entity F1 of the best-on-dev epoch (metrics.json's `dev`, as the recipes' reports read it).\n\n"
             + table(results) + "\n")
