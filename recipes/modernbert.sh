@@ -54,7 +54,7 @@ tiny)
     ;;
 pilot)  # ModernBERT's block at the masked-LM pilot's width, one length, in the masked-LM pilot's minutes: in the pilot's
     # shape (64 rows of 128 tokens, 2 CPU cores) its step costs 1.5x bio_roberta_tiny's with its dropout
-    # (benchmarks/results/pilot_modernbert.md), so 3,300 updates where the other pilots train 5,000
+    # (benchmarks/results/modernbert_step.md, last section), so 3,300 updates where the other pilots train 5,000
     MAX_UPDATE=${MAX_UPDATE:-3300} WARMUP_UPDATES=${WARMUP_UPDATES:-165}
     recipe_pilot_defaults "the Spanish pretraining text, e.g. cases=clinical_cases.jsonl"
     ARCH=${ARCH:-bio_modernbert_tiny}
