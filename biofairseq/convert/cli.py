@@ -148,7 +148,9 @@ def main(argv=None):
         log(
             "continue pretraining with: bash preprocess/binarize.sh CLEAN_DIR " f"{out} DATA_BIN && fairseq-train DATA_BIN "
             f"--user-dir biofairseq --task document_mlm {' '.join(report['fairseq_flags'])} --restore-file "
-            f"{out}/model.pt --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler ..."
+            f"{out}/model.pt --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler "
+            "plus your batch, optimizer and schedule flags (docs/conversion.md has a whole command); or give the "
+            "transformers folder to a recipe as INIT_FROM, which does all of this"
         )
     return 0
 
