@@ -500,20 +500,36 @@ def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each
 
 def test_the_data_bin_trains_with_document_mlm_and_whole_words(vocab_and_bin):
     """fairseq's Trainer, task and model as fairseq-train builds them from these flags, in this process: 8 updates on
-    the data-bin's own batches, masking whole words (the recipes run fairseq-train itself)."""
+    the data-bin's own batches, masking whole words (the recipes run fairseq-train itself); with SentencePiece, as
+    ModernBERT's block on packed rows at 30%."""
+    import torch
     from fairseq.trainer import Trainer
 
-    _, _, data_bin = vocab_and_bin
+    _, vocab, data_bin = vocab_and_bin
+    model = ["--arch", "bio_roberta_tiny"]
+    if json.loads((vocab / "vocab_info.json").read_text())["type"] == "sentencepiece":
+        model = ["--arch", "bio_modernbert_tiny", "--pack-documents", "--mask-prob", "0.3"]
     trainer = trainer_in_process(data_bin, "--task", "document_mlm", "--mask-whole-words", "--criterion", "masked_lm_accuracy",
-                                 "--arch", "bio_roberta_tiny", "--tokens-per-sample", 128, "--batch-size", 16,
+                                 *model, "--tokens-per-sample", 128, "--batch-size", 16,
                                  "--optimizer", "adam", "--lr", "1e-3", "--max-update", 8, "--cpu", "--seed", 1,
                                  trainer=Trainer, split="train")
     dataset = trainer.task.dataset("train")
     batches = trainer.task.get_batch_iterator(dataset, max_sentences=16, seed=1, num_workers=0).next_epoch_itr(shuffle=True)
-    losses = [trainer.train_step([batch])["loss"] for batch, _ in zip(batches, range(8))]
+    batches = [batch for batch, _ in zip(batches, range(8))]
+    losses = [trainer.train_step([batch])["loss"] for batch in batches]
     assert len(losses) == 8 and all(np.isfinite(losses))
-    starts = trainer.task._word_starts.starts  # what the masking reads: which entries begin a word
+    starts = torch.as_tensor(trainer.task._word_starts.starts).bool()  # what the masking reads: which entries begin a word
     assert 0 < int(starts.sum()) < len(starts)
+    pad = trainer.task.dictionary.pad()
+    for batch in batches:  # a word's pieces are masked together, at about the rate asked
+        src, target = batch["net_input"]["src_tokens"], batch["target"]
+        masked = target.ne(pad)
+        original = torch.where(masked, target, src)
+        # a piece that continues a word, not after <s> or </s> (a line's first word has no leading space in byte BPE)
+        continues = ~starts[original[:, 1:]] & original[:, :-1].ge(trainer.task.dictionary.nspecial)
+        assert continues.any() and masked[:, 1:][continues].eq(masked[:, :-1][continues]).all()
+        rate = masked.sum().item() / src.ne(pad).sum().item()
+        assert 0.5 * float(trainer.task.cfg.mask_prob) < rate < 1.5 * float(trainer.task.cfg.mask_prob)
 
 
 @pytest.mark.fast
