@@ -74,3 +74,36 @@ def test_the_model_converts_with_parity_past_the_window_and_fine_tunes_as_modern
     assert tagger["architectures"] == ["ModernBertForTokenClassification"]
     report = json.loads((run_dir / "report.json").read_text())
     assert report["pretraining"]["arch"] == "bio_modernbert_tiny"
+
+
+def test_ner_windows_compares_windowings_on_dev_and_resumes(modernbert, tmp_path):
+    """benchmarks/ner_windows.py on the recipe's model: document windows of 128 and whole documents, one seed, one
+    epoch, on a few BRAT documents; a second run keeps the finished runs; a wrong --batches stops it."""
+    import shutil
+    import subprocess
+    import sys
+
+    from biofairseq.samples import PHARMACONER
+
+    run_dir, _ = modernbert
+    data = tmp_path / "pharmaconer"
+    for split, count in (("train", 6), ("valid", 3)):
+        (data / split).mkdir(parents=True)
+        for text in sorted((PHARMACONER / split).glob("*.txt"))[:count]:
+            for part in (text, text.with_suffix(".ann")):
+                shutil.copy(part, data / split)
+    windows = [sys.executable, str(REPO / "benchmarks" / "ner_windows.py"), "--model", str(run_dir / "hf" / "modernbert"),
+               "--data", str(data), "--work", str(tmp_path / "work"), "--seeds", "1", "--epochs", "1",
+               "--only", "windows of 128,whole", "--batches", "whole=1"]
+    first = subprocess.run(windows, capture_output=True, text=True, cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    rows = {line.split("|")[1].strip(): line.split("|") for line in first.stdout.splitlines() if line.startswith("| ")}
+    assert set(rows) == {"windowing", "documents, windows of 128", "whole documents (up to 8,192)"}
+    assert rows["whole documents (up to 8,192)"][2].strip() == "1" and float(rows["documents, windows of 128"][5].strip(" *")) >= 0
+    finished = sorted((tmp_path / "work").glob("*/seed1/metrics.json"))
+    assert [m.parent.parent.name for m in finished] == ["document-128-batch23", "document-8192-batch1"]
+    stamps = [m.stat().st_mtime_ns for m in finished]
+    again = subprocess.run(windows, capture_output=True, text=True, cwd=tmp_path)
+    assert again.returncode == 0 and [m.stat().st_mtime_ns for m in finished] == stamps
+    wrong = subprocess.run([*windows[:-2], "--batches", "windows=4"], capture_output=True, text=True, cwd=tmp_path)
+    assert wrong.returncode == 1 and "--batches 'windows=4': give WORDS=BATCH" in wrong.stderr
