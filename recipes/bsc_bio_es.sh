@@ -49,7 +49,7 @@
 #   WORKERS        processes for cleaning and binarizing (default: all cores)
 #   FAST_PATH      1: --attention sdpa, --pack-documents, --optimizer fused_adamw (default one_gpu: 1; others: 0)
 #   COMPILE        inductor: biofairseq-train --compile inductor, the encoder layers through torch.compile (default
-#                  none; not yet measured on a GPU)
+#                  none; measured on one H100 and one H200: docs/benchmarks.md)
 # Pretraining (preset values; each can be overridden):
 #   ARCH, TOKENS_PER_SAMPLE, SEQUENCES_PER_UPDATE (the batch, split over devices and --update-freq),
 #   BATCH_PER_DEVICE, PEAK_LR, WARMUP_UPDATES, MAX_UPDATE, SAVE_INTERVAL_UPDATES, VALID_DOCS, VOCAB_SIZE,

@@ -7,7 +7,9 @@
 #
 #   bash recipes/modernbert.sh                                   # PRESET=tiny: the bundled sample, CPU, minutes
 #   PRESET=paper SOURCES="notes=raw/notes" NER_DATA="pharmaconer=data/pharmaconer" NUM_GPUS=8 bash recipes/modernbert.sh
-#   INIT_FROM=path/to/ModernBERT-base CORPUS_LANG=en PRESET=paper ...   # continual pretraining, as BioClinical ModernBERT
+#   INIT_FROM=path/to/ModernBERT-base CORPUS_LANG=en PRESET=paper MAX_UPDATE=... PEAK_LR=... ...   # continual pretraining
+#                  (the paper preset is ModernBERT's schedule from scratch: for a continuation, as BioClinical ModernBERT's,
+#                  set MAX_UPDATE, PEAK_LR, WARMUP_UPDATES and PHASE2_SHARE to yours)
 #
 # Printing, skipping, resuming, FORCE, recipe.env and Slurm work as in recipes/bsc_bio_es.sh (all recipes use
 # recipes/lib/stages.sh); its variables apply here too, but for CLIP_NORM (below). Besides them:
