@@ -55,8 +55,9 @@ tiny)
     recipe_tiny_defaults
     ;;
 pilot)  # ModernBERT's block at the masked-LM pilot's width, one length, in the masked-LM pilot's minutes: in the pilot's
-    # shape (64 rows of 128 tokens, 2 CPU cores) its step costs 1.5x bio_roberta_tiny's with its dropout
-    # (benchmarks/results/modernbert_step.md, last section), so 3,300 updates where the other pilots train 5,000
+    # shape (64 rows of 128 tokens, 2 CPU cores) its step cost 1.48x bio_roberta_tiny's with its dropout when this was
+    # set, 1.23x on another day (benchmarks/results/modernbert_step.md, last two sections), so 3,300 updates where the
+    # other pilots train 5,000: their minutes within about 25%
     MAX_UPDATE=${MAX_UPDATE:-3300} WARMUP_UPDATES=${WARMUP_UPDATES:-165}
     recipe_pilot_defaults "the Spanish pretraining text, e.g. cases=clinical_cases.jsonl"
     ARCH=${ARCH:-bio_modernbert_tiny}
