@@ -1,4 +1,6 @@
-"""One list of recipe settings: every variable a recipe reads is in it, so it is checked and recipe.env records it."""
+"""The recipes' settings: one table per recipe (biofairseq/recipe/presets.py), resolved and checked in one Python step
+(biofairseq/recipe/settings.py) that the scripts eval. The checks run in this process; a few bash runs check what bash
+itself does with the step (its one line, its exit, STOP_AFTER=settings, FORCE)."""
 
 import os
 import re
@@ -6,32 +8,58 @@ import subprocess
 
 import pytest
 
-from biofairseq.recipe import settings
+from biofairseq.recipe import presets, settings
 from biofairseq.samples import BIN, REPO
 
 pytestmark = pytest.mark.fast  # make test-fast
 
-NOT_SETTINGS = {"PYTHON", "SLURM_JOB_ID"}  # the interpreter the recipe runs (like the tools it checks for); Slurm's own
+GOLDEN = REPO / "tests" / "data" / "recipe_env"  # each recipe x preset's recipe.env, recorded before the tables
+EXAMPLES = REPO / "examples" / "data"
+INPUTS = {"SOURCES": f"cases={EXAMPLES / 'clinical_cases.jsonl.gz'}", "NER_DATA": f"pharmaconer={EXAMPLES / 'pharmaconer'}"}
 
 
-def variables_read(script):
-    """The upper-case variables a recipe (with the shared stages) reads with a default: ${NAME:-...} or ${NAME-...}."""
-    text = (REPO / "recipes" / f"{script}.sh").read_text() + (REPO / "recipes" / "lib" / "stages.sh").read_text()
-    return set(re.findall(r"\$\{([A-Z][A-Z0-9_]*):?-", text)) - NOT_SETTINGS
+def resolved(recipe, run_dir, say=None, **environ):
+    """What the recipe's settings step gives (recipe.env printed, not written: STOP_AFTER=settings), as {name: value}."""
+    environ = {"NUM_GPUS": "0", "STOP_AFTER": "settings", "RUN_DIR": str(run_dir), "PATH": os.environ["PATH"], **environ}
+    text = settings.shell(recipe, environ, REPO, f"recipes/{recipe}.sh", say=say or (lambda line: None))
+    env = text[text.index("printf %s ") + len("printf %s "):text.index("\nexit 0")]
+    import shlex
+
+    return dict(line.split("=", 1) for line in shlex.split(env)[0].splitlines())
 
 
-@pytest.mark.parametrize("recipe", settings.RECIPES)
-def test_every_variable_a_recipe_reads_is_a_setting_of_it(recipe):
-    assert variables_read(recipe) - {s.name for s in settings.of(recipe)} == set()
+@pytest.mark.parametrize("recipe, preset", [(r, p) for r in presets.RECIPES for p in presets.RECIPES[r].presets])
+def test_every_recipe_and_preset_resolves_to_the_recipe_env_it_had_before_the_tables(recipe, preset, tmp_path):
+    inputs = {} if preset == "tiny" else INPUTS
+    got = resolved(recipe, tmp_path / "run", PRESET=preset, **inputs)
+    text = "".join(f"{name}={value}\n" for name, value in got.items()).replace(str(REPO), "$REPO")
+    assert text == (GOLDEN / f"{recipe}.{preset}.env").read_text()
+    assert not (tmp_path / "run").exists()
+
+
+def test_bash_reads_no_setting_the_settings_step_does_not_give():
+    """Every upper-case variable the scripts read is one the step prints for that recipe, or one bash sets itself."""
+    shared = (REPO / "recipes" / "lib" / "stages.sh").read_text()
+    outside = {"PYTHON", "SLURM_JOB_ID", "SECONDS", "BASH_SOURCE", "PWD"}
+    for recipe in presets.RECIPES:
+        script = (REPO / "recipes" / f"{recipe}.sh").read_text() + shared
+        code = "\n".join(line.split(" #")[0] for line in script.splitlines() if not line.lstrip().startswith("#"))
+        read = set(re.findall(r"\$\{?!?([A-Z][A-Z0-9_]*)", code))
+        assigned = set(re.findall(r"(?:^|[\s;(])(?:local\s+)?([A-Z][A-Z0-9_]*)\+?=", code, re.M))
+        assigned |= set(re.findall(r"\b(?:for|mapfile -t) ([A-Z][A-Z0-9_]*)", code))
+        given = set(settings.names(recipe)) | set(presets.RECIPES[recipe].fixed) | set(presets.RECIPES[recipe].computed)
+        given |= {"DEVICES", "UPDATE_FREQ", "PHASE2_UPDATE_FREQ", "PHASE1_UPDATES", "NER_NAMES", "NER_TRAIN", "NER_DEV",
+                  "NER_TEST"}
+        assert read - assigned - given - outside == set(), recipe
 
 
 def test_the_settings_once_missing_from_recipe_env_are_recorded_by_every_recipe():
-    for recipe in settings.RECIPES:
+    for recipe in presets.RECIPES:
         recorded = {s.name for s in settings.of(recipe) if s.recorded}
-        assert {"PRECISION", "COMPILE", "PHASE2_TOKENS_PER_SAMPLE"} <= recorded
+        assert {"PRECISION", "COMPILE", "PHASE2_TOKENS_PER_SAMPLE"} <= recorded | set(presets.RECIPES[recipe].fixed)
 
 
-# a wrong value of every setting: each recipe is run with it (below) and must stop in one line before any work
+# a wrong value of every setting: each recipe's step is given it (below) and must stop in one line before any work
 WRONG = {
     "RUN_DIR": "a-file", "STOP_AFTER": "pretrain", "FORCE": "yes", "NUM_GPUS": "all", "NUM_NODES": "0", "WORKERS": "0",
     "NER_GPU": "first", "DISTRIBUTED_PORT": "80", "BATCH_PER_DEVICE": "0", "PHASE2_BATCH_PER_DEVICE": "-1",
@@ -57,24 +85,43 @@ WRONG_FOR = {
     ("modernbert", "NER_MAX_LENGTH"): "9000",
 }
 FIXES = ("give", "use", "must", "choose", "fix", "set", "see", "remove", "write")
+EVERY = [(r, name) for r in presets.RECIPES for name in settings.names(r)]
+FIXED = [(r, name) for r in presets.RECIPES for name in presets.RECIPES[r].fixed]
 
 
 def test_every_setting_has_a_wrong_value_in_the_table():
     assert {s.name for s in settings.SETTINGS} == set(WRONG)
 
 
-@pytest.mark.parametrize("recipe, name", [(r, s.name) for r in settings.RECIPES for s in settings.of(r)])
-def test_a_wrong_value_of_any_setting_stops_the_recipe_in_one_line_before_any_work(recipe, name, tmp_path):
+@pytest.mark.parametrize("recipe, name", EVERY + FIXED)
+def test_a_wrong_value_of_any_setting_stops_the_step_in_one_line_before_any_work(recipe, name, tmp_path, monkeypatch):
+    """Each setting of each recipe, and each a recipe records but does not take (bio_lm's PEAK_LR, ...)."""
     value = WRONG_FOR.get((recipe, name), WRONG[name])
     (tmp_path / "a-file").write_text("not a folder\n")
+    monkeypatch.chdir(tmp_path)  # relative paths from a working folder of the user's
+    with pytest.raises(settings.SettingsError) as error:
+        settings.shell(recipe, {"NUM_GPUS": "0", name: value}, REPO, f"recipes/{recipe}.sh", say=lambda line: None)
+    line = str(error.value)
+    assert line.startswith(f"{name}={value}") and "\n" not in line and any(fix in line for fix in FIXES), line
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # no run folder
+
+
+@pytest.mark.parametrize("recipe", presets.RECIPES)
+def test_bash_stops_in_the_steps_one_line_and_writes_nothing(recipe, tmp_path):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"), "NUM_GPUS": "0",
-           name: value}
+           "MAX_UPDATE": "08"}
     proc = subprocess.run(["bash", str(REPO / "recipes" / f"{recipe}.sh")], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=60)
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode != 0 and len(lines) == 1, proc.stderr
-    assert lines[0].startswith(f"{recipe}.sh: error: {name}={value}") and any(fix in lines[0] for fix in FIXES), lines[0]
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # no run folder
+    assert proc.returncode == 1 and proc.stderr == f"{recipe}.sh: error: MAX_UPDATE=08: write it without leading zeros, as 8\n"
+    assert not any(tmp_path.iterdir())
+
+
+def test_bash_names_a_missing_tool_before_the_step(tmp_path):
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": str(BIN / "python")}
+    proc = subprocess.run(["bash", str(REPO / "recipes" / "bsc_bio_es.sh")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stderr == ("bsc_bio_es.sh: error: biofairseq-train: not found; run 'make install' "
+                                                    "and 'source .venv/bin/activate' (or 'make demo'), then run this again\n")
 
 
 @pytest.mark.parametrize("name, value, message", [
@@ -90,24 +137,74 @@ def test_a_wrong_value_of_any_setting_stops_the_recipe_in_one_line_before_any_wo
     ("SHARD_MB", "0.001", "SHARD_MB=0.001: shards must hold at least 0.01 MB (0: one data-bin)"),
     ("NER_LABELLINGS", "whole-word subtoken", "NER_LABELLINGS=whole-word subtoken: subtoken: unknown; use one of: whole-word sub-token"),
     ("COMPILE", "max", "COMPILE=max: unknown; use one of: none inductor aot_eager"),
+    ("PRESET", "huge", "PRESET=huge: unknown; use PRESET=tiny, PRESET=pilot, PRESET=one_gpu or PRESET=paper"),
+    ("SEQUENCES_PER_UPDATE", "48", "SEQUENCES_PER_UPDATE=48 is not a multiple of 1 device(s) x BATCH_PER_DEVICE=32; change BATCH_PER_DEVICE"),
+    # what a review found accepted while bash did the arithmetic
+    ("BATCH_PER_DEVICE", "010", "BATCH_PER_DEVICE=010: write it without leading zeros, as 10"),  # bash read 8, fairseq 10
+    ("BATCH_PER_DEVICE", "08", "BATCH_PER_DEVICE=08: write it without leading zeros, as 8"),  # bash: "value too great"
+    ("NER_SEEDS", "1,4294967296", "NER_SEEDS=1,4294967296: '4294967296': must be at most 4294967295, the largest seed numpy "
+                                  "takes; give comma-separated values, as 1,2,3"),  # failed at stage 7
+    ("MAX_UPDATE", "9" * 5000, f"MAX_UPDATE={'9' * 5000}: too large; give at most 15 digits"),  # a traceback
+    ("SOURCES", "a=examples a=examples", "SOURCES=a=examples a=examples: 'a=examples': the name a is given twice; give each "
+                                         "its own name"),  # failed at stage 1, after recipe.env was written
+    ("CLIP_NORM", "1e999", "CLIP_NORM=1e999: too large; give a finite number, as 0.1 or 1e-3"),  # inf
+    ("NER_EPOCHS", "1e999", "NER_EPOCHS=1e999: too large; give a finite number, as 0.1 or 1e-3"),  # a schedule of nan
+    # a setting of another recipe, and names that look like settings: refused, not ignored
+    ("EMBEDDING_SHARING", "gdes", "EMBEDDING_SHARING=gdes: a setting of bioelectra.sh, which bsc_bio_es.sh does not take, "
+                                  "or unset it"),
+    ("CORPUS_LANG", "en", "CORPUS_LANG=en: a setting of beto.sh, bioelectra.sh, biomegatron.sh, bio_lm.sh or modernbert.sh, "
+                          "which bsc_bio_es.sh does not take, or unset it"),
+    ("NER_EPOCH", "3", "NER_EPOCH=3: not a setting of bsc_bio_es.sh; set NER_EPOCHS instead"),
+    ("VALID_DOC", "10", "VALID_DOC=10: not a setting of bsc_bio_es.sh; set VALID_DOCS instead"),
+    ("NER_WINDOWS", "3", "NER_WINDOWS=3: not a setting of bsc_bio_es.sh; see docs/recipes.md for its settings"),
 ])
-def test_a_wrong_value_is_named_in_one_line(name, value, message, tmp_path):
-    values = good_values("bsc_bio_es", tmp_path)
-    settings.check("bsc_bio_es", values)  # the good ones pass
+def test_a_wrong_value_is_named_in_one_line(name, value, message, tmp_path, monkeypatch):
+    monkeypatch.chdir(REPO)
     with pytest.raises(settings.SettingsError) as error:
-        settings.check("bsc_bio_es", {**values, name: value})
+        settings.shell("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), name: value}, REPO, "bsc_bio_es.sh",
+                       say=lambda line: None)
     assert str(error.value) == message
 
 
-def test_a_generator_fraction_that_leaves_the_generator_a_broken_head_is_named_before_any_work(tmp_path):
-    """768 x 0.3 is 230 wide: 3 heads of 64 do not divide it (the model would refuse it after the corpus stages)."""
-    values = {**good_values("bioelectra", tmp_path), "ARCH": "electra_base"}
-    settings.check("bioelectra", {**values, "GENERATOR_FRACTION": "0.25"})
-    settings.check("bioelectra", {**values, "GENERATOR_FRACTION": ""})  # ARCH's own
+def test_sampling_temperatures_must_be_finite():
+    with pytest.raises(settings.SettingsError, match=r"^SAMPLING_TEMPERATURE=1e999: too large"):
+        settings.resolve("bioelectra", {"SAMPLING_TEMPERATURE": "1e999"}, REPO)
+
+
+def test_a_value_set_but_empty_is_kept_as_given(tmp_path):
+    assert resolved("bsc_bio_es", tmp_path, NER_DATA="")["NER_DATA"] == ""  # pretrain and convert only
+    with pytest.raises(settings.SettingsError, match="^NER_EPOCHS=: not a number"):
+        resolved("bsc_bio_es", tmp_path, NER_EPOCHS="")
+    with pytest.raises(settings.SettingsError, match='^PRESET=paper needs SOURCES="NAME=PATH ..."'):
+        resolved("bsc_bio_es", tmp_path, PRESET="paper", SOURCES="", NER_DATA="")
+
+
+def test_what_a_recipe_computes_is_refused_with_its_reason(tmp_path):
     with pytest.raises(settings.SettingsError) as error:
-        settings.check("bioelectra", {**values, "GENERATOR_FRACTION": "0.3"})
+        resolved("biomegatron", tmp_path, VOCAB_SIZE="8000")
+    assert str(error.value) == ("VOCAB_SIZE=8000: this recipe learns one vocabulary per entry of VOCAB_SIZES; "
+                                "set VOCAB_SIZES=8000")
+    assert resolved("bio_lm", tmp_path, PHASE2_SHARE="0")["PHASE2_SHARE"] == "0"  # its own value: taken
+    assert resolved("bio_lm", tmp_path, BASE_LR="5e-4")["PEAK_LR"] == "5e-4"
+
+
+def test_an_ordinary_environment_holds_nothing_taken_for_a_setting(tmp_path):
+    assert resolved("bsc_bio_es", tmp_path, **{**os.environ, "NUM_GPUS": "0"})["PRESET"] == "tiny"
+
+
+def test_a_generator_fraction_that_leaves_the_generator_a_broken_head_is_named_before_any_work():
+    """768 x 0.3 is 230 wide: 3 heads of 64 do not divide it (the model would refuse it after the corpus stages)."""
+    settings.resolve("bioelectra", {"ARCH": "electra_base", "GENERATOR_FRACTION": "0.25"}, REPO)
+    settings.resolve("bioelectra", {"ARCH": "electra_base", "GENERATOR_FRACTION": ""}, REPO)  # ARCH's own
+    with pytest.raises(settings.SettingsError) as error:
+        settings.resolve("bioelectra", {"ARCH": "electra_base", "GENERATOR_FRACTION": "0.3"}, REPO)
     assert str(error.value) == ("GENERATOR_FRACTION=0.3: must be a share of ARCH's width that gives its generator whole "
                                 "heads of 64 (or under 128 wide), as 0.25 (ARCH=electra_base)")
+
+
+def good_values(recipe, run_dir):
+    return settings.resolve(recipe, {"RUN_DIR": str(run_dir), "NUM_GPUS": "0", "VALID_DOCS": "1",
+                                     "SAVE_INTERVAL_UPDATES": "1"}, REPO)
 
 
 def test_recipe_env_is_written_once_then_a_change_is_taken_only_before_its_stage_ran(tmp_path, capsys):
@@ -124,20 +221,10 @@ def test_recipe_env_is_written_once_then_a_change_is_taken_only_before_its_stage
     assert settings.read(tmp_path)["NER_EPOCHS"] == "3" and len(settings.changes_of(tmp_path)) == 1
 
 
-def good_values(recipe, run_dir):
-    values = {s.name: getattr(s.kind, "choices", ["1"])[0] for s in settings.of(recipe)}
-    return {**values, "RUN_DIR": str(run_dir), "PRESET": "tiny", "NER_EPOCHS": "10", "CORPUS_LANG": "es", "SOURCES": "",
-            "NER_DATA": "", "STOP_AFTER": "none", "FORCE": "0", "NUM_GPUS": "", "NER_GPU": "", "DISTRIBUTED_PORT": "",
-            "INIT_FROM": "", "ARCH": "bio_roberta_tiny", "VOCAB_SIZE": "8000", "TOKENS_PER_SAMPLE": "128",
-            "PHASE2_TOKENS_PER_SAMPLE": "512", "NER_MAX_LENGTH": "128", "NER_EXTRA": "", "NER_LRS": "1e-3", "PEAK_LR": "1e-3",
-            "PHASE2_SHARE": "0", "SHARD_MB": "0", "NER_LABELLINGS": "", "NER_WARMUP_RATIO": "0.1", "MASK_PROB": "0.15",
-            "VOCAB_SIZES": "8000", "BASE_ARCH": "bio_roberta_tiny", "LARGE_ARCH": "bio_roberta_small", "MAX_UPDATE": "600"}
-
-
 def test_a_run_dir_inside_a_file_is_named_in_one_line(tmp_path):
     (tmp_path / "afile").write_text("")
     with pytest.raises(settings.SettingsError, match=r"RUN_DIR=.*/afile/sub: .*/afile is a file, not a folder; choose another RUN_DIR"):
-        settings.check("bsc_bio_es", {**good_values("bsc_bio_es", tmp_path), "RUN_DIR": str(tmp_path / "afile" / "sub")})
+        good_values("bsc_bio_es", tmp_path / "afile" / "sub")
 
 
 def test_a_rerun_compares_values_not_spellings_names_every_conflict_and_so_does_stop_after_settings(tmp_path, capsys):

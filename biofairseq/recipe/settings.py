@@ -1,223 +1,33 @@
-"""The settings the recipes read from the environment, in one list: what each may hold (a kind and its range, checked
-before any work), whether ``recipe.env`` records it, the first stage whose outputs it shapes (so that a rerun with
-another value stops rather than mix two settings in one run), and which recipes have it. The recipes' checks, ``recipe.env`` and the report all read this list, so a setting
-cannot be checked and then left out of ``recipe.env``. The defaults stay in the recipes, where the presets set them.
+"""The recipes' settings, in one list: what each may hold (a kind, biofairseq/recipe/kinds.py), whether ``recipe.env``
+records it, the first stage whose outputs it shapes (so that a rerun with another value stops rather than mix two
+settings in one run), and what it means. ``resolve`` is the one step every recipe runs before any work: the presets
+(biofairseq/recipe/presets.py) and the environment merged, derived values computed, every value checked, the devices
+and the NER data found, ``recipe.env`` kept; the recipe evals what it prints.
 
-    python -m biofairseq.recipe.settings names RECIPE              the recipe's settings
-    python -m biofairseq.recipe.settings check RECIPE NAME=VALUE...  (or -: NUL-terminated pairs on standard input)
-    python -m biofairseq.recipe.settings keep RECIPE NAME=VALUE...   checks, then recipe.env: printed (STOP_AFTER=settings),
-                                                                    written (first run, FORCE=1) or compared with: a
-                                                                    change that finished stages would not show stops
+    python -m biofairseq.recipe.settings resolve RECIPE SCRIPT REPO   shell assignments of every setting, or one line
+    python -m biofairseq.recipe.settings names RECIPE                 the settings the recipe takes
+    python -m biofairseq.recipe.settings docs                         docs/recipes.md's tables of the settings
 """
 
+import difflib
 import os
 import re
+import shlex
+import shutil
 import sys
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
 from biofairseq.atomic import write_text
+from biofairseq.finetune import splits
 from biofairseq.model_shapes import ELECTRA_SHARING
+from biofairseq.recipe import kinds
+from biofairseq.recipe.presets import RECIPES, SHARED, Derived, Fixed, Required, source_of, value_of
 
-RECIPES = ("bsc_bio_es", "beto", "bioelectra", "biomegatron", "bio_lm", "modernbert")
-PRESETS = {"bsc_bio_es": ("tiny", "pilot", "one_gpu", "paper"), "beto": ("tiny", "pilot", "paper"),
-           "bioelectra": ("tiny", "pilot", "paper"), "biomegatron": ("tiny", "pilot", "paper"), "bio_lm": ("tiny", "pilot", "paper"),
-           "modernbert": ("tiny", "pilot", "paper")}
-NUMBER = r"[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?"
 POSITIONS = 512  # the presets' position table (--max-positions): no sample may be longer
 MODERNBERT_CONTEXT = 8192  # bio_modernbert's --max-positions (rotary positions: a longest sequence, no table)
-
-# Each kind: value -> None, or what is wrong with it and how to fix it (after "NAME=VALUE: ").
-
-
-def text(value):
-    return None
-
-
-def whole(value):
-    if re.fullmatch(r"[0-9]+", value):
-        return None
-    if re.fullmatch(NUMBER, value) and float(value).is_integer():
-        return f"write it in digits, as {int(float(value))}"
-    return "not a whole number; give one, as 10"
-
-
-def whole_between(low, high=None):
-    def check(value):
-        if whole(value):
-            return whole(value)
-        if int(value) < low:
-            return f"must be at least {low}"
-        return None if high is None or int(value) <= high else f"must be at most {high}"
-    return check
-
-
-positive = whole_between(1)
-
-
-def number(value):
-    return None if re.fullmatch(NUMBER, value) else "not a number; give one, as 0.1 or 1e-3"
-
-
-def number_in(low, high, low_open=False, high_open=False):
-    """A number in [low, high] (either end open); high None: no upper bound."""
-    def check(value):
-        if number(value):
-            return number(value)
-        x = float(value)
-        if x < low or (low_open and x == low) or (high is not None and (x > high or (high_open and x == high))):
-            ends = f"{'(' if low_open else '['}{low:g}, {'∞)' if high is None else f'{high:g}' + (')' if high_open else ']')}"
-            return f"out of range; give a number in {ends}"
-        return None
-    return check
-
-
-def each(kind, example):
-    """Comma-separated values of one kind."""
-    def check(value):
-        for item in value.split(","):
-            problem = kind(item)
-            if problem:
-                return f"{item!r}: {problem.split(';')[0]}; give comma-separated values, as {example}"
-        return None
-    return check
-
-
-def one_of(*choices):
-    def check(value):
-        return None if value in choices else f"unknown; use one of: {' '.join(choices)}"
-    check.choices = choices
-    return check
-
-
-def each_of(*choices):
-    """A space-separated list, possibly empty, of these."""
-    def check(value):
-        return next((f"{word}: unknown; use one of: {' '.join(choices)}" for word in value.split() if word not in choices), None)
-    check.choices = choices
-    return check
-
-
-def share(value):
-    return number(value) or (None if float(value) < 1 else "the share of updates at the second length must be below 1 (0: one phase)")
-
-
-def phase2_length(value):
-    return whole_between(8)(value) or (None if int(value) <= POSITIONS else f"the presets' position table has {POSITIONS} rows")
-
-
-def sample_length(value):
-    return whole_between(8)(value) or (None if int(value) <= POSITIONS else f"must be at most {POSITIONS}, the presets' position table")
-
-
-def modernbert_length(value):
-    return whole_between(8)(value) or (
-        None if int(value) <= MODERNBERT_CONTEXT else f"must be at most {MODERNBERT_CONTEXT}, ModernBERT's context")
-
-
-def language(value):
-    """A code of the cleaning's language identifier (fastText lid.176), checked before any work."""
-    from biofairseq.corpus.checks import unknown_language
-
-    return unknown_language(value, "CORPUS_LANG=")
-
-
-def megabytes(value):
-    from biofairseq.data_bin import shard_megabytes
-
-    try:
-        shard_megabytes(value)
-    except ValueError as error:
-        return str(error).split(": ", 1)[1]
-    return None
-
-
-def architecture(*families):
-    """A shape registered by biofairseq (biofairseq/model_shapes.py), read without importing fairseq."""
-    def check(value):
-        from biofairseq import model_shapes as shapes
-
-        names = [name for family in families for name in getattr(shapes, family)]
-        return None if value in names else f"unknown; use one of: {' '.join(names)}"
-    return check
-
-
-def named_paths(what, noun):
-    """Space-separated NAME=PATH, each PATH present (a relative one from where the recipe runs)."""
-    def check(value):
-        for pair in value.split():
-            name, _, path = pair.partition("=")
-            if not name or not path:
-                return f"'{pair}': give NAME={what}"
-            if not Path(path).exists():
-                return f"'{pair}': {path}: no such {noun}; fix the path (a relative one starts from {Path.cwd()})"
-        return None
-    return check
-
-
-def init_from(value):
-    path = Path(value)
-    if (path / "config.json").is_file() or (path.is_file() and path.suffix == ".pt"):
-        return None
-    return "give a transformers model folder (with config.json) or a fairseq checkpoint (.pt)"
-
-
-def run_dir(value):
-    if not value:
-        return "give the folder the run writes to"
-    path = Path(value)
-    if path.exists() and not path.is_dir():
-        return "a file, not a folder; choose another RUN_DIR"
-    parent = path
-    while not parent.exists():
-        parent = parent.parent
-    if not parent.is_dir():
-        return f"{parent} is a file, not a folder; choose another RUN_DIR"
-    return None if os.access(parent, os.W_OK) else f"{parent}: not writable by this user; choose another RUN_DIR"
-
-
-def port(value):
-    return whole(value) or (None if 1024 <= int(value) <= 65535 else "give a free TCP port from 1024 to 65535")
-
-
-def ner_flags(value):
-    """More biofairseq-ner sweep flags: parsed here as the sweep will parse them."""
-    import contextlib
-    import io
-    import shlex
-
-    from biofairseq.finetune.cli import _parser
-
-    needed = ["sweep", "--model", "m", "--train", "t", "--dev", "d", "--output-dir", "o"]
-    said = io.StringIO()
-    try:
-        with contextlib.redirect_stderr(said):
-            plain, extra = _parser().parse_args(needed), _parser().parse_args(needed + shlex.split(value))
-    except (SystemExit, ValueError) as error:
-        line = (said.getvalue().strip().splitlines() or [str(error)])[-1]
-        return line.split(": error: ", 1)[-1].split("; see ")[0] + "; see biofairseq-ner sweep --help"
-    # a flag the recipe gives from a setting of its own (or an abbreviation of one, which argparse takes) would
-    # override it unchecked, and recipe.env and the report would name the setting's value
-    for dest, name in NER_FLAGS.items():
-        if getattr(extra, dest) != getattr(plain, dest):
-            return f"sets --{dest.replace('_', '-')}, which the recipe gives from {name}; set {name} instead"
-    return None
-
-
-# biofairseq-ner sweep's options that the recipes set (recipe_ner), by the setting or path they come from
-NER_FLAGS = {"model": "the pretrained model", "train": "NER_DATA", "dev": "NER_DATA", "test": "NER_DATA",
-             "output_dir": "RUN_DIR", "lrs": "NER_LRS", "seeds": "NER_SEEDS", "epochs": "NER_EPOCHS",
-             "max_length": "NER_MAX_LENGTH", "batch_size": "NER_BATCH", "gradient_accumulation": "NER_ACCUMULATION",
-             "warmup_ratio": "NER_WARMUP_RATIO", "layerwise_lr_decay": "NER_LAYERWISE_DECAY",
-             "label_scheme": "NER_LABELLINGS"}
-
-
-def or_empty(kind):
-    def check(value):
-        return None if value == "" else kind(value)
-    return check
-
+SEEDS = 2**32 - 1  # the largest seed numpy takes
 
 # The stages whose outputs the recorded settings shape, in order: (number, title, outputs under RUN_DIR). A setting
 # of one may not change once any of its outputs exists (FORCE=1 or a new RUN_DIR), one of a stage not yet run may.
@@ -236,87 +46,119 @@ class Setting:
     kind: object  # value -> None, or what is wrong with it
     stage: str = None  # the first stage whose output it shapes (STAGES); None: recorded but free to change
     recorded: bool = True  # in recipe.env: what shapes the results, not where or how fast they are made
-    recipes: tuple = RECIPES
+    help: str = ""
 
 
-def _own(recipe, *settings):
-    return [Setting(name, kind, stage, recipes=(recipe,)) for name, kind, stage in settings]
+LR = kinds.number_in(0, 1, low_open=True)
+SAMPLE = kinds.length(POSITIONS, "must be at most {most}, the presets' position table")
+MODERNBERT = kinds.length(MODERNBERT_CONTEXT, "must be at most {most}, ModernBERT's context")
+NOT_HERE = "recorded, not a setting"  # help of what a recipe computes for the shared stages (bio_lm's PEAK_LR, ...)
 
-
-LR = number_in(0, 1, low_open=True)
-NOT_ELECTRA = tuple(r for r in RECIPES if r not in ("bioelectra", "modernbert"))  # the bio_roberta_* recipes
-POSITION_TABLE = tuple(r for r in RECIPES if r != "modernbert")  # the recipes whose models have 512 positions
-
-SETTINGS = [
+SETTINGS = [  # recipe.env's order
     # run control and hardware: checked, not recorded
-    Setting("RUN_DIR", run_dir, recorded=False),
-    Setting("STOP_AFTER", one_of("none", "settings", "binarize"), recorded=False),
-    Setting("FORCE", one_of("0", "1"), recorded=False),
-    Setting("NUM_GPUS", or_empty(whole), recorded=False),  # empty: all that torch sees
-    Setting("NUM_NODES", positive, recorded=False),
-    Setting("WORKERS", positive, recorded=False),
-    Setting("NER_GPU", or_empty(whole), recorded=False),
-    Setting("DISTRIBUTED_PORT", or_empty(port), recorded=False),
-    Setting("BATCH_PER_DEVICE", positive, recorded=False),
-    Setting("PHASE2_BATCH_PER_DEVICE", positive, recorded=False),
-    Setting("LOG_INTERVAL", positive, recorded=False),
-    # every recipe's, recorded in this order
-    *[Setting("PRESET", one_of(*PRESETS[r]), "clean", recipes=(r,)) for r in RECIPES],
-    Setting("SOURCES", named_paths("PATH, PATH a file or folder of text", "file or folder"), "clean"),
-    Setting("NER_DATA", or_empty(named_paths("DIR, DIR a folder with train and valid (or dev)", "folder")), "ner"),
-    Setting("VALID_DOCS", positive, "clean"),
-    Setting("VOCAB_SIZE", or_empty(whole_between(300)), "vocabulary"),  # 256 bytes and the special symbols at least
-    Setting("SHARD_MB", megabytes, "binarize"),  # 0: one data-bin
-    Setting("INIT_FROM", or_empty(init_from), "vocabulary"),
-    Setting("ARCH", or_empty(architecture("BIO_ROBERTA")), "pretrain", recipes=NOT_ELECTRA),  # empty: bio_lm's two
-    Setting("ARCH", architecture("ELECTRA"), "pretrain", recipes=("bioelectra",)),
-    Setting("ARCH", architecture("BIO_MODERNBERT"), "pretrain", recipes=("modernbert",)),
-    Setting("TOKENS_PER_SAMPLE", sample_length, "pretrain", recipes=POSITION_TABLE),
-    Setting("TOKENS_PER_SAMPLE", modernbert_length, "pretrain", recipes=("modernbert",)),
-    Setting("SEQUENCES_PER_UPDATE", positive, "pretrain"),
-    Setting("PEAK_LR", or_empty(LR), "pretrain"),  # empty: bio_lm's, whose rates are BASE_LR, LARGE_LR, DISTIL_LR
-    Setting("WARMUP_UPDATES", whole, "pretrain"),
-    Setting("MAX_UPDATE", positive, "pretrain"),
-    Setting("SAVE_INTERVAL_UPDATES", positive, "pretrain"),  # which checkpoints there are to keep (KEEP=best)
-    Setting("PHASE2_SHARE", share, "pretrain"),
-    Setting("PHASE2_TOKENS_PER_SAMPLE", phase2_length, "pretrain", recipes=POSITION_TABLE),
-    Setting("PHASE2_TOKENS_PER_SAMPLE", modernbert_length, "pretrain", recipes=("modernbert",)),
-    Setting("PHASE2_SEQUENCES_PER_UPDATE", positive, "pretrain"),
-    Setting("FAST_PATH", one_of("0", "1"), "pretrain"),
-    Setting("PRECISION", one_of("fp16", "bf16"), "pretrain"),
-    Setting("COMPILE", one_of("none", "inductor", "aot_eager"), "pretrain"),
-    Setting("WEIGHT_DECAY_EXCLUDE", one_of("none", "norm_and_bias"), "pretrain"),
-    Setting("NER_LRS", each(LR, "5e-5,1e-4"), "ner"),
-    Setting("NER_SEEDS", each(whole, "1,2,3"), "ner"),
-    Setting("NER_EPOCHS", number_in(0, None, low_open=True), "ner"),
-    Setting("NER_MAX_LENGTH", sample_length, "ner", recipes=POSITION_TABLE),
-    Setting("NER_MAX_LENGTH", modernbert_length, "ner", recipes=("modernbert",)),
-    Setting("NER_BATCH", positive, "ner"),
-    Setting("NER_ACCUMULATION", positive, "ner"),
-    Setting("NER_WARMUP_RATIO", number_in(0, 1, high_open=True), "ner"),
-    Setting("NER_LAYERWISE_DECAY", number_in(0, 1, low_open=True), "ner"),
-    Setting("NER_LABELLINGS", each_of("whole-word", "sub-token"), "ner"),
-    Setting("NER_EXTRA", ner_flags, "ner"),
-    Setting("BASELINE", one_of("random-init", "none")),  # a twin more or less: new outputs, none changed
-    Setting("WEAK_PRETRAINING", one_of("stop", "continue")),  # what to do after stage 5's check, which it does not change
-    # each recipe's own
-    *_own("bsc_bio_es", ("CLIP_NORM", number_in(0, None), "pretrain")),
-    Setting("CORPUS_LANG", language, "clean", recipes=("beto", "bioelectra", "biomegatron", "bio_lm", "modernbert")),
-    Setting("MASK_PROB", number_in(0, 1, low_open=True, high_open=True), "pretrain", recipes=("bioelectra", "modernbert")),
-    Setting("WEIGHT_DECAY", number_in(0, None), "pretrain", recipes=("modernbert",)),
-    *_own("bioelectra", ("VOCAB_TYPE", one_of("bytelevel-bpe", "sentencepiece"), "vocabulary"),
-          ("EMBEDDING_SHARING", one_of(*ELECTRA_SHARING), "pretrain"),
-          ("SAMPLING_TEMPERATURE", number_in(0, None, low_open=True), "pretrain"),
-          ("SAMPLING_TEMPERATURE_FINAL", number_in(0, None, low_open=True), "pretrain"),
-          ("GENERATOR_FRACTION", or_empty(number_in(0, 1, low_open=True)), "pretrain")),
-    *_own("biomegatron", ("VOCAB_SIZES", each(whole_between(300), "30000,50000"), "vocabulary"),
-          ("CHECKPOINT_ACTIVATIONS", one_of("0", "1"), "pretrain")),
-    *_own("bio_lm", ("BASE_ARCH", architecture("BIO_ROBERTA"), "pretrain"), ("LARGE_ARCH", architecture("BIO_ROBERTA"), "pretrain"),
-          ("BASE_LR", LR, "pretrain"), ("LARGE_LR", LR, "pretrain"), ("LARGE_MAX_UPDATE", positive, "pretrain"),
-          ("DISTIL_UPDATES", positive, "pretrain"), ("DISTIL_LR", LR, "pretrain"), ("DISTIL_WARMUP_UPDATES", whole, "pretrain"),
-          ("ALPHA_MLM", number_in(0, None), "pretrain"), ("ALPHA_KL", number_in(0, None), "pretrain"),
-          ("TEMPERATURE", number_in(0, None, low_open=True), "pretrain"), ("ALPHA_COS", number_in(0, None), "pretrain")),
+    Setting("RUN_DIR", kinds.run_dir, recorded=False, help="where everything goes"),
+    Setting("STOP_AFTER", kinds.one_of("none", "settings", "binarize"), recorded=False,
+            help="settings: print the resolved settings and stop before any work; binarize: stop after stages 1-3"),
+    Setting("FORCE", kinds.one_of("0", "1"), recorded=False, help="1: redo every stage (earlier outputs removed first)"),
+    Setting("NUM_GPUS", kinds.or_empty(kinds.whole), recorded=False, help="GPUs per machine (empty: all torch sees; 0: CPU)"),
+    Setting("NUM_NODES", kinds.positive, recorded=False, help="machines for pretraining; above 1, under Slurm's srun"),
+    Setting("WORKERS", kinds.positive, recorded=False, help="processes for cleaning and binarizing"),
+    Setting("NER_GPU", kinds.whole, recorded=False, help="the GPU the NER runs use"),
+    Setting("DISTRIBUTED_PORT", kinds.port, recorded=False, help="fairseq's --distributed-port on several machines"),
+    Setting("BATCH_PER_DEVICE", kinds.positive, recorded=False, help="sequences per device and step (--batch-size)"),
+    Setting("PHASE2_BATCH_PER_DEVICE", kinds.positive, recorded=False, help="the same in the second length phase"),
+    Setting("LOG_INTERVAL", kinds.positive, recorded=False, help="updates between training log lines"),
+    # recorded
+    Setting("PRESET", kinds.text, "clean", help="tiny, pilot, one_gpu or paper (the recipe's)"),
+    Setting("SOURCES", kinds.named_paths("PATH, PATH a file or folder of text", "file or folder"), "clean",
+            help="pretraining text, space-separated NAME=PATH (JSON lines, plain text or BRAT, optionally compressed)"),
+    Setting("NER_DATA", kinds.or_empty(kinds.named_paths("DIR, DIR a folder with train and valid (or dev)", "folder")), "ner",
+            help="NER data sets, space-separated NAME=DIR, DIR holding train, valid (or dev, devel) and optionally test, "
+                 "each a BRAT folder or a CoNLL file (.conll, .tsv, .bio); empty: pretrain and convert only"),
+    Setting("VALID_DOCS", kinds.positive, "clean", help="documents held out for validation"),
+    # 256 bytes and the special symbols at least
+    Setting("VOCAB_SIZE", kinds.whole_between(300), "vocabulary", help="entries of the learned vocabulary"),
+    Setting("SHARD_MB", kinds.megabytes, "binarize",
+            help="the training data-bin in shards of at most this many MB of encoded text (0: one data-bin)"),
+    Setting("INIT_FROM", kinds.or_empty(kinds.init_from), "vocabulary",
+            help="continual pretraining: a transformers folder or a fairseq checkpoint (.pt), whose weights start and "
+                 "whose vocabulary replaces the learned one"),
+    Setting("ARCH", kinds.architecture("BIO_ROBERTA"), "pretrain", help="the model's shape (biofairseq/model_shapes.py)"),
+    Setting("TOKENS_PER_SAMPLE", SAMPLE, "pretrain", help="tokens per sequence"),
+    Setting("SEQUENCES_PER_UPDATE", kinds.positive, "pretrain", help="the batch, split over devices and --update-freq"),
+    Setting("PEAK_LR", LR, "pretrain", help="the learning rate after warm-up, decaying linearly to 0"),
+    Setting("WARMUP_UPDATES", kinds.whole, "pretrain", help="updates of linear warm-up"),
+    Setting("MAX_UPDATE", kinds.positive, "pretrain", help="updates of pretraining"),
+    # which checkpoints there are to keep (KEEP=best)
+    Setting("SAVE_INTERVAL_UPDATES", kinds.positive, "pretrain", help="updates between checkpoints and validations"),
+    Setting("PHASE2_SHARE", kinds.share, "pretrain", help="the share of MAX_UPDATE at the second length (0: one length)"),
+    Setting("PHASE2_TOKENS_PER_SAMPLE", kinds.length(POSITIONS, "the presets' position table has {most} rows"), "pretrain",
+            help="tokens per sequence in the second phase"),
+    Setting("PHASE2_SEQUENCES_PER_UPDATE", kinds.positive, "pretrain", help="the batch in the second phase"),
+    Setting("FAST_PATH", kinds.one_of("0", "1"), "pretrain",
+            help="1: --attention sdpa, --pack-documents and --optimizer fused_adamw (same weights and schedule)"),
+    Setting("PRECISION", kinds.one_of("fp16", "bf16"), "pretrain",
+            help="on GPU: fp16 (--fp16) or bf16 (--amp-bf16); the CPU trains in fp32"),
+    Setting("COMPILE", kinds.one_of("none", "inductor", "aot_eager"), "pretrain",
+            help="the encoder layers through torch.compile (biofairseq-train --compile)"),
+    Setting("WEIGHT_DECAY_EXCLUDE", kinds.one_of("none", "norm_and_bias"), "pretrain",
+            help="norm_and_bias: no weight decay on LayerNorm weights and biases"),
+    Setting("NER_LRS", kinds.each(LR, "5e-5,1e-4"), "ner", help="the sweep's learning rates, comma-separated"),
+    Setting("NER_SEEDS", kinds.each(kinds.whole_between(0, SEEDS, ", the largest seed numpy takes"), "1,2,3"), "ner",
+            help="the sweep's seeds, comma-separated"),
+    Setting("NER_EPOCHS", kinds.number_in(0, None, low_open=True), "ner", help="epochs of each NER run"),
+    Setting("NER_MAX_LENGTH", SAMPLE, "ner", help="tokens per NER window"),
+    Setting("NER_BATCH", kinds.positive, "ner", help="NER sequences per step"),
+    Setting("NER_ACCUMULATION", kinds.positive, "ner", help="NER gradient accumulation steps"),
+    Setting("NER_WARMUP_RATIO", kinds.number_in(0, 1, high_open=True), "ner", help="the share of NER steps warming up"),
+    Setting("NER_LAYERWISE_DECAY", kinds.number_in(0, 1, low_open=True), "ner",
+            help="ELECTRA's layer-wise learning-rate decay (1: none)"),
+    Setting("NER_LABELLINGS", kinds.each_of("whole-word", "sub-token"), "ner",
+            help="whole-word and/or sub-token: each model fine-tuned each way (empty: whole-word)"),
+    Setting("NER_EXTRA", kinds.ner_flags, "ner", help="more biofairseq-ner sweep flags"),
+    # a twin more or less: new outputs, none changed
+    Setting("BASELINE", kinds.one_of("random-init", "none"),
+            help="random-init: also fine-tune a randomly initialised twin of the model, to show what pretraining adds"),
+    # what to do after stage 5's check, which it does not change
+    Setting("WEAK_PRETRAINING", kinds.one_of("stop", "continue"),
+            help="stop before fine-tuning a model no better than word frequencies (stop), or say so and go on"),
+    Setting("CLIP_NORM", kinds.number_in(0, None), "pretrain", help="gradient clipping (0: none)"),
+    Setting("CORPUS_LANG", kinds.language, "clean", help="the corpus language, for the cleaning's language filter"),
+    Setting("MASK_PROB", kinds.number_in(0, 1, low_open=True, high_open=True), "pretrain", help="the share of tokens masked"),
+    Setting("WEIGHT_DECAY", kinds.number_in(0, None), "pretrain", help="AdamW's weight decay"),
+    Setting("VOCAB_TYPE", kinds.one_of("bytelevel-bpe", "sentencepiece"), "vocabulary", help="the vocabulary's kind"),
+    Setting("EMBEDDING_SHARING", kinds.one_of(*ELECTRA_SHARING), "pretrain",
+            help="tied (ELECTRA's), gdes (DeBERTa-v3's), detached (no gradient from the discriminator) or none"),
+    Setting("SAMPLING_TEMPERATURE", kinds.number_in(0, None, low_open=True), "pretrain",
+            help="the generator's samples come from softmax(logits / T)"),
+    Setting("SAMPLING_TEMPERATURE_FINAL", kinds.number_in(0, None, low_open=True), "pretrain",
+            help="annealed linearly from SAMPLING_TEMPERATURE to this over MAX_UPDATE"),
+    Setting("GENERATOR_FRACTION", kinds.or_empty(kinds.number_in(0, 1, low_open=True)), "pretrain",
+            help="the generator's width as a share of the discriminator's (empty: ARCH's own)"),
+    Setting("VOCAB_SIZES", kinds.each(kinds.whole_between(300), "30000,50000"), "vocabulary",
+            help="the SentencePiece vocabularies, comma-separated: one data-bin and model each"),
+    Setting("CHECKPOINT_ACTIVATIONS", kinds.one_of("0", "1"), "pretrain",
+            help="1: recompute activations in the backward pass (--checkpoint-activations)"),
+    Setting("BASE_ARCH", kinds.architecture("BIO_ROBERTA"), "pretrain", help="the student's shape"),
+    Setting("LARGE_ARCH", kinds.architecture("BIO_ROBERTA"), "pretrain", help="the teacher's shape"),
+    Setting("BASE_LR", LR, "pretrain", help="the student's peak learning rate"),
+    Setting("LARGE_LR", LR, "pretrain", help="the teacher's peak learning rate"),
+    Setting("LARGE_MAX_UPDATE", kinds.positive, "pretrain", help="the teacher's updates"),
+    Setting("DISTIL_UPDATES", kinds.positive, "pretrain", help="updates of distillation, and of its control"),
+    Setting("DISTIL_LR", LR, "pretrain", help="their peak learning rate"),
+    Setting("DISTIL_WARMUP_UPDATES", kinds.whole, "pretrain", help="their warm-up"),
+    Setting("ALPHA_MLM", kinds.number_in(0, None), "pretrain", help="the distillation loss's masked-LM weight"),
+    Setting("ALPHA_KL", kinds.number_in(0, None), "pretrain", help="its KL weight"),
+    Setting("TEMPERATURE", kinds.number_in(0, None, low_open=True), "pretrain", help="its softening temperature"),
+    Setting("ALPHA_COS", kinds.number_in(0, None), "pretrain", help="its cosine weight (0: no alignment)"),
 ]
+BY_NAME = {s.name: s for s in SETTINGS}
+
+KINDS = {  # a recipe's own kind of a setting, in place of the list's
+    "bioelectra": {"ARCH": kinds.architecture("ELECTRA")},
+    "modernbert": {"ARCH": kinds.architecture("BIO_MODERNBERT"), "TOKENS_PER_SAMPLE": MODERNBERT,
+                   "PHASE2_TOKENS_PER_SAMPLE": MODERNBERT, "NER_MAX_LENGTH": MODERNBERT},
+}
 
 # settings checked together: (name, other, what must hold of their values, the fix)
 TOGETHER = [
@@ -341,28 +183,189 @@ class SettingsError(ValueError):
     pass
 
 
+def recipe_of(name):
+    if name not in RECIPES:
+        raise SettingsError(f"{name}: not a recipe; use one of: {' '.join(RECIPES)}")
+    return RECIPES[name]
+
+
+def names(recipe):
+    """The settings a recipe takes from the environment, in the list's order."""
+    r = recipe_of(recipe)
+    tables = [SHARED, r.defaults, *r.presets.values()]
+    return [s.name for s in SETTINGS if any(s.name in t for t in tables) and s.name not in r.fixed]
+
+
 def of(recipe):
-    if recipe not in RECIPES:
-        raise SettingsError(f"{recipe}: not a recipe; use one of: {' '.join(RECIPES)}")
-    return [s for s in SETTINGS if recipe in s.recipes]
+    """The recipe's settings (Setting, with the recipe's kinds), in the list's order."""
+    own = KINDS.get(recipe, {})
+    return [Setting(s.name, own.get(s.name, s.kind), s.stage, s.recorded, s.help) if s.name in own else s
+            for s in map(BY_NAME.get, names(recipe))]
 
 
-def check(recipe, values):
-    """values: {name: value} of the recipe's variables (an unset setting is empty); raises SettingsError at the first
-    wrong one."""
-    for setting in of(recipe):
-        value = values.setdefault(setting.name, "")  # unset: empty, as ${NAME-} gives it
-        problem = setting.kind(value)
-        if problem:
-            raise SettingsError(f"{setting.name}={value}: {problem}")
+def kind_of(recipe, name):
+    return KINDS.get(recipe, {}).get(name, BY_NAME[name].kind)
+
+
+def check_value(recipe, name, value):
+    problem = kind_of(recipe, name)(value)
+    if problem:
+        raise SettingsError(f"{name}={value}: {problem}")
+
+
+class Values(dict):
+    """The resolved values, computing a Derived one when first read; ``whole`` reads one as a checked number."""
+
+    def __init__(self, recipe, entries):
+        super().__init__()
+        self.recipe, self.entries = recipe, entries
+
+    def __missing__(self, name):
+        entry = self.entries[name]
+        self[name] = entry.compute(self) if isinstance(entry, Derived) else entry
+        return self[name]
+
+    def whole(self, name):
+        check_value(self.recipe, name, self[name])
+        return int(self[name])
+
+
+def _plural(items):
+    return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
+
+
+def _refuse_strangers(recipe, environ):
+    """A setting of another recipe, or a name that looks like one of this recipe's, stops in one line."""
+    r, own = RECIPES[recipe], names(recipe)
+    takes = {other: set(names(other)) for other in RECIPES}
+    for name, value in environ.items():
+        if name in own:
+            continue
+        if name in r.fixed:
+            fixed = r.fixed[name]
+            if value and (isinstance(fixed.value, Derived) or not same(value, fixed.value)):
+                raise SettingsError(f"{name}={value}: {fixed.why.format(value=value)}")
+            continue
+        owners = [other for other in RECIPES if name in takes[other]]
+        close = difflib.get_close_matches(name, own, n=1, cutoff=0.8)
+        hint = f"; set {close[0]} instead" if close else ""
+        if owners:
+            raise SettingsError(f"{name}={value}: a setting of {_plural([f'{o}.sh' for o in owners])}, which "
+                                f"{recipe}.sh does not take{hint}, or unset it")
+        if close or re.match(r"(NER|PHASE2)_", name):
+            raise SettingsError(f"{name}={value}: not a setting of {recipe}.sh{hint or '; see docs/recipes.md for its settings'}")
+
+
+def resolve(recipe, environ, repo, script="recipe"):
+    """Every setting of the recipe, checked, as {name: value}: SHARED < the recipe's defaults < its preset < the
+    environment, then what is derived; raises SettingsError (one line) at the first wrong one."""
+    r = recipe_of(recipe)
+    presets = list(r.presets)
+    preset = environ.get("PRESET", presets[0])
+    if preset not in r.presets:
+        raise SettingsError(f"PRESET={preset}: unknown; use {_plural([f'PRESET={p}' for p in presets])}")
+    _refuse_strangers(recipe, environ)
+    own = names(recipe)
+    table = {**SHARED, **r.defaults, **r.presets[preset]}
+    entries = {name: value_of(table[name]) for name in own if name in table}
+    for name in own:
+        entry = entries.get(name)
+        if name in environ and (environ[name] or not isinstance(entry, Required) or entry.allows_empty):
+            entries[name] = environ[name]
+        elif isinstance(entry, Required):
+            raise SettingsError(f"PRESET={preset} {entry.says}; see the top of {script}")
+        elif name not in entries:
+            raise SettingsError(f"{name}: PRESET={preset} of {recipe}.sh gives no value; set it")
+    entries.update({"RECIPE": recipe, "REPO": str(repo), "PRESET": preset})
+    entries.update({name: f.value for name, f in r.fixed.items()})
+    values = Values(recipe, entries)
+    for name in own:
+        check_value(recipe, name, values[name])
     for name, other, holds, fix in TOGETHER:
-        if name in values and other in values and not holds(values[name], values[other]):
+        if name in own and other in own and not holds(values[name], values[other]):
             raise SettingsError(f"{name}={values[name]}: must be {fix} ({other}={values[other]})")
+    return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}
+
+
+# ---- what the recipe needs besides the settings: the devices, the NER data's splits, INIT_FROM as an absolute path
+
+
+def devices(values, environ):
+    """NUM_GPUS (all torch sees, where empty), and the update frequency of either phase on them."""
+    if values["NUM_GPUS"] == "":
+        import torch
+
+        values["NUM_GPUS"] = str(torch.cuda.device_count())
+    gpus, nodes = int(values["NUM_GPUS"]), int(values["NUM_NODES"])
+    if nodes > 1:  # several machines: fairseq's launcher under srun, from inside an allocation
+        if gpus == 0:
+            raise SettingsError(f"NUM_NODES={nodes} needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1")
+        if values["STOP_AFTER"] == "none":
+            if not shutil.which("srun", path=environ.get("PATH")):
+                raise SettingsError(f"NUM_NODES={nodes}: srun not found; several machines pretrain under Slurm (see "
+                                    "docs/recipes.md), or set NUM_NODES=1")
+            if not environ.get("SLURM_JOB_ID"):
+                raise SettingsError(f"NUM_NODES={nodes}: not inside a Slurm allocation (no SLURM_JOB_ID); submit the "
+                                    "recipe with sbatch (see docs/recipes.md), or STOP_AFTER=binarize for the corpus stages")
+    count = gpus * nodes if gpus > 0 else 1
+    computed = {"DEVICES": str(count)}
+    for prefix in ("", "PHASE2_"):
+        sequences, batch = f"{prefix}SEQUENCES_PER_UPDATE", f"{prefix}BATCH_PER_DEVICE"
+        if int(values[sequences]) % (count * int(values[batch])):
+            raise SettingsError(f"{sequences}={values[sequences]} is not a multiple of {count} device(s) x "
+                                f"{batch}={values[batch]}; change {batch}")
+        computed[f"{prefix}UPDATE_FREQ"] = str(int(values[sequences]) // (count * int(values[batch])))
+    # phase 1's last update, rounded half up (the recipes' awk did it before)
+    computed["PHASE1_UPDATES"] = str(int(int(values["MAX_UPDATE"]) * (1 - float(values["PHASE2_SHARE"])) + 0.5))
+    return computed
+
+
+def ner_data(values, say):
+    """NER_DATA's sets: (names, train, dev, test) lists, each split found by its names (biofairseq/finetune/splits.py)."""
+    found = ([], [], [], [])
+    context_document = re.search(r"--context(=|\s+)document", values["NER_EXTRA"])
+    for dataset in values["NER_DATA"].split():
+        name, _, folder = dataset.partition("=")
+        if not Path(folder).is_dir():
+            raise SettingsError(f"NER_DATA: '{dataset}': {folder}: not a folder; give the folder that holds train and "
+                                "valid (or dev)")
+        train, dev, test = (splits.find(folder, role) for role in ("train", "dev", "test"))
+        if not train:
+            raise SettingsError(f"NER_DATA: '{dataset}': {folder} has no train split; it needs train and valid (or dev), "
+                                "each a BRAT folder or a CoNLL file (.conll, .tsv, .bio)")
+        if not dev:
+            raise SettingsError(f"NER_DATA: '{dataset}': {folder} has no valid (or dev, devel) split beside train; add one "
+                                "(a BRAT folder or a .conll, .tsv, .bio file), e.g. documents moved out of train")
+        for split in (train, dev, test):
+            if split is None:
+                continue
+            if not Path(split).is_file() and next(Path(split).rglob("*.txt"), None) is None:
+                raise SettingsError(f"NER_DATA: '{dataset}': {split}: a folder without .txt files; a split is a BRAT "
+                                    "folder (X.txt beside X.ann) or a CoNLL file")
+            # a CoNLL file does not say where its documents end (biofairseq-ner refuses it), so say so before pretraining
+            if Path(split).is_file() and context_document:
+                raise SettingsError(f"NER_DATA: '{dataset}': {split}: a CoNLL file, and NER_EXTRA asks for --context "
+                                    "document, which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop "
+                                    "--context document")
+        say(f"NER_DATA: {name}: train {train}, valid {dev}, test "
+            f"{test or 'none (the sweep and the report give valid scores only)'}")
+        for column, value in zip(found, (name, train, dev, test or "")):
+            column.append(value)
+    return dict(zip(("NER_NAMES", "NER_TRAIN", "NER_DEV", "NER_TEST"), found))
+
+
+def absolute(path):
+    """A path made absolute as the shell's cd && pwd would (links kept), for recipe.env."""
+    path = path.rstrip("/") or "/"
+    return os.path.join(os.path.abspath(os.path.dirname(path) or "."), os.path.basename(path))
+
+
+# ---- recipe.env: written on the first run, compared with on the next
 
 
 def recorded(recipe, values):
     """What recipe.env records: RECIPE, then every recorded setting in the list's order."""
-    return {"RECIPE": recipe, **{s.name: values[s.name] for s in of(recipe) if s.recorded}}
+    return {"RECIPE": recipe, **{s.name: values[s.name] for s in SETTINGS if s.recorded and s.name in values}}
 
 
 def _env_text(settings):
@@ -397,18 +400,19 @@ def same(before, now):
         return False
 
 
-def keep(recipe, values, run_dir):
+def keep(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr)):
     """recipe.env: written on the first run (or with FORCE=1); on a rerun, a changed setting of a stage that has
     outputs stops the recipe (SettingsError, naming every such setting); the others are taken, recipe.env rewritten
-    and each change added to recipe.changes, which the report lists. STOP_AFTER=settings compares the same way, then
-    prints the settings and writes nothing."""
+    and each change added to recipe.changes, which the report lists. STOP_AFTER=settings compares the same way and
+    writes nothing. Returns recipe.env's text."""
     now, dry = recorded(recipe, values), values["STOP_AFTER"] == "settings"
     path, changes = Path(run_dir) / "recipe.env", Path(run_dir) / "recipe.changes"
     changed = []
     if values["FORCE"] != "1" and path.is_file():
         before = read(run_dir)
         # a setting the first run did not record (an older version) takes today's value
-        changed = [s for s in of(recipe) if s.recorded and s.name in before and not same(before[s.name], now[s.name])]
+        changed = [s for s in SETTINGS if s.name in now and s.recorded and s.name in before
+                   and not same(before[s.name], now[s.name])]
         order = list(STAGES)
         conflicts = [(s, produced(run_dir, s.stage)) for s in sorted((s for s in changed if s.stage),
                                                                      key=lambda s: order.index(s.stage))]
@@ -423,21 +427,21 @@ def keep(recipe, values, run_dir):
                 f"{first.name}={before[first.name]}{also}; give {old} to go on, FORCE=1 to redo every stage, "
                 "or a new RUN_DIR")
         for s in changed:
-            print(f"note: {s.name}={now[s.name]} (was {before[s.name]}): no stage made with it has run yet; "
-                  f"{'would be ' if dry else ''}recorded in {changes}", file=sys.stderr)
+            say(f"note: {s.name}={now[s.name]} (was {before[s.name]}): no stage made with it has run yet; "
+                f"{'would be ' if dry else ''}recorded in {changes}")
+    text = _env_text(now)
     if dry:
-        sys.stdout.write(_env_text(now))
-        print(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work", file=sys.stderr)
-        return
+        return text
     if values["FORCE"] == "1" or not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text(path, _env_text(now))
+        write_text(path, text)
         changes.unlink(missing_ok=True)
     elif changed:
         when = datetime.now().astimezone().isoformat(timespec="seconds")
         history = changes.read_text(encoding="utf-8") if changes.is_file() else ""
         write_text(changes, history + "".join(f"{when}\t{s.name}\t{before[s.name]}\t{now[s.name]}\n" for s in changed))
-        write_text(path, _env_text(now))
+        write_text(path, text)
+    return text
 
 
 def changes_of(run_dir):
@@ -448,21 +452,77 @@ def changes_of(run_dir):
     return [tuple(line.split("\t")) for line in path.read_text(encoding="utf-8").splitlines() if line.count("\t") == 3]
 
 
+# ---- the recipe's one step
+
+
+def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr)):
+    """The settings resolved, checked and kept, as the bash the recipe evals: NAME=value and NAME=(...) lines, and
+    under STOP_AFTER=settings, recipe.env printed and an exit."""
+    values = resolve(recipe, environ, repo, script)
+    computed = devices(values, environ)
+    r = RECIPES[recipe]
+    view = Values(recipe, {**values, "REPO": str(repo)})
+    computed.update({name: derived.compute(view) for name, derived in r.computed.items()})
+    arrays = ner_data(values, say)
+    if values["INIT_FROM"]:
+        values["INIT_FROM"] = absolute(values["INIT_FROM"])
+    text = keep(recipe, values, values["RUN_DIR"], say)
+    lines = [f"{name}={shlex.quote(value)}" for name, value in {**values, **computed}.items() if name != "RECIPE"]
+    lines += [f"{name}=({' '.join(map(shlex.quote, items))})" for name, items in arrays.items()]
+    if values["STOP_AFTER"] == "settings":
+        say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")
+        lines += [f"printf %s {shlex.quote(text)}", "exit 0"]
+    return "".join(line + "\n" for line in lines)
+
+
+# ---- docs/recipes.md's tables, generated from the list and the presets (a test holds the two equal)
+
+RUN_CONTROL = ("RUN_DIR", "STOP_AFTER", "FORCE", "NUM_GPUS", "NUM_NODES", "WORKERS", "NER_GPU", "DISTRIBUTED_PORT")
+
+
+def _cell(entry):
+    if isinstance(entry, Fixed):
+        return f"{_cell(entry.value)}, fixed"
+    if isinstance(entry, Derived):
+        return entry.says if entry.says[0].islower() else f"= `{entry.says}`"
+    if isinstance(entry, Required):
+        return "**yours**"
+    value, source = value_of(entry), source_of(entry)
+    shown = f"`{value}`" if value else "*empty*"
+    return f"{shown} ({source})" if source else shown
+
+
+def docs():
+    """The settings' table (what each means, which recipes take it) and one table per recipe of its presets' values."""
+    lines = ["| setting | recipes | what it is |", "|---|---|---|"]
+    for s in SETTINGS:
+        takers = [r for r in RECIPES if s.name in names(r)]
+        lines.append(f"| `{s.name}` | {'all' if len(takers) == len(RECIPES) else ', '.join(takers)} | {s.help} |")
+    for recipe, r in RECIPES.items():
+        lines += ["", f"#### `{recipe}.sh`", "", "| setting | " + " | ".join(f"`{p}`" for p in r.presets) + " |",
+                  "|---" * (len(r.presets) + 1) + "|"]
+        for s in SETTINGS:
+            if s.name in RUN_CONTROL or s.name == "PRESET" or (s.name not in names(recipe) and s.name not in r.fixed):
+                continue
+            cells = [_cell(r.fixed[s.name]) if s.name in r.fixed
+                     else _cell({**SHARED, **r.defaults, **table}[s.name]) for table in r.presets.values()]
+            lines.append(f"| `{s.name}` | " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
-    if len(argv) < 2 or argv[0] not in ("names", "check", "keep"):
+    if argv == ["docs"]:
+        sys.stdout.write(docs())
+        return
+    if len(argv) < 2 or argv[0] not in ("names", "resolve") or (argv[0] == "resolve" and len(argv) != 4):
         sys.exit(__doc__)
-    verb, recipe, pairs = argv[0], argv[1], argv[2:]
+    verb, recipe = argv[0], argv[1]
     try:
         if verb == "names":
-            print("\n".join(s.name for s in of(recipe)))
+            print("\n".join(names(recipe)))
             return
-        if pairs == ["-"]:  # NAME=VALUE pairs on standard input, each ending in a NUL byte (the recipes')
-            pairs = [pair for pair in sys.stdin.buffer.read().decode("utf-8", "surrogateescape").split("\0") if pair]
-        values = dict(pair.split("=", 1) for pair in pairs)
-        check(recipe, values)
-        if verb == "keep":
-            keep(recipe, values, values["RUN_DIR"])
+        sys.stdout.write(shell(recipe, dict(os.environ), argv[3], argv[2]))
     except SettingsError as e:
         sys.exit(f"{recipe}.sh: error: {e}")
 

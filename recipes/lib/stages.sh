@@ -1,10 +1,11 @@
-# The stage machinery every recipe shares: checks, printing, skipping and resuming, settings kept and compared,
-# hardware, and the stages themselves (clean, vocabulary, binarize, pretrain in one or two length phases, pick,
-# check, convert, random-init baseline, NER sweep, report). Sourced by recipes/*.sh after they set:
+# The stage machinery every recipe shares: the settings step, printing, skipping and resuming, FORCE, and the stages
+# themselves (clean, vocabulary, binarize, pretrain in one or two length phases, pick, check, convert, random-init
+# baseline, NER sweep, report). Sourced by recipes/*.sh after they set RECIPE (the recipe's name: messages, the
+# report's title, the transformers folder hf/$RECIPE); then
 #
-#   RECIPE        the recipe's name (messages, the report's title, the transformers folder hf/$RECIPE)
-#   the preset's variables (see recipes/bsc_bio_es.sh and recipes/bioelectra.sh), and before recipe_pretrain:
-#   TASK_ARGS, MODEL_ARGS, OPTIM_ARGS   fairseq-train flags of the objective, the model and the optimizer
+#   recipe_settings   every setting: the recipe's table in biofairseq/recipe/presets.py, merged with the environment,
+#                     checked and kept in RUN_DIR/recipe.env by biofairseq/recipe/settings.py (docs/recipes.md)
+#   TASK_ARGS, MODEL_ARGS, OPTIM_ARGS   before recipe_pretrain: fairseq-train flags of the objective, model, optimizer
 #   KEEP          best: the checkpoint with the best validation BEST_METRIC; last: the final one (ELECTRA's way)
 #
 # Two length phases (BERT, BETO, BioELECTRA), any objective: PHASE2_SHARE=0.1 trains the last 10% of MAX_UPDATE
@@ -16,203 +17,41 @@
 #
 # The optimizer: OPTIMIZER_ARGS, which every recipe's OPTIM_ARGS start with. fairseq's adam (AdamW: decoupled weight
 # decay) on every parameter, as fairseq's RoBERTa; with WEIGHT_DECAY_EXCLUDE=norm_and_bias (BERT's, ELECTRA's and
-# Megatron-LM's way: the BETO, BioELECTRA and BioMegatron recipes' default) LayerNorm weights and biases get none,
-# through --optimizer adamw, the same update with parameter groups (and --fp16-no-flatten-grads under --fp16).
-# FAST_PATH=1 (any recipe; PRESET=one_gpu's default) trains with --attention sdpa, --pack-documents and the recipe's
-# Adam settings in --optimizer fused_adamw. COMPILE=inductor (default none) adds biofairseq-train --compile
-# inductor: the encoder layers through torch.compile.
+# Megatron-LM's way) LayerNorm weights and biases get none, through --optimizer adamw, the same update with parameter
+# groups (and --fp16-no-flatten-grads under --fp16). FAST_PATH=1 trains with --attention sdpa, --pack-documents and the
+# recipe's Adam settings in --optimizer fused_adamw. COMPILE=inductor adds biofairseq-train --compile inductor.
 #
 # Several models in one run (recipes/bio_lm.sh): recipe_model NAME before each model's stages 4-6 sends them to
 # pretrain/NAME and hf/NAME; without it a recipe has one model, in pretrain/ and hf/$RECIPE.
 
-PRESET=${PRESET:-tiny} PYTHON=${PYTHON:-python}
+PYTHON=${PYTHON:-python}
 SDPA_ARGS=(--attention sdpa)  # what the fast path adds to choose SDPA; a model that only has SDPA (ModernBERT's) sets ()
 
 die() { echo "$RECIPE.sh: error: $*" >&2; exit 1; }
 
-require_whole() {  # require_whole NAME...: settings that a preset computes defaults from (bash arithmetic), checked
-    # first, with the message of the settings' own check (biofairseq/recipe/settings.py whole)
-    local name
-    for name in "$@"; do
-        [[ -z ${!name:-} || ${!name} =~ ^[0-9]+$ ]] ||
-            die "$name=${!name}: $("$PYTHON" -c 'import sys; from biofairseq.recipe.settings import whole; print(whole(sys.argv[1]))' "${!name}")"
+recipe_settings() {  # every setting, resolved and checked before any work (one line and exit 1 at the first wrong one),
+    # kept in recipe.env and set here; STOP_AFTER=settings prints recipe.env and stops
+    local tool resolved
+    for tool in "$PYTHON" biofairseq-train fairseq-preprocess biofairseq-convert biofairseq-ner; do
+        command -v "$tool" >/dev/null || die "$tool: not found; run 'make install' and 'source .venv/bin/activate' (or 'make demo'), then run this again"
     done
-}
-
-require_inputs() {  # require_inputs "what SOURCES holds" "an NER_DATA example": what a full-size preset cannot guess
-    [[ -n ${SOURCES:-} ]] || die "PRESET=$PRESET needs SOURCES=\"NAME=PATH ...\" ($1); see the top of $0"
-    [[ -v NER_DATA ]] || die "PRESET=$PRESET needs NER_DATA=\"NAME=DIR ...\" (e.g. $2), or NER_DATA= to pretrain and convert only; see the top of $0"
-}
-
-recipe_tiny_defaults() {
-    # PRESET=tiny of every recipe: the bundled sample and the schedule and NER sweep that fit it on 2 CPU cores,
-    # the same for each so that their reports compare. A recipe sets what differs (ARCH, PEAK_LR, ...) first.
-    SOURCES=${SOURCES:-clinical=$REPO/examples/data/clinical_cases.jsonl.gz}
-    NER_DATA=${NER_DATA-pharmaconer=$REPO/examples/data/pharmaconer}  # set but empty: no fine-tuning
-    VALID_DOCS=${VALID_DOCS:-50}
-    VOCAB_SIZE=${VOCAB_SIZE:-8000}
-    TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-128}
-    SEQUENCES_PER_UPDATE=${SEQUENCES_PER_UPDATE:-32}
-    BATCH_PER_DEVICE=${BATCH_PER_DEVICE:-32}
-    WARMUP_UPDATES=${WARMUP_UPDATES:-50}
-    MAX_UPDATE=${MAX_UPDATE:-600}
-    SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-100}
-    LOG_INTERVAL=${LOG_INTERVAL:-20}
-    # A 2-layer model of width 128 learns nothing at the papers' fine-tuning rates in a few epochs; at 2e-3
-    # and above it stays at all-O for most of them.
-    NER_LRS=${NER_LRS:-5e-4,1e-3}
-    NER_SEEDS=${NER_SEEDS:-1,2}
-    NER_EPOCHS=${NER_EPOCHS:-10}
-    # Minutes of a 2-layer model on a CPU may not beat word frequencies clearly (nor take an ELECTRA
-    # discriminator off the trivial solution): the report says so, and the recipe goes on.
-    recipe_small_model_ner_defaults
-}
-
-recipe_pilot_defaults() {
-    # PRESET=pilot of every recipe: the user's corpus of a few million tokens (SOURCES) and NER data (NER_DATA) in about
-    # an hour on 2 CPU cores (minutes on one GPU): a 2 x 128 model (the recipe's ARCH), 64 blocks of 128 tokens per
-    # update, 5,000 updates (the masked-LM pilot's 28 minutes on 2 cores; a recipe whose step costs more sets fewer),
-    # the fast path, and one NER setting for every recipe, fixed before any pilot ran so that their reports compare:
-    # LR 1e-3, 3 seeds, 10 epochs, no layer-wise decay, beside a random-init twin (benchmarks/results/pilot_*.md).
-    require_inputs "$1" "pharmaconer=path/to/pharmaconer with train/ valid/ test/"
-    VALID_DOCS=${VALID_DOCS:-100}
-    VOCAB_SIZE=${VOCAB_SIZE:-8000}
-    TOKENS_PER_SAMPLE=${TOKENS_PER_SAMPLE:-128}
-    SEQUENCES_PER_UPDATE=${SEQUENCES_PER_UPDATE:-64}
-    BATCH_PER_DEVICE=${BATCH_PER_DEVICE:-64}
-    MAX_UPDATE=${MAX_UPDATE:-5000}
-    WARMUP_UPDATES=${WARMUP_UPDATES:-250}
-    SAVE_INTERVAL_UPDATES=${SAVE_INTERVAL_UPDATES:-500}
-    LOG_INTERVAL=${LOG_INTERVAL:-100}
-    FAST_PATH=${FAST_PATH:-1}
-    PRECISION=${PRECISION:-bf16}
-    NER_LRS=${NER_LRS:-1e-3}
-    NER_SEEDS=${NER_SEEDS:-1,2,3}
-    NER_EPOCHS=${NER_EPOCHS:-10}
-    NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-1}
-    recipe_small_model_ner_defaults
-}
-
-recipe_small_model_ner_defaults() {
-    # Fine-tuning a small model (PRESET=tiny of every recipe; bsc_bio_es's one_gpu): windows as long as the
-    # pretraining samples, batch 32 with 10% warm-up, beside a random-init twin; the report says whether
-    # pretraining beat word frequencies, and the recipe goes on either way.
-    NER_MAX_LENGTH=${NER_MAX_LENGTH:-$TOKENS_PER_SAMPLE}
-    NER_BATCH=${NER_BATCH:-32}
-    NER_ACCUMULATION=${NER_ACCUMULATION:-1}
-    NER_WARMUP_RATIO=${NER_WARMUP_RATIO:-0.1}
-    BASELINE=${BASELINE:-random-init}
-    WEAK_PRETRAINING=${WEAK_PRETRAINING:-continue}
-}
-
-recipe_check_settings() {
-    # defaults every recipe shares
-    RUN_DIR=${RUN_DIR:-runs/$RECIPE/$PRESET}
-    FORCE=${FORCE:-0} NUM_NODES=${NUM_NODES:-1} WORKERS=${WORKERS:-$(nproc)} NER_EXTRA=${NER_EXTRA:-}
-    STOP_AFTER=${STOP_AFTER:-none} PRECISION=${PRECISION:-fp16} ARCH=${ARCH:-} VOCAB_SIZE=${VOCAB_SIZE:-}
-    WEAK_PRETRAINING=${WEAK_PRETRAINING:-stop} NER_LAYERWISE_DECAY=${NER_LAYERWISE_DECAY:-1}
-    PHASE2_SHARE=${PHASE2_SHARE:-0} PHASE2_TOKENS_PER_SAMPLE=${PHASE2_TOKENS_PER_SAMPLE:-512}
-    PHASE2_SEQUENCES_PER_UPDATE=${PHASE2_SEQUENCES_PER_UPDATE:-$SEQUENCES_PER_UPDATE}
-    PHASE2_BATCH_PER_DEVICE=${PHASE2_BATCH_PER_DEVICE:-$BATCH_PER_DEVICE}
-    NER_LABELLINGS=${NER_LABELLINGS:-} FAST_PATH=${FAST_PATH:-0} WEIGHT_DECAY_EXCLUDE=${WEIGHT_DECAY_EXCLUDE:-none}
-    COMPILE=${COMPILE:-none} INIT_FROM=${INIT_FROM:-} SHARD_MB=${SHARD_MB:-0}
-    recipe_check_installed
-    recipe_settings check
+    resolved=$("$PYTHON" -m biofairseq.recipe.settings resolve "$RECIPE" "$0" "$REPO") || exit 1
+    eval "$resolved"
     OPTIMIZER_ARGS=(--optimizer adam) FAST_ARGS=()
     [[ $WEIGHT_DECAY_EXCLUDE == none ]] || OPTIMIZER_ARGS=(--optimizer adamw --weight-decay-exclude "$WEIGHT_DECAY_EXCLUDE")
     if [[ $FAST_PATH == 1 ]]; then  # the fast path: same weights and schedule, other kernels; several documents per row
         OPTIMIZER_ARGS[1]=fused_adamw FAST_ARGS=("${SDPA_ARGS[@]}" --pack-documents)
     fi
     [[ $COMPILE == none ]] || FAST_ARGS+=(--compile "$COMPILE")
-}
-
-recipe_settings() {  # recipe_settings check|keep: every setting biofairseq/recipe/settings.py lists for this recipe,
-    # checked (one line and exit 1 at the first wrong one); keep: then recorded in (or compared with) recipe.env.
-    # Every upper-case variable goes, on a pipe (not the command line, which other users can read), NUL-separated; the
-    # module takes the recipe's settings from them (one Python start, not two)
-    local name
-    for name in $(compgen -v); do
-        if [[ $name =~ ^[A-Z][A-Z0-9_]*$ ]]; then printf '%s=%s\0' "$name" "${!name-}"; fi
-    done | "$PYTHON" -m biofairseq.recipe.settings "$1" "$RECIPE" - || exit 1
-}
-
-recipe_check_installed() {
-    local tool
-    for tool in "$PYTHON" biofairseq-train fairseq-preprocess biofairseq-convert biofairseq-ner; do
-        command -v "$tool" >/dev/null || die "$tool: not found; run 'make install' and 'source .venv/bin/activate' (or 'make demo'), then run this again"
-    done
-}
-
-recipe_check_tools() {  # the devices, and the update frequency on them
-    if [[ -z ${NUM_GPUS:-} ]]; then
-        NUM_GPUS=$("$PYTHON" -c "import torch; print(torch.cuda.device_count())")
-    fi
-    if (( NUM_NODES > 1 )); then  # several machines: fairseq's launcher under srun, from inside an allocation
-        (( NUM_GPUS > 0 )) || die "NUM_NODES=$NUM_NODES needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1"
-        if [[ $STOP_AFTER == none ]]; then
-            command -v srun >/dev/null || die "NUM_NODES=$NUM_NODES: srun not found; several machines pretrain under Slurm (see docs/recipes.md), or set NUM_NODES=1"
-            [[ -n ${SLURM_JOB_ID:-} ]] || die "NUM_NODES=$NUM_NODES: not inside a Slurm allocation (no SLURM_JOB_ID); submit the recipe with sbatch (see docs/recipes.md), or STOP_AFTER=binarize for the corpus stages"
-        fi
-    fi
-    DEVICES=$(( NUM_GPUS > 0 ? NUM_GPUS * NUM_NODES : 1 ))
-    UPDATE_FREQ=$(update_freq SEQUENCES_PER_UPDATE BATCH_PER_DEVICE)
-    PHASE2_UPDATE_FREQ=$(update_freq PHASE2_SEQUENCES_PER_UPDATE PHASE2_BATCH_PER_DEVICE)
-}
-
-update_freq() {  # update_freq SEQUENCES_VAR BATCH_VAR: gradient accumulation steps, or die
-    local sequences=${!1} batch=${!2}
-    (( sequences % (DEVICES * batch) == 0 )) ||
-        die "$1=$sequences is not a multiple of $DEVICES device(s) x $2=$batch; change $2"
-    echo $(( sequences / (DEVICES * batch) ))
-}
-
-recipe_check_inputs() {  # SOURCES and NER_DATA, before anything is written: one line and exit 1 at the first wrong one
-    local dataset name dir train dev test split  # SOURCES, and NER_DATA's NAME=DIR: biofairseq/recipe/settings.py
-    NER_NAMES=() NER_TRAIN=() NER_DEV=() NER_TEST=()
-    for dataset in $NER_DATA; do
-        name=${dataset%%=*} dir=${dataset#*=}
-        [[ $name != "$dataset" && -n $name && -n $dir ]] ||
-            die "NER_DATA: '$dataset': give NAME=DIR, DIR a folder with train and valid (or dev), and optionally test"
-        [[ -e $dir ]] || die "NER_DATA: '$dataset': $dir: no such folder; fix the path (a relative one starts from $PWD)"
-        [[ -d $dir ]] || die "NER_DATA: '$dataset': $dir: not a folder; give the folder that holds train and valid (or dev)"
-        train= dev= test=
-        split_path "${dir%/}" train && train=$SPLIT
-        split_path "${dir%/}" valid dev devel && dev=$SPLIT
-        split_path "${dir%/}" test && test=$SPLIT
-        [[ -n $train ]] ||
-            die "NER_DATA: '$dataset': $dir has no train split; it needs train and valid (or dev), each a BRAT folder or a CoNLL file (.conll, .tsv, .bio)"
-        [[ -n $dev ]] ||
-            die "NER_DATA: '$dataset': $dir has no valid (or dev, devel) split beside train; add one (a BRAT folder or a .conll, .tsv, .bio file), e.g. documents moved out of train"
-        for split in "$train" "$dev" ${test:+"$test"}; do
-            [[ -f $split || -n $(find "$split" -name '*.txt' -print -quit 2>/dev/null) ]] ||
-                die "NER_DATA: '$dataset': $split: a folder without .txt files; a split is a BRAT folder (X.txt beside X.ann) or a CoNLL file"
-            # a CoNLL file does not say where its documents end (biofairseq-ner refuses it), so say so before pretraining
-            [[ ! -f $split || ! ${NER_EXTRA:-} =~ --context(=|[[:space:]]+)document ]] ||
-                die "NER_DATA: '$dataset': $split: a CoNLL file, and NER_EXTRA asks for --context document, which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop --context document"
-        done
-        echo "NER_DATA: $name: train $train, valid $dev, test ${test:-none (the sweep and the report give valid scores only)}" >&2
-        NER_NAMES+=("$name") NER_TRAIN+=("$train") NER_DEV+=("$dev") NER_TEST+=("$test")
-    done
     CLEAN=$RUN_DIR/clean VOCAB=$RUN_DIR/vocab DATA_BIN=$RUN_DIR/data-bin PRETRAIN=$RUN_DIR/pretrain
     HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner MODEL_NAME= MODELS=() PRETRAINED=() VOCAB_NAMES=() BREAKOUT_ARGS=()
-    ARCH_ARGS=(--arch "${ARCH:-}") INIT_CHECKPOINT=  # recipe_init_from sets both
-    recipe_check_init_from
+    ARCH_ARGS=(--arch "$ARCH") INIT_CHECKPOINT=  # recipe_init_from sets both
+    [[ $FORCE != 1 ]] || recipe_force
+    echo "$RECIPE.sh: PRESET=$PRESET RUN_DIR=$RUN_DIR; $NUM_GPUS GPU(s) x $NUM_NODES machine(s), update frequency $UPDATE_FREQ" >&2
 }
 
 recipe_model() {  # recipe_model NAME: stages 4-6 of model NAME, in pretrain/NAME and hf/NAME
     MODEL_NAME=$1 PRETRAIN=$RUN_DIR/pretrain/$1 HF_MODEL=$RUN_DIR/hf/$1
-}
-
-split_path() {  # split_path DIR NAME...: SPLIT=the first DIR/NAME[.conll|.tsv|.bio] that exists, or returns 1; called
-    # as a condition (split_path ... && x=$SPLIT): a bare call, or one in $(...), would end the recipe under set -e
-    local dir=$1 name ext
-    shift
-    for name in "$@"; do
-        for ext in "" .conll .tsv .bio; do
-            if [[ -e $dir/$name$ext ]]; then SPLIT=$dir/$name$ext; return 0; fi
-        done
-    done
-    return 1
 }
 
 # ---- printing, skipping, resuming
@@ -242,14 +81,6 @@ stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (def
         if [[ -e $leftover ]]; then echo "removed $leftover, a temporary of an interrupted run" >&2; rm -rf "$leftover"; fi
     done
     RAN=1
-}
-
-recipe_keep_settings() {  # recipe.env records the settings on the first run and is compared with on the next;
-    # STOP_AFTER=settings prints them (resolved) and stops before any work
-    recipe_settings keep
-    [[ $STOP_AFTER != settings ]] || exit 0
-    [[ $FORCE != 1 ]] || recipe_force
-    echo "$RECIPE.sh: PRESET=$PRESET RUN_DIR=$RUN_DIR; $(( NUM_GPUS > 0 ? NUM_GPUS : 0 )) GPU(s) x $NUM_NODES machine(s), update frequency $UPDATE_FREQ" >&2
 }
 
 recipe_force() {  # FORCE=1: every stage's output goes before the first stage runs, so that a run that stops early
@@ -313,11 +144,6 @@ recipe_breakout() {  # recipe_breakout LANG: each vocabulary's entity break-out 
         fi
         BREAKOUT_ARGS+=(--breakout "${NER_NAMES[$i]}=$out.json")
     done
-}
-
-recipe_check_init_from() {  # INIT_FROM: a transformers RoBERTa-family folder or a fairseq checkpoint (.pt)
-    [[ -z $INIT_FROM ]] && return
-    INIT_FROM=$(cd "$(dirname "$INIT_FROM")" && pwd)/$(basename "$INIT_FROM")  # recorded in recipe.env as an absolute path
 }
 
 recipe_init_from() {
@@ -390,7 +216,7 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
             # Slurm 22.05), and one failing machine stops them all
             LAUNCH=(srun --nodes "$NUM_NODES" --ntasks-per-node 1 --gpus-per-node "$NUM_GPUS" --cpus-per-task "$WORKERS"
                 --kill-on-bad-exit 1)
-            HARDWARE_ARGS+=(--distributed-port "${DISTRIBUTED_PORT:-12345}")
+            HARDWARE_ARGS+=(--distributed-port "$DISTRIBUTED_PORT")
         fi
     fi
     mkdir -p "$PRETRAIN"
@@ -402,8 +228,7 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
     if [[ $PHASE2_SHARE == 0 ]]; then
         pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$UPDATES" "${start[@]}" "$@"
     else
-        local phase1
-        phase1=$(awk "BEGIN { printf \"%d\", $UPDATES * (1 - $PHASE2_SHARE) + 0.5 }")
+        local phase1=$PHASE1_UPDATES  # of MAX_UPDATE (bio_lm's distillation, the one to pass UPDATES, has one phase)
         if [[ ! -f $PRETRAIN/phase1.finished ]]; then
             echo "phase 1: updates 1-$phase1 at $TOKENS_PER_SAMPLE tokens" >&2
             pretrain_phase "$TOKENS_PER_SAMPLE" "$BATCH_PER_DEVICE" "$UPDATE_FREQ" "$phase1" "${start[@]}" "$@"
@@ -466,7 +291,7 @@ recipe_ner() {
     # NER_LABELLINGS (BioMegatron's comparison): "whole-word sub-token" fine-tunes each model both ways, in sweeps
     # model=NAME,labels=whole-word and model=NAME,labels=sub-token; empty: the default (whole-word), in model=NAME
     local ner_launch=() i name train dev test model labelling sweep_dir ner_args
-    (( NUM_GPUS == 0 )) || ner_launch=(env "CUDA_VISIBLE_DEVICES=${NER_GPU:-0}")  # one GPU per run, as in the papers
+    (( NUM_GPUS == 0 )) || ner_launch=(env "CUDA_VISIBLE_DEVICES=$NER_GPU")  # one GPU per run, as in the papers
     REPORT_ARGS=()
     for i in "${!NER_NAMES[@]}"; do
         name=${NER_NAMES[$i]} train=${NER_TRAIN[$i]} dev=${NER_DEV[$i]} test=${NER_TEST[$i]}

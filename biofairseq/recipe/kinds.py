@@ -1,0 +1,201 @@
+"""What a recipe setting may hold. Each kind is a function: value -> None, or what is wrong with it and how to fix it
+(the text after "NAME=VALUE: "). Checked in Python, before any work, so that bash never does arithmetic on a value
+that Python would read otherwise (bash reads 010 as 8, fairseq as 10)."""
+
+import math
+import os
+import re
+from pathlib import Path
+
+NUMBER = r"[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?"
+LONGEST_WHOLE = 15  # digits: more is no count of updates, sequences or seconds (and int() refuses 4,300 and more)
+
+
+def text(value):
+    return None
+
+
+def whole(value):
+    if re.fullmatch(r"[0-9]+", value):
+        if len(value) > LONGEST_WHOLE:
+            return f"too large; give at most {LONGEST_WHOLE} digits"
+        return None if value == "0" or not value.startswith("0") else f"write it without leading zeros, as {int(value)}"
+    if re.fullmatch(NUMBER, value) and math.isfinite(float(value)) and float(value).is_integer():
+        return f"write it in digits, as {int(float(value))}"
+    return "not a whole number; give one, as 10"
+
+
+def whole_between(low, high=None, why=""):
+    def check(value):
+        if whole(value):
+            return whole(value)
+        if int(value) < low:
+            return f"must be at least {low}"
+        return None if high is None or int(value) <= high else f"must be at most {high}{why}"
+    return check
+
+
+positive = whole_between(1)
+
+
+def number(value):
+    if not re.fullmatch(NUMBER, value):
+        return "not a number; give one, as 0.1 or 1e-3"
+    return None if math.isfinite(float(value)) else "too large; give a finite number, as 0.1 or 1e-3"
+
+
+def number_in(low, high, low_open=False, high_open=False):
+    """A number in [low, high] (either end open); high None: no upper bound."""
+    def check(value):
+        if number(value):
+            return number(value)
+        x = float(value)
+        if x < low or (low_open and x == low) or (high is not None and (x > high or (high_open and x == high))):
+            ends = f"{'(' if low_open else '['}{low:g}, {'∞)' if high is None else f'{high:g}' + (')' if high_open else ']')}"
+            return f"out of range; give a number in {ends}"
+        return None
+    return check
+
+
+def each(kind, example):
+    """Comma-separated values of one kind."""
+    def check(value):
+        for item in value.split(","):
+            problem = kind(item)
+            if problem:
+                return f"{item!r}: {problem.split(';')[0]}; give comma-separated values, as {example}"
+        return None
+    return check
+
+
+def one_of(*choices):
+    def check(value):
+        return None if value in choices else f"unknown; use one of: {' '.join(choices)}"
+    check.choices = choices
+    return check
+
+
+def each_of(*choices):
+    """A space-separated list, possibly empty, of these."""
+    def check(value):
+        return next((f"{word}: unknown; use one of: {' '.join(choices)}" for word in value.split() if word not in choices), None)
+    check.choices = choices
+    return check
+
+
+def or_empty(kind):
+    def check(value):
+        return None if value == "" else kind(value)
+    return check
+
+
+def share(value):
+    return number(value) or (None if float(value) < 1 else "the share of updates at the second length must be below 1 (0: one phase)")
+
+
+def length(most, why):
+    """A sequence length in tokens, from 8 to the model's positions."""
+    def check(value):
+        return whole_between(8)(value) or (None if int(value) <= most else why.format(most=most))
+    return check
+
+
+def language(value):
+    """A code of the cleaning's language identifier (fastText lid.176), checked before any work."""
+    from biofairseq.corpus.checks import unknown_language
+
+    return unknown_language(value, "CORPUS_LANG=")
+
+
+def megabytes(value):
+    from biofairseq.data_bin import shard_megabytes
+
+    try:
+        shard_megabytes(value)
+    except ValueError as error:
+        return str(error).split(": ", 1)[1]
+    return None
+
+
+def architecture(*families):
+    """A shape registered by biofairseq (biofairseq/model_shapes.py), read without importing fairseq."""
+    def check(value):
+        from biofairseq import model_shapes as shapes
+
+        names = [name for family in families for name in getattr(shapes, family)]
+        return None if value in names else f"unknown; use one of: {' '.join(names)}"
+    return check
+
+
+def named_paths(what, noun):
+    """Space-separated NAME=PATH, each name once, each PATH present (a relative one from where the recipe runs)."""
+    def check(value):
+        names = set()
+        for pair in value.split():
+            name, _, path = pair.partition("=")
+            if not name or not path:
+                return f"'{pair}': give NAME={what}"
+            if name in names:
+                return f"'{pair}': the name {name} is given twice; give each its own name"
+            names.add(name)
+            if not Path(path).exists():
+                return f"'{pair}': {path}: no such {noun}; fix the path (a relative one starts from {Path.cwd()})"
+        return None if names else f"give NAME={what}"
+    return check
+
+
+def init_from(value):
+    path = Path(value)
+    if (path / "config.json").is_file() or (path.is_file() and path.suffix == ".pt"):
+        return None
+    return "give a transformers model folder (with config.json) or a fairseq checkpoint (.pt)"
+
+
+def run_dir(value):
+    if not value:
+        return "give the folder the run writes to"
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        return "a file, not a folder; choose another RUN_DIR"
+    parent = path
+    while not parent.exists():
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{parent} is a file, not a folder; choose another RUN_DIR"
+    return None if os.access(parent, os.W_OK) else f"{parent}: not writable by this user; choose another RUN_DIR"
+
+
+def port(value):
+    return whole(value) or (None if 1024 <= int(value) <= 65535 else "give a free TCP port from 1024 to 65535")
+
+
+# biofairseq-ner sweep's options that the recipes set (recipe_ner), by the setting or path they come from
+NER_FLAGS = {"model": "the pretrained model", "train": "NER_DATA", "dev": "NER_DATA", "test": "NER_DATA",
+             "output_dir": "RUN_DIR", "lrs": "NER_LRS", "seeds": "NER_SEEDS", "epochs": "NER_EPOCHS",
+             "max_length": "NER_MAX_LENGTH", "batch_size": "NER_BATCH", "gradient_accumulation": "NER_ACCUMULATION",
+             "warmup_ratio": "NER_WARMUP_RATIO", "layerwise_lr_decay": "NER_LAYERWISE_DECAY",
+             "label_scheme": "NER_LABELLINGS"}
+
+
+def ner_flags(value):
+    """More biofairseq-ner sweep flags: parsed here as the sweep will parse them."""
+    import contextlib
+    import io
+    import shlex
+
+    from biofairseq.finetune.cli import _parser
+
+    needed = ["sweep", "--model", "m", "--train", "t", "--dev", "d", "--output-dir", "o"]
+    said = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(said):
+            plain, extra = _parser().parse_args(needed), _parser().parse_args(needed + shlex.split(value))
+    except (SystemExit, ValueError) as error:
+        line = (said.getvalue().strip().splitlines() or [str(error)])[-1]
+        return line.split(": error: ", 1)[-1].split("; see ")[0] + "; see biofairseq-ner sweep --help"
+    # a flag the recipe gives from a setting of its own (or an abbreviation of one, which argparse takes) would
+    # override it unchecked, and recipe.env and the report would name the setting's value
+    for dest, name in NER_FLAGS.items():
+        if getattr(extra, dest) != getattr(plain, dest):
+            return f"sets --{dest.replace('_', '-')}, which the recipe gives from {name}; set {name} instead"
+    return None
