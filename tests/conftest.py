@@ -16,6 +16,7 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 
 import pytest  # noqa: E402
 
+import inprocess  # noqa: E402
 from biofairseq.samples import BIN, REPO, build_corpus  # noqa: E402
 
 
@@ -74,10 +75,10 @@ def trained_bytebpe(bytebpe_corpus, once):
     and saved every 34, by biofairseq-train (the recipes' trainer)."""
 
     def train(save_dir):
-        proc = run_fairseq(
+        proc = inprocess.run(
             "biofairseq-train", bytebpe_corpus.data_bin, *TINY, "--max-update", "102", "--total-num-update", "102",
             "--validate-interval-updates", "34", "--save-interval-updates", "34", "--keep-interval-updates", "1",
-            "--save-dir", save_dir, *bpe_flags(bytebpe_corpus.data_bin),
+            "--save-dir", save_dir, *bpe_flags(bytebpe_corpus.data_bin), cwd=REPO,
         )
         return save_dir, proc.stdout + proc.stderr
 

@@ -191,19 +191,35 @@ def test_pretraining_killed_after_its_last_checkpoint_is_not_trained_again_and_a
     assert "RUN biofairseq-train data" in stages(PRETRAIN.format(p=tmp_path / "new", until=20))  # no checkpoint: starts
 
 
-def test_a_sweep_whose_report_was_cut_short_is_run_again(tmp_path):
+def test_a_sweep_whose_report_was_cut_short_or_whose_model_changed_is_run_again(tmp_path):
+    """Stage 7 is done when the sweep's report is whole and of the model's current weights (model.sha256); a model
+    pretrained again (its weights changed, as FORCE=1 makes them) has its sweep run again, the other model's not."""
+    from biofairseq.finetune.fingerprint import weights_sha256
+
+    models = {name: tmp_path / name for name in ("m", "twin")}
+    for name, model in models.items():
+        model.mkdir()
+        (model / "model.safetensors").write_bytes(name.encode())
+        sweep = tmp_path / "ner" / "pharmaconer" / f"model={name}"
+        sweep.mkdir(parents=True)
+        (sweep / "model.sha256").write_text(weights_sha256(model) + "\n")
+        for report in ("report.json", "report.md", "dev_f1.png"):
+            (sweep / report).write_text("x")
     sweep = tmp_path / "ner" / "pharmaconer" / "model=m"
-    sweep.mkdir(parents=True)
-    (sweep / "model.sha256").write_text("abc\n")
-    (sweep / "report.json").write_text("[]\n")  # report.md and dev_f1.png come after it: killed in between
-    script = ("weights_sha256() { echo abc; }; NUM_GPUS=0 NER_NAMES=(pharmaconer) NER_TRAIN=(t) NER_DEV=(d) NER_TEST=('') "
-              f"MODELS=({tmp_path}/m) NER_LABELLINGS= NER_DIR={tmp_path}/ner NER_LRS=1e-3 NER_SEEDS=1 NER_EPOCHS=1 "
+    script = (f"NUM_GPUS=0 NER_NAMES=(pharmaconer) NER_TRAIN=(t) NER_DEV=(d) NER_TEST=('') MODELS=({models['m']} "
+              f"{models['twin']}) NER_LABELLINGS= NER_DIR={tmp_path}/ner NER_LRS=1e-3 NER_SEEDS=1 NER_EPOCHS=1 "
               "NER_MAX_LENGTH=128 NER_BATCH=8 NER_ACCUMULATION=1 NER_WARMUP_RATIO=0 NER_LAYERWISE_DECAY=1 NER_EXTRA=; recipe_ner")
+    assert "RUN" not in stages(script)  # whole reports of these models: done
+    (sweep / "dev_f1.png").unlink()  # report.md and dev_f1.png come after report.json: killed in between
     log = stages(script)
-    assert "RUN biofairseq-ner sweep" in log and not (sweep / "report.json").exists(), log
-    for name in ("report.json", "report.md", "dev_f1.png"):
-        (sweep / name).write_text("x")
-    assert "RUN" not in stages(script)  # a whole report: done
+    assert "its report was cut short" in log and log.count("RUN biofairseq-ner sweep") == 1, log
+    assert not (sweep / "report.json").exists()
+    (sweep / "report.json").write_text("x")
+    (sweep / "dev_f1.png").write_text("x")
+    (models["m"] / "model.safetensors").write_bytes(b"pretrained again")
+    log = stages(script)
+    assert f"{models['m']} changed since {sweep} was run" in log and log.count("RUN biofairseq-ner sweep") == 1, log
+    assert f"--model {models['m']} " in log
 
 
 # ---- biofairseq/finetune/training.py

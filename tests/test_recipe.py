@@ -11,13 +11,16 @@ import os
 import shlex
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
+import command_server
+
+from biofairseq.recipe.presets import RECIPES
 from biofairseq.samples import BIN, REPO, recipe_sample
 
 RECIPE = REPO / "recipes" / "bsc_bio_es.sh"
-EXAMPLES = REPO / "examples" / "data"
 SMALL = {  # a few minutes of the demo's work in about a minute
     "VALID_DOCS": "10", "VOCAB_SIZE": "2000", "MAX_UPDATE": "20", "WARMUP_UPDATES": "10", "SAVE_INTERVAL_UPDATES": "10",
     "LOG_INTERVAL": "5", "NER_LRS": "1e-3", "NER_SEEDS": "1,2", "NER_EPOCHS": "1", "NUM_GPUS": "0",
@@ -25,10 +28,18 @@ SMALL = {  # a few minutes of the demo's work in about a minute
 }
 
 
-def recipe(run_dir, check=True, script=RECIPE, **variables):
+def recipe(run_dir, check=True, script=RECIPE, served=False, **variables):
+    """The recipe run by bash; served: its commands run in this process (tests/command_server.py), not as processes."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
            "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "RUN_DIR": str(run_dir), **variables}
-    proc = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True)
+    if served:
+        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+            code = command_server.run(["bash", str(script)], env, out, err, cwd=REPO)
+            out.seek(0)
+            err.seek(0)
+            proc = subprocess.CompletedProcess(["bash", str(script)], code, out.read(), err.read())
+    else:
+        proc = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"recipe failed ({proc.returncode}):\n{proc.stderr[-5000:]}")
     return proc
@@ -104,24 +115,10 @@ def test_the_vocabulary_folder_has_the_umasks_mode_like_the_others(run):
     assert (run[0] / "vocab").stat().st_mode & 0o777 == 0o777 & ~umask
 
 
-def test_a_sweep_of_a_model_pretrained_again_is_redone(run, sample):
-    from safetensors.torch import load_file, save_file
-
-    run_dir, _ = run
-    model = run_dir / "hf" / "bsc_bio_es" / "model.safetensors"
-    weights = load_file(model)
-    save_file({k: v * 1.01 if v.is_floating_point() else v for k, v in weights.items()}, model)  # as FORCE=1 would make
-    proc = recipe(run_dir, **sample)
-    assert "changed since" in proc.stderr
-    assert proc.stderr.count("finished with another model") == 2  # both runs of the new model, none of random_init
-    sweeps = [c for c in commands(proc.stderr) if c[0] == "biofairseq-ner"]
-    assert len(sweeps) == 1 and sweeps[0][sweeps[0].index("--model") + 1].endswith("bsc_bio_es")
-
-
 def test_a_rerun_skips_every_finished_stage(run, sample):
     run_dir, _ = run
     report = (run_dir / "report.md").stat().st_mtime_ns
-    proc = recipe(run_dir, **sample)
+    proc = recipe(run_dir, served=True, **sample)
     assert not commands(proc.stderr)  # nothing ran
     assert proc.stderr.count("skipped: ") == 10  # 8 stages, the random-init baseline and its NER sweep
     assert (run_dir / "report.md").stat().st_mtime_ns == report
@@ -132,7 +129,7 @@ def test_a_rerun_skips_every_finished_stage(run, sample):
 def test_a_rerun_with_a_setting_that_finished_stages_did_not_use_stops_in_one_line(run, sample, name, value, stage):
     run_dir, _ = run
     env = (run_dir / "recipe.env").read_text()
-    proc = recipe(run_dir, check=False, **{**sample, name: value})
+    proc = recipe(run_dir, check=False, served=True, **{**sample, name: value})
     assert proc.returncode == 1 and not commands(proc.stderr)
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"bsc_bio_es.sh: error: {name}={value}, but {stage} already made {run_dir}/")
@@ -147,7 +144,7 @@ def test_a_setting_of_a_stage_not_yet_run_may_change_and_the_report_says_when(ru
     run_dir.mkdir()
     for made in ("recipe.env", "clean", "vocab", "data-bin"):  # the corpus stages done, pretraining not started
         (shutil.copytree if (run[0] / made).is_dir() else shutil.copy)(run[0] / made, run_dir / made)
-    proc = recipe(run_dir, **{**sample, "MAX_UPDATE": "30", "STOP_AFTER": "binarize"})
+    proc = recipe(run_dir, served=True, **{**sample, "MAX_UPDATE": "30", "STOP_AFTER": "binarize"})
     assert "note: MAX_UPDATE=30 (was 20): no stage made with it has run yet" in proc.stderr
     assert "MAX_UPDATE=30\n" in (run_dir / "recipe.env").read_text()
     (when, name, before, after), = report.settings_changes(run_dir)
@@ -158,42 +155,12 @@ def test_a_setting_of_a_stage_not_yet_run_may_change_and_the_report_says_when(ru
 
 def test_stop_after_binarize_ends_before_pretraining(run, sample):
     run_dir, _ = run
-    proc = recipe(run_dir, **sample, STOP_AFTER="binarize")
+    proc = recipe(run_dir, served=True, **sample, STOP_AFTER="binarize")
     assert not commands(proc.stderr) and proc.stderr.count("skipped: ") == 3  # clean, vocabulary, data-bin
     assert proc.stderr.strip().splitlines()[-1].startswith("bsc_bio_es.sh: STOP_AFTER=binarize: stopped after the corpus stages")
 
 
-@pytest.mark.parametrize("variables, message", [
-    ({"PRESET": "paper"}, "PRESET=paper needs SOURCES="),
-    ({"PRESET": "one_gpu"}, "PRESET=one_gpu needs SOURCES="),
-    ({"PRESET": "huge"}, "PRESET=huge: unknown; use PRESET=tiny, PRESET=pilot, PRESET=one_gpu or PRESET=paper"),
-    ({"NER_DATA": "pharmaconer"}, "NER_DATA=pharmaconer: 'pharmaconer': give NAME=DIR"),
-    ({"SEQUENCES_PER_UPDATE": "48", "BATCH_PER_DEVICE": "32"}, "SEQUENCES_PER_UPDATE=48 is not a multiple of 1 device(s) x BATCH_PER_DEVICE=32"),
-    # a wrong value of every setting of every recipe: test_recipe_settings.py
-])
-def test_mistakes_stop_with_one_line_before_any_work(variables, message, tmp_path):
-    proc = recipe(tmp_path / "run", check=False, NUM_GPUS="0", **variables)
-    assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1].startswith("bsc_bio_es.sh: error: ") and message in proc.stderr
-    assert not (tmp_path / "run" / "clean").exists()
-
-
 SLURM = REPO / "tests" / "slurm"  # stand-ins for Slurm's commands: its variables, local processes
-
-
-@pytest.mark.parametrize("variables, message", [
-    ({"NUM_GPUS": "0"}, "NUM_NODES=2 needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1"),
-    ({"NUM_GPUS": "8", "PATH": f"{SLURM}{os.pathsep}{BIN}{os.pathsep}{os.environ['PATH']}", "SLURM_JOB_ID": ""},
-     "NUM_NODES=2: not inside a Slurm allocation (no SLURM_JOB_ID); submit the recipe with sbatch"),
-    ({"NUM_GPUS": "8", "PATH": f"{BIN}{os.pathsep}/usr/bin{os.pathsep}/bin"}, "NUM_NODES=2: srun not found"),
-])
-def test_several_machines_without_gpus_or_slurm_stop_with_one_line(variables, message, tmp_path):
-    if "srun not found" in message and shutil.which("srun", path=variables["PATH"]):
-        pytest.skip("this machine has Slurm")
-    proc = recipe(tmp_path / "run", check=False, NUM_NODES="2", **variables)
-    last = proc.stderr.strip().splitlines()[-1]
-    assert proc.returncode == 1 and last.startswith(f"bsc_bio_es.sh: error: {message}"), proc.stderr[-2000:]
-    assert not (tmp_path / "run").exists()
 
 
 def test_several_machines_pretrain_under_srun_with_fairseqs_slurm_start(run, sample, tmp_path):
@@ -280,41 +247,31 @@ def test_the_report_plots_every_model_and_its_twin_on_one_axis(run):
     assert labels == ["model=bsc_bio_es, lr 0.001", "model=random_init, lr 0.001"]
 
 
-PILOT = {"SOURCES": f"cases={EXAMPLES / 'clinical_cases.jsonl.gz'}", "NER_DATA": f"pharmaconer={EXAMPLES / 'pharmaconer'}",
-         "NUM_GPUS": "0", "PRESET": "pilot", "STOP_AFTER": "settings"}
-# what every recipe's pilot shares: the schedule of the measured masked-LM pilot and one NER setting, fixed before any run
-PILOT_SHARED = {"VALID_DOCS": "100", "VOCAB_SIZE": "8000", "TOKENS_PER_SAMPLE": "128", "SEQUENCES_PER_UPDATE": "64",
-                "WARMUP_UPDATES": "250", "FAST_PATH": "1", "PRECISION": "bf16", "NER_LRS": "1e-3", "NER_SEEDS": "1,2,3",
-                "NER_EPOCHS": "10", "NER_MAX_LENGTH": "128", "NER_BATCH": "32", "NER_WARMUP_RATIO": "0.1",
-                "NER_LAYERWISE_DECAY": "1", "NER_EXTRA": "", "BASELINE": "random-init", "WEAK_PRETRAINING": "continue"}
-PILOTS = {  # recipe: what its pilot sets of its own
-    "bsc_bio_es": {"ARCH": "bio_roberta_tiny", "PEAK_LR": "1e-3", "MAX_UPDATE": "5000", "CLIP_NORM": "0.0"},
-    "beto": {"ARCH": "bio_roberta_tiny", "PEAK_LR": "1e-3", "MAX_UPDATE": "5000", "PHASE2_SHARE": "0",
-             "WEIGHT_DECAY_EXCLUDE": "norm_and_bias"},
-    "biomegatron": {"ARCH": "bio_megatron_tiny", "VOCAB_SIZES": "8000", "NER_LABELLINGS": "whole-word", "MAX_UPDATE": "5000"},
-    "bio_lm": {"BASE_ARCH": "bio_roberta_tiny", "LARGE_ARCH": "bio_roberta_small", "BASE_LR": "1e-3", "MAX_UPDATE": "5000",
-               "LARGE_MAX_UPDATE": "5000", "DISTIL_UPDATES": "1000"},
-    "bioelectra": {"ARCH": "electra_tiny", "PHASE2_SHARE": "0", "EMBEDDING_SHARING": "tied", "MAX_UPDATE": "3000",
-                   "PEAK_LR": "5e-4", "SAMPLING_TEMPERATURE": "2", "GENERATOR_FRACTION": "0.25",
-                   "WEIGHT_DECAY_EXCLUDE": "norm_and_bias"},
-    "modernbert": {"ARCH": "bio_modernbert_tiny", "PEAK_LR": "1e-3", "MAX_UPDATE": "3300", "WARMUP_UPDATES": "165",
-                   "MASK_PROB": "0.3", "PHASE2_SHARE": "0", "WEIGHT_DECAY_EXCLUDE": "norm_and_bias"},
-}
+@pytest.mark.parametrize("recipe", RECIPES)
+def test_bash_stops_in_the_steps_one_line_and_writes_nothing(recipe, tmp_path):
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"), "NUM_GPUS": "0",
+           "MAX_UPDATE": "08"}
+    proc = subprocess.run(["bash", str(REPO / "recipes" / f"{recipe}.sh")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stderr == f"{recipe}.sh: error: MAX_UPDATE=08: write it without leading zeros, as 8\n"
+    assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.fast
-@pytest.mark.parametrize("name", PILOTS)
-def test_every_recipe_has_a_pilot_with_the_shared_schedule_and_ner_settings(name, tmp_path):
-    """STOP_AFTER=settings prints the resolved settings and does nothing else."""
-    proc = recipe(tmp_path / "run", script=REPO / "recipes" / f"{name}.sh", **PILOT)
-    settings = dict(line.split("=", 1) for line in proc.stdout.splitlines())
-    assert settings["RECIPE"] == name and settings["PRESET"] == "pilot"
-    assert {k: settings[k] for k in {**PILOT_SHARED, **PILOTS[name]}} == {**PILOT_SHARED, **PILOTS[name]}
-    assert proc.stderr.strip().endswith("STOP_AFTER=settings: stopped before any work") and not (tmp_path / "run").exists()
+def test_bash_names_a_missing_tool_before_the_step(tmp_path):
+    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": str(BIN / "python")}
+    proc = subprocess.run(["bash", str(REPO / "recipes" / "bsc_bio_es.sh")], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stderr == ("bsc_bio_es.sh: error: biofairseq-train: not found; run 'make install' "
+                                                    "and 'source .venv/bin/activate' (or 'make demo'), then run this again\n")
 
 
-@pytest.mark.fast
-@pytest.mark.parametrize("name", PILOTS)
-def test_a_pilot_needs_the_users_corpus_and_ner_data(name, tmp_path):
-    proc = recipe(tmp_path / "run", check=False, script=REPO / "recipes" / f"{name}.sh", PRESET="pilot", NUM_GPUS="0")
-    assert proc.returncode == 1 and f"{name}.sh: error: PRESET=pilot needs SOURCES=" in proc.stderr.strip().splitlines()[-1]
+def test_force_removes_every_stage_output_before_the_first_stage_runs(tmp_path):
+    """FORCE=1 STOP_AFTER=binarize used to redo stages 1-3 alone and leave the earlier run's pretraining, model and
+    report, which the next run (without STOP_AFTER) then skipped to as if they were this run's."""
+    made = ["clean", "vocab", "data-bin", "pretrain/finished", "hf/bsc_bio_es", "ner/x", "report.md", "recipe.env"]
+    for name in made:
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).touch()
+    script = f'source {REPO / "recipes" / "lib" / "stages.sh"}; RUN_DIR={tmp_path}; recipe_force'
+    subprocess.run(["bash", "-c", script], check=True, capture_output=True, env={**os.environ, "RECIPE": "x"})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["recipe.env"]

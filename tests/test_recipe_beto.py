@@ -20,7 +20,7 @@ def value(command, flag):
 def beto(sample, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("beto") / "tiny"
     # 10 updates: 8 at 128 tokens (batch 8), within shard0, then 2 at 512 (batch 4), from shard1
-    return run_dir, recipe(run_dir, script=BETO, **{**sample, "ARCH": "bio_megatron_tiny", "MAX_UPDATE": "10",
+    return run_dir, recipe(run_dir, script=BETO, served=True, **{**sample, "ARCH": "bio_megatron_tiny", "MAX_UPDATE": "10",
                                                      "WARMUP_UPDATES": "2", "SEQUENCES_PER_UPDATE": "8", "BATCH_PER_DEVICE": "8",
                                                      "PHASE2_SHARE": "0.2", "PHASE2_SEQUENCES_PER_UPDATE": "4",
                                                      "PHASE2_BATCH_PER_DEVICE": "4", "SAVE_INTERVAL_UPDATES": "5",

@@ -19,7 +19,7 @@ def bio_lm_run(sample, tmp_path_factory):
     # 6 pretraining updates of 8 sequences, 6 more to distil or train longer, warm-up left to the recipe (5%); no
     # fine-tuning, no random-init twin
     variables = {k: v for k, v in sample.items() if k != "WARMUP_UPDATES"}
-    return run_dir, recipe(run_dir, script=BIO_LM, **{**variables, "MAX_UPDATE": "6", "DISTIL_UPDATES": "6",
+    return run_dir, recipe(run_dir, script=BIO_LM, served=True, **{**variables, "MAX_UPDATE": "6", "DISTIL_UPDATES": "6",
                                                       "SEQUENCES_PER_UPDATE": "8", "BATCH_PER_DEVICE": "8",
                                                       "SAVE_INTERVAL_UPDATES": "6", "LOG_INTERVAL": "3",
                                                       "NER_DATA": "", "BASELINE": "none"})

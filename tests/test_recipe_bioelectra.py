@@ -17,7 +17,7 @@ def electra_run(sample, tmp_path_factory):
     # 18 updates at 128 tokens, then 2 at 512 with 8 sequences each; one seed, no random-init twin
     # (test_electra_convert makes one of a discriminator); NER data with train and dev and no test split
     no_test = Path(sample["SOURCES"].split("=", 1)[1]).parent / "ner_no_test"
-    return run_dir, recipe(run_dir, script=BIOELECTRA, **{**sample, "MAX_UPDATE": "20", "SAVE_INTERVAL_UPDATES": "10",
+    return run_dir, recipe(run_dir, script=BIOELECTRA, served=True, **{**sample, "MAX_UPDATE": "20", "SAVE_INTERVAL_UPDATES": "10",
                                                           "NER_SEEDS": "1", "BASELINE": "none",
                                                           "NER_DATA": f"pharmaconer={no_test}"})
 
@@ -87,27 +87,16 @@ def test_the_recipes_share_the_stage_machinery_and_copy_none_of_it():
     for script in (RECIPE, BIOELECTRA, REPO / "recipes" / "bio_lm.sh"):
         text = script.read_text()
         assert 'source "$REPO/recipes/lib/stages.sh"' in text
-        for function in ("stage", "run", "die", "recipe_settings", "weights_sha256", "pretrain_phase"):
+        for function in ("stage", "run", "die", "recipe_settings", "recipe_ner", "pretrain_phase"):
             assert f"{function}() {{" in library and f"{function}() {{" not in text, (script.name, function)
-
-
-def test_bioelectra_mistakes_stop_with_one_line_before_any_work(tmp_path):
-    proc = recipe(tmp_path / "run", check=False, script=BIOELECTRA, NUM_GPUS="0", EMBEDDING_SHARING="shared")
-    assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines()[-1] == "bioelectra.sh: error: EMBEDDING_SHARING=shared: unknown; use one of: tied gdes detached none"
-    proc = recipe(tmp_path / "run", check=False, script=BIOELECTRA, NUM_GPUS="0", PHASE2_SHARE="1.5")
-    assert "PHASE2_SHARE=1.5: the share of updates" in proc.stderr.strip().splitlines()[-1]
-    assert not (tmp_path / "run" / "clean").exists()
 
 
 def test_the_variants_table_reads_a_pilot_folder_as_the_report_does(electra_run):
     """benchmarks/electra_variants.py: the discriminator's last validation and the sweep's dev F1, from the files."""
-    import subprocess
-    import sys
+    import inprocess
 
     run_dir, _ = electra_run
-    out = subprocess.run([sys.executable, str(REPO / "benchmarks" / "electra_variants.py"), f"tiny={run_dir}"],
-                         capture_output=True, text=True, check=True).stdout
+    out = inprocess.run("python", REPO / "benchmarks" / "electra_variants.py", f"tiny={run_dir}").stdout
     row = [c.strip() for c in out.splitlines()[2].split("|")[1:-1]]
     report = json.loads((run_dir / "report.json").read_text())
     last = report["pretraining"]["validations"][-1]

@@ -1,8 +1,12 @@
 """recipes/biomegatron.sh on the same slice of the bundled sample as test_recipe.py: two SentencePiece vocabularies
 and their break-out table, one pre-LN encoder per vocabulary, each fine-tuned with whole-word and with sub-token
-labelling, one report; then continual pretraining from one of those models (INIT_FROM=) without NER."""
+labelling, one report. Its commands run in this process (served); continual pretraining (INIT_FROM=) is
+test_recipe_modernbert.py's run, and the stages' handling of a fairseq checkpoint as INIT_FROM is below."""
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -21,7 +25,7 @@ def value(command, flag):
 def study(sample, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("biomegatron") / "tiny"
     mine = {name: value for name, value in sample.items() if name != "VOCAB_SIZE"}  # this recipe's is VOCAB_SIZES
-    return run_dir, recipe(run_dir, script=BIOMEGATRON, **{**mine, **TINY, "VOCAB_SIZES": "1000,2000"})
+    return run_dir, recipe(run_dir, script=BIOMEGATRON, served=True, **{**mine, **TINY, "VOCAB_SIZES": "1000,2000"})
 
 
 def test_each_vocabulary_is_learned_binarized_and_pretrained_pre_ln(study):
@@ -57,30 +61,20 @@ def test_the_report_has_the_break_out_table_and_both_labellings(study):
     assert list(report["pretrainings"]) == ["bio_1k", "bio_2k"]
 
 
-def test_continual_pretraining_keeps_the_models_vocabulary_and_weights(study, sample, tmp_path):
-    """From a fairseq checkpoint: converted to transformers, then back (the path a transformers folder takes too)."""
-    run_dir, _ = study
-    start = run_dir / "pretrain" / "bio_1k" / "checkpoints" / "checkpoint_last.pt"
-    continued = tmp_path / "continued"
-    proc = recipe(continued, script=BIOMEGATRON, **{**TINY, "SOURCES": sample["SOURCES"], "VALID_DOCS": "10",
-                                                     "NER_DATA": "", "MAX_UPDATE": "3", "INIT_FROM": str(start)})
-    printed = commands(proc.stderr)
-    conversions = [c for c in printed if c[0] == "biofairseq-convert"]
-    assert [c[1] for c in conversions] == ["to-hf", "from-hf", "to-hf"]  # the start, back, and the continued model
-    assert conversions[0][2] == str(start) and conversions[1][2] == str(continued / "init.hf")
-    assert not (continued / "init.hf").exists()  # the intermediate transformers copy is not kept
-    assert not [c for c in printed if c[1:2] and c[1].endswith("train_vocab.py")]  # no vocabulary learned
-    train = next(c for c in printed if c[0] == "biofairseq-train")
-    assert value(train, "--finetune-from-model") == str(continued / "init" / "model.pt")
-    assert value(train, "--arch") == "bio_megatron_tiny"  # the shape read back from the transformers model
-    # its vocabulary: the data-bin's entries are the model's, in its order
-    symbols = lambda path: [line.split()[0] for line in path.read_text(encoding="utf-8").splitlines()]
-    assert symbols(continued / "data-bin" / "dict.txt") == symbols(run_dir / "data-bin" / "bio_1k" / "dict.txt")
-    # from the model's weights: the first logged perplexity is far below a fresh model's
-    from biofairseq.recipe.best_checkpoint import records
-
-    fresh = records(run_dir / "pretrain" / "bio_1k" / "train.log", "train_inner")[0]
-    first = records(continued / "pretrain" / "continued" / "train.log", "train_inner")[0]
-    assert float(first["ppl"]) < 0.8 * float(fresh["ppl"])
-    assert "Continual pretraining: the weights and the vocabulary are those of `INIT_FROM=" in proc.stdout
-
+def test_a_fairseq_checkpoint_as_init_from_goes_through_transformers_and_only_its_conversion_is_kept(tmp_path):
+    """INIT_FROM=x.pt: to-hf into init.hf, from-hf into init (the vocabulary and the start), init.hf removed; the
+    model's shape is the checkpoint's. The stages with run() printing instead of running, from-hf's output stood in."""
+    start = tmp_path / "checkpoint_last.pt"
+    start.touch()
+    fake_from_hf = ('run() { echo "RUN $*" >&2; if [[ $2 == to-hf ]]; then mkdir -p "$4"; fi; if [[ $2 == from-hf ]]; then '
+                    'mkdir -p "$4"; echo \'{"fairseq_flags": ["--arch", "bio_megatron_tiny"]}\' > "$4/conversion.json"; fi; }')
+    script = (f"set -euo pipefail; RECIPE=biomegatron REPO={REPO}; source {REPO}/recipes/lib/stages.sh; {fake_from_hf}; "
+              f"RUN_DIR={tmp_path}/run INIT_FROM={start}; mkdir -p $RUN_DIR; recipe_init_from; "
+              'echo "ARCH=$ARCH INIT_CHECKPOINT=$INIT_CHECKPOINT ARGS=${ARCH_ARGS[*]}" >&2')
+    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "PYTHON": sys.executable})
+    assert proc.returncode == 0, proc.stderr
+    ran = [line.split()[1:] for line in proc.stderr.splitlines() if line.startswith("RUN ")]
+    hf, init = tmp_path / "run" / "init.hf", tmp_path / "run" / "init"
+    assert ran == [["biofairseq-convert", "to-hf", str(start), str(hf)], ["biofairseq-convert", "from-hf", str(hf), str(init)]]
+    assert not hf.exists()
+    assert f"ARCH=bio_megatron_tiny INIT_CHECKPOINT={init}/model.pt ARGS=--arch bio_megatron_tiny" in proc.stderr

@@ -1,16 +1,29 @@
 """The NER folder layouts a user brings to a recipe (NER_DATA=NAME=DIR), accepted or refused in one line before any
-work: run from a working folder outside the repository, with relative and absolute paths, up to STOP_AFTER=settings
-(the recipe's earliest exit after the NER_DATA check), so that each layout costs a fraction of a second."""
+work: the recipes' settings step (biofairseq/recipe/settings.py, which every recipe evals first), in this process, from
+a working folder outside the repository, with relative and absolute paths, up to STOP_AFTER=settings."""
 
-import os
 import shutil
-import subprocess
 
 import pytest
 
-from biofairseq.samples import BIN, NCBI, PHARMACONER, REPO
+from biofairseq.recipe import settings
+from biofairseq.samples import NCBI, PHARMACONER, REPO
 
-RECIPE = REPO / "recipes" / "bsc_bio_es.sh"
+pytestmark = pytest.mark.fast
+
+
+def step(recipe, **environ):
+    """(exit status, stdout, stderr) of the recipe's settings step, as bash gets them."""
+    said = []
+    try:
+        out = settings.shell(recipe, {"NUM_GPUS": "0", "STOP_AFTER": "settings", **environ}, REPO, f"{recipe}.sh",
+                             say=said.append)
+    except settings.SettingsError as error:
+        return 1, "", f"{recipe}.sh: error: {error}\n"
+    env = out[out.index("printf %s ") + len("printf %s "):out.index("\nexit 0")]
+    import shlex
+
+    return 0, shlex.split(env)[0], "".join(line + "\n" for line in said)
 
 
 def brat(folder, split, documents=2):
@@ -50,54 +63,42 @@ EXPECTED = {
 }
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize("absolute", [False, True], ids=["relative", "absolute"])
 @pytest.mark.parametrize("layout", LAYOUTS)
-def test_ner_folder_layouts_are_accepted_or_refused_in_one_line_before_any_work(layout, absolute, tmp_path):
+def test_ner_folder_layouts_are_accepted_or_refused_in_one_line_before_any_work(layout, absolute, tmp_path, monkeypatch):
     LAYOUTS[layout](tmp_path / "ner")
+    monkeypatch.chdir(tmp_path)
     ner = tmp_path / "ner" if absolute else "ner"
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
-           "NUM_GPUS": "0", "STOP_AFTER": "settings", "NER_DATA": f"x={ner}"}
-    env.pop("RUN_DIR", None)
-    proc = subprocess.run(["bash", str(RECIPE)], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)
+    code, stdout, stderr = step("bsc_bio_es", NER_DATA=f"x={ner}")
     expected = EXPECTED[layout]
     if absolute:
         expected = expected.replace("x=ner", f"x={ner}").replace(" ner", f" {ner}")
-    lines = proc.stderr.strip().splitlines()
+    lines = stderr.strip().splitlines()
     if expected.startswith("error: "):
-        assert proc.returncode == 1 and lines == [lines[0]], proc.stderr  # one line
+        assert code == 1 and lines == [lines[0]], stderr  # one line
         assert lines[0].startswith(f"bsc_bio_es.sh: {expected}"), lines[0]
     else:
-        assert proc.returncode == 0, proc.stderr
-        assert f"NER_DATA: x: {expected}" in proc.stderr and lines[-1].endswith("STOP_AFTER=settings: stopped before any work")
-        assert f"NER_DATA=x={ner}\n" in proc.stdout  # recipe.env records it as given
+        assert code == 0, stderr
+        assert f"NER_DATA: x: {expected}" in stderr and lines[-1].endswith("STOP_AFTER=settings: stopped before any work")
+        assert f"NER_DATA=x={ner}\n" in stdout  # recipe.env records it as given
     assert [p.name for p in tmp_path.iterdir()] == ([] if layout == "missing" else ["ner"])  # no run folder (runs/)
 
 
-@pytest.mark.fast
-def test_a_corpus_language_the_language_filter_does_not_know_stops_before_any_work(tmp_path):
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
-           "NUM_GPUS": "0", "STOP_AFTER": "settings", "CORPUS_LANG": "spanish"}
-    proc = subprocess.run(["bash", str(REPO / "recipes" / "beto.sh")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 1 and proc.stderr == (
+def test_a_corpus_language_the_language_filter_does_not_know_stops_before_any_work(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert step("beto", CORPUS_LANG="spanish") == (1, "", (
         "beto.sh: error: CORPUS_LANG=spanish: not a language of the language identifier (fastText lid.176); "
-        "use CORPUS_LANG=es\n")
+        "use CORPUS_LANG=es\n"))
     assert not any(tmp_path.iterdir())
 
 
-@pytest.mark.fast
 @pytest.mark.parametrize("flag", ["--context document", "--context=document"])
-def test_whole_document_ner_on_conll_data_stops_before_any_work(flag, tmp_path):
+def test_whole_document_ner_on_conll_data_stops_before_any_work(flag, tmp_path, monkeypatch):
     """A CoNLL file does not say where its documents end, so biofairseq-ner refuses --context document on it: the
     recipe says so before pretraining, not hours later."""
     LAYOUTS["conll train.tsv devel.tsv test.tsv"](tmp_path / "ner")
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
-           "NUM_GPUS": "0", "STOP_AFTER": "settings", "NER_DATA": "x=ner", "NER_EXTRA": flag}
-    env.pop("RUN_DIR", None)
-    proc = subprocess.run(["bash", str(REPO / "recipes" / "modernbert.sh")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 1 and proc.stderr == (
+    monkeypatch.chdir(tmp_path)
+    assert step("modernbert", NER_DATA="x=ner", NER_EXTRA=flag) == (1, "", (
         "modernbert.sh: error: NER_DATA: 'x=ner': ner/train.tsv: a CoNLL file, and NER_EXTRA asks for --context document, "
-        "which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop --context document\n")
+        "which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop --context document\n"))
     assert [p.name for p in tmp_path.iterdir()] == ["ner"]

@@ -39,7 +39,7 @@ def init_from(bytebpe_corpus, tmp_path_factory):
 def modernbert(sample, init_from, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("modernbert") / "tiny"
     # 10 updates: 8 at 128 tokens (batch 8), then 2 at 512 (batch 4); one NER run of one epoch
-    return run_dir, recipe(run_dir, script=MODERNBERT, **{
+    return run_dir, recipe(run_dir, script=MODERNBERT, served=True, **{
         **sample, "INIT_FROM": str(init_from), "MAX_UPDATE": "10", "WARMUP_UPDATES": "2", "SEQUENCES_PER_UPDATE": "8",
         "BATCH_PER_DEVICE": "8", "PHASE2_SHARE": "0.2", "PHASE2_SEQUENCES_PER_UPDATE": "4", "PHASE2_BATCH_PER_DEVICE": "4",
         "SAVE_INTERVAL_UPDATES": "5", "LOG_INTERVAL": "2", "NER_SEEDS": "1", "BASELINE": "none"})
@@ -60,6 +60,10 @@ def test_continual_pretraining_from_a_modernbert_folder_on_packed_rows_in_two_le
     assert (value(phase1, "--tokens-per-sample"), value(phase2, "--tokens-per-sample")) == ("128", "512")
     # the data-bin was binarized with ModernBERT's vocabulary, renumbered: the mask token is fairseq's <mask>
     assert (run_dir / "data-bin" / "dict.txt").read_text().splitlines()[-1].startswith("<mask> ")
+    symbols = lambda path: [line.split()[0] for line in path.read_text(encoding="utf-8").splitlines()]
+    assert symbols(run_dir / "data-bin" / "dict.txt") == symbols(run_dir / "init" / "dict.txt")  # the model's, in its order
+    assert not [c for c in printed if c[1:2] and c[1].endswith("train_vocab.py")]  # no vocabulary learned
+    assert "Continual pretraining: the weights and the vocabulary are those of `INIT_FROM=" in proc.stdout
 
 
 def test_the_model_converts_with_parity_past_the_window_and_fine_tunes_as_modernbert(modernbert):
@@ -80,8 +84,9 @@ def test_ner_windows_compares_windowings_on_dev_and_resumes(modernbert, tmp_path
     """benchmarks/ner_windows.py on the recipe's model: document windows of 128 and whole documents, one seed, one
     epoch, on a few BRAT documents; a second run keeps the finished runs; a wrong --batches stops it."""
     import shutil
-    import subprocess
     import sys
+
+    import inprocess
 
     from biofairseq.samples import PHARMACONER
 
@@ -95,15 +100,14 @@ def test_ner_windows_compares_windowings_on_dev_and_resumes(modernbert, tmp_path
     windows = [sys.executable, str(REPO / "benchmarks" / "ner_windows.py"), "--model", str(run_dir / "hf" / "modernbert"),
                "--data", str(data), "--work", str(tmp_path / "work"), "--seeds", "1", "--epochs", "1",
                "--only", "windows of 128,whole", "--batches", "whole=1"]
-    first = subprocess.run(windows, capture_output=True, text=True, cwd=tmp_path)
-    assert first.returncode == 0, first.stderr[-2000:]
+    first = inprocess.run(*windows, cwd=tmp_path)
     rows = {line.split("|")[1].strip(): line.split("|") for line in first.stdout.splitlines() if line.startswith("| ")}
     assert set(rows) == {"windowing", "documents, windows of 128", "whole documents (up to 8,192)"}
     assert rows["whole documents (up to 8,192)"][2].strip() == "1" and float(rows["documents, windows of 128"][5].strip(" *")) >= 0
     finished = sorted((tmp_path / "work").glob("*/seed1/metrics.json"))
     assert [m.parent.parent.name for m in finished] == ["document-128-batch23", "document-8192-batch1"]
     stamps = [m.stat().st_mtime_ns for m in finished]
-    again = subprocess.run(windows, capture_output=True, text=True, cwd=tmp_path)
+    again = inprocess.run(*windows, cwd=tmp_path)
     assert again.returncode == 0 and [m.stat().st_mtime_ns for m in finished] == stamps
-    wrong = subprocess.run([*windows[:-2], "--batches", "windows=4"], capture_output=True, text=True, cwd=tmp_path)
+    wrong = inprocess.run(*windows[:-2], "--batches", "windows=4", cwd=tmp_path, check=False)
     assert wrong.returncode == 1 and "--batches 'windows=4': give WORDS=BATCH" in wrong.stderr

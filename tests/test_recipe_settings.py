@@ -1,9 +1,10 @@
 """The recipes' settings: one table per recipe (biofairseq/recipe/presets.py), resolved and checked in one Python step
-(biofairseq/recipe/settings.py) that the scripts eval. The checks run in this process; a few bash runs check what bash
-itself does with the step (its one line, its exit, STOP_AFTER=settings, FORCE)."""
+(biofairseq/recipe/settings.py) that the scripts eval, in this process; what bash itself does with the step (its one
+line, its exit, FORCE) is checked by a few bash runs in test_recipe.py."""
 
 import os
 import re
+import shutil
 import subprocess
 
 import pytest
@@ -104,24 +105,6 @@ def test_a_wrong_value_of_any_setting_stops_the_step_in_one_line_before_any_work
     line = str(error.value)
     assert line.startswith(f"{name}={value}") and "\n" not in line and any(fix in line for fix in FIXES), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # no run folder
-
-
-@pytest.mark.parametrize("recipe", presets.RECIPES)
-def test_bash_stops_in_the_steps_one_line_and_writes_nothing(recipe, tmp_path):
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"), "NUM_GPUS": "0",
-           "MAX_UPDATE": "08"}
-    proc = subprocess.run(["bash", str(REPO / "recipes" / f"{recipe}.sh")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 1 and proc.stderr == f"{recipe}.sh: error: MAX_UPDATE=08: write it without leading zeros, as 8\n"
-    assert not any(tmp_path.iterdir())
-
-
-def test_bash_names_a_missing_tool_before_the_step(tmp_path):
-    env = {**os.environ, "PATH": "/usr/bin:/bin", "PYTHON": str(BIN / "python")}
-    proc = subprocess.run(["bash", str(REPO / "recipes" / "bsc_bio_es.sh")], cwd=tmp_path, env=env, capture_output=True,
-                          text=True, timeout=60)
-    assert proc.returncode == 1 and proc.stderr == ("bsc_bio_es.sh: error: biofairseq-train: not found; run 'make install' "
-                                                    "and 'source .venv/bin/activate' (or 'make demo'), then run this again\n")
 
 
 @pytest.mark.parametrize("name, value, message", [
@@ -245,13 +228,28 @@ def test_a_rerun_compares_values_not_spellings_names_every_conflict_and_so_does_
     assert (tmp_path / "recipe.env").read_text() == env and not (tmp_path / "recipe.changes").exists()
 
 
-def test_force_removes_every_stage_output_before_the_first_stage_runs(tmp_path):
-    """FORCE=1 STOP_AFTER=binarize used to redo stages 1-3 alone and leave the earlier run's pretraining, model and
-    report, which the next run (without STOP_AFTER) then skipped to as if they were this run's."""
-    made = ["clean", "vocab", "data-bin", "pretrain/finished", "hf/bsc_bio_es", "ner/x", "report.md", "recipe.env"]
-    for name in made:
-        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
-        (tmp_path / name).touch()
-    script = f'source {REPO / "recipes" / "lib" / "stages.sh"}; RUN_DIR={tmp_path}; recipe_force'
-    subprocess.run(["bash", "-c", script], check=True, capture_output=True, env={**os.environ, "RECIPE": "x"})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["recipe.env"]
+@pytest.mark.parametrize("recipe, preset", [(r, p) for r in presets.RECIPES for p in presets.RECIPES[r].presets if p != "tiny"])
+def test_a_preset_of_ones_own_data_needs_the_corpus_and_the_ner_data(recipe, preset, tmp_path):
+    with pytest.raises(settings.SettingsError, match=rf'^PRESET={preset} needs SOURCES="NAME=PATH ..." \(.+\); see the top of '):
+        resolved(recipe, tmp_path, PRESET=preset)
+    with pytest.raises(settings.SettingsError, match=rf'^PRESET={preset} needs NER_DATA="NAME=DIR ..." \(e.g. .+\), or NER_DATA= '):
+        resolved(recipe, tmp_path, PRESET=preset, SOURCES=INPUTS["SOURCES"])
+    assert resolved(recipe, tmp_path, PRESET=preset, SOURCES=INPUTS["SOURCES"], NER_DATA="")["NER_DATA"] == ""
+
+
+SLURM = REPO / "tests" / "slurm"  # stand-ins for Slurm's commands
+
+
+@pytest.mark.parametrize("environ, message", [
+    ({"NUM_GPUS": "0"}, "NUM_NODES=2 needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1"),
+    ({"NUM_GPUS": "8", "PATH": f"{SLURM}{os.pathsep}/usr/bin", "SLURM_JOB_ID": ""},
+     "NUM_NODES=2: not inside a Slurm allocation (no SLURM_JOB_ID); submit the recipe with sbatch"),
+    ({"NUM_GPUS": "8", "PATH": f"{BIN}{os.pathsep}/usr/bin{os.pathsep}/bin"}, "NUM_NODES=2: srun not found"),
+    ({"NER_DATA": "pharmaconer"}, "NER_DATA=pharmaconer: 'pharmaconer': give NAME=DIR"),
+])
+def test_several_machines_without_gpus_or_slurm_and_a_nameless_data_set_stop_in_one_line(environ, message, tmp_path):
+    if "srun not found" in message and shutil.which("srun", path=environ["PATH"]):
+        pytest.skip("this machine has Slurm")
+    with pytest.raises(settings.SettingsError) as error:
+        resolved("bsc_bio_es", tmp_path, **{"STOP_AFTER": "none", "NUM_NODES": "2", **environ})
+    assert str(error.value).startswith(message) and not (tmp_path / "recipe.env").exists()

@@ -1,13 +1,20 @@
 """Which model a fine-tuning run read: sha256 of its weight files (``*.safetensors``, ``*.bin``) in name order.
 
-Runs and sweeps record it; the recipes compare a sweep's with the model's current one to redo out-of-date sweeps:
+Runs and sweeps record it (a run's metrics.json, a sweep's model.sha256); a sweep folder is finished for a model when
+its report is whole and model.sha256 is that model's. The recipes ask before stage 7:
 
-    python -m biofairseq.finetune.fingerprint MODEL_DIR
+    python -m biofairseq.finetune.fingerprint MODEL_DIR                the fingerprint
+    python -m biofairseq.finetune.fingerprint check-sweep SWEEP MODEL  a sweep of another model, or one whose report
+                                                                       was cut short: its report.json goes (the sweep
+                                                                       runs again, keeping its finished runs)
 """
 
 import hashlib
 import sys
 from pathlib import Path
+
+# a sweep's report, in the order biofairseq.finetune.report writes it: report.json alone is a report cut short
+REPORT = ("report.json", "report.md", "dev_f1.png")
 
 
 def weights_sha256(model_dir):
@@ -19,5 +26,30 @@ def weights_sha256(model_dir):
     return digest.hexdigest()
 
 
+def stale_sweep(sweep_dir, model_dir):
+    """Why sweep_dir's report is not model_dir's finished sweep, or None (no report yet, or a current one)."""
+    sweep_dir = Path(sweep_dir)
+    if not (sweep_dir / REPORT[0]).is_file():
+        return None
+    recorded = sweep_dir / "model.sha256"
+    if not recorded.is_file() or recorded.read_text().strip() != weights_sha256(model_dir):
+        return f"{model_dir} changed since {sweep_dir} was run; its runs are redone"
+    if not all((sweep_dir / name).is_file() for name in REPORT[1:]):
+        return f"{sweep_dir}: its report was cut short; the sweep writes it again"
+    return None
+
+
+def check_sweep(sweep_dir, model_dir):
+    why = stale_sweep(sweep_dir, model_dir)
+    if why:
+        print(f"note: {why}", file=sys.stderr)
+        (Path(sweep_dir) / REPORT[0]).unlink()
+
+
 if __name__ == "__main__":
-    print(weights_sha256(sys.argv[1]))
+    if sys.argv[1:2] == ["check-sweep"] and len(sys.argv) == 4:
+        check_sweep(sys.argv[2], sys.argv[3])
+    elif len(sys.argv) == 2:
+        print(weights_sha256(sys.argv[1]))
+    else:
+        sys.exit(__doc__)

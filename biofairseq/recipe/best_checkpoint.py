@@ -68,13 +68,9 @@ def validations(log_file):
 
 def saved_best(path):
     """(update, best value, metric, maximize) that fairseq recorded in checkpoint_best.pt."""
-    import torch
+    from biofairseq.recipe.pretraining_state import load_state
 
-    # The one non-plain type of a fairseq checkpoint, allowed as biofairseq.models.safe_checkpoints allows it
-    # (without importing fairseq). Not torch's safe_globals context manager: on leaving, it removes the type
-    # from the allow-list even when it was there before, and later fairseq loads in this process would fail.
-    torch.serialization.add_safe_globals([argparse.Namespace])
-    state = torch.load(path, map_location="cpu", mmap=True, weights_only=True)
+    state = load_state(path)
     settings = state["cfg"]["checkpoint"] if state.get("cfg") else vars(state["args"])
     return (int(state["optimizer_history"][-1]["num_updates"]), float(state["extra_state"]["best"]),
             settings["best_checkpoint_metric"], bool(settings["maximize_best_checkpoint_metric"]))

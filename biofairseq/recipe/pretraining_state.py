@@ -57,12 +57,20 @@ def mend(save_dir):
             cut.unlink()
 
 
-def progress(checkpoint):
-    """(updates, epoch) of a fairseq checkpoint, read without loading its tensors."""
+def load_state(checkpoint):
+    """A fairseq checkpoint's dictionary, its tensors memory-mapped, without importing fairseq: its one non-plain
+    type allowed as biofairseq.models.safe_checkpoints allows it. Not torch's safe_globals context manager: on
+    leaving, it removes the type from the allow-list even when it was there before, and later fairseq loads in
+    this process would fail."""
     import torch
 
-    with torch.serialization.safe_globals([argparse.Namespace]):
-        state = torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+    torch.serialization.add_safe_globals([argparse.Namespace])
+    return torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
+
+
+def progress(checkpoint):
+    """(updates, epoch) of a fairseq checkpoint, read without loading its tensors."""
+    state = load_state(checkpoint)
     history = state.get("optimizer_history") or [{}]
     epoch = ((state.get("extra_state") or {}).get("train_iterator") or {}).get("epoch", 1)
     return history[-1].get("num_updates", 0), epoch

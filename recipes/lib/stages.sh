@@ -60,9 +60,6 @@ run() {  # prints a command so that it can be pasted into a shell, then runs it
     echo "+ $(printf '%q ' "$@")" >&2
     "$@" >&2  # stdout is for the report alone
 }
-weights_sha256() {  # the fingerprint biofairseq-ner records for a model folder
-    "$PYTHON" -m biofairseq.finetune.fingerprint "$1"
-}
 elapsed() { printf '%d:%02d elapsed' $((SECONDS / 60)) $((SECONDS % 60)); }
 RAN=0
 stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (default OUTPUT) exists
@@ -300,16 +297,8 @@ recipe_ner() {
                 sweep_dir=$NER_DIR/$name/model=$(basename "$model")
                 [[ $labelling == default ]] || sweep_dir+=",labels=$labelling"
                 REPORT_ARGS+=(--ner "$name=$sweep_dir")
-                # a sweep of another model (pretrained again since) is out of date: the sweep redoes its runs
-                if [[ -f $sweep_dir/report.json && $(cat "$sweep_dir/model.sha256" 2>/dev/null) != "$(weights_sha256 "$model")" ]]; then
-                    echo "note: $model changed since $sweep_dir was run; its runs are redone" >&2
-                    rm -f "$sweep_dir/report.json"
-                fi
-                # its report is report.json, report.md, then dev_f1.png: one cut short is written again (the runs are kept)
-                if [[ -f $sweep_dir/report.json && ! ( -f $sweep_dir/report.md && -f $sweep_dir/dev_f1.png ) ]]; then
-                    echo "note: $sweep_dir: its report was cut short; the sweep writes it again" >&2
-                    rm -f "$sweep_dir/report.json"
-                fi
+                # a sweep of another model (pretrained again since), or one whose report was cut short, runs again
+                "$PYTHON" -m biofairseq.finetune.fingerprint check-sweep "$sweep_dir" "$model"
                 stage 7 "fine-tune $(basename "$model") on $name${NER_LABELLINGS:+, $labelling labelling}" "$sweep_dir" \
                     "$sweep_dir/report.json" || continue
                 ner_args=(--model "$model" --train "$train" --dev "$dev" ${test:+--test "$test"} --output-dir "$sweep_dir"

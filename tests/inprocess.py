@@ -1,0 +1,129 @@
+"""The commands of this environment run in this process, as their console scripts and ``python`` run them, the way
+fairseq's own tests run fairseq_cli.train (distributed_utils.call_main): importing torch, fairseq and transformers
+once per pytest worker instead of once per command. A test that checks a process itself (its exit on a signal, two
+distributed ranks, a console script's start-up) starts one; the others call ``run``."""
+
+import contextlib
+import io
+import logging
+import os
+import runpy
+import sys
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+
+# fairseq_cli's own format: fairseq-train's json log lines read "... | INFO | train_inner | {...}"
+FORMAT = "%(asctime)s | %(levelname)s | %(name)s | %(message)s"
+
+
+@dataclass
+class Ran:
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _entry(program):
+    """The function a console script of this environment calls, or None."""
+    from biofairseq import commands
+
+    ours = {"biofairseq-train": commands.train, "biofairseq-convert": commands.convert, "biofairseq-ner": commands.ner}
+    if program in ours:
+        return ours[program]
+    if program.startswith("fairseq-"):
+        import importlib
+
+        return importlib.import_module(f"fairseq_cli.{program[len('fairseq-'):]}").cli_main
+    return None
+
+
+def _loggers():
+    return [logging.getLogger(), *(l for l in logging.Logger.manager.loggerDict.values() if isinstance(l, logging.Logger))]
+
+
+# loggers that the commands quiet (biofairseq-convert's, biofairseq-ner's and binarize's mains): each command starts
+# with them as a fresh process has them, whatever an earlier test or command in this process set
+QUIETED = ("fairseq", "hydra", "biofairseq", "matplotlib", "PIL")
+
+
+@contextlib.contextmanager
+def _logs_to(stream):
+    """Every log record of the call to stream, in fairseq's format; the loggers' handlers, levels and switches as they
+    were afterwards, as a process would leave them (fairseq-train's --log-file adds a handler on every run, a command
+    may quiet a logger)."""
+    before = {logger: (list(logger.handlers), logger.level, logger.disabled) for logger in _loggers()}
+    for name in QUIETED:
+        logging.getLogger(name).level = logging.NOTSET
+    logging.Logger.manager._clear_cache()
+    root = logging.getLogger()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter(FORMAT))
+    root.addHandler(handler)
+    root.setLevel(logging.INFO)
+    try:
+        yield
+    finally:
+        for logger in _loggers():
+            handlers, level, disabled = before.get(logger, ([], logging.NOTSET, False))
+            logger.level, logger.disabled = level, disabled
+            for extra in [h for h in logger.handlers if h not in handlers]:
+                logger.removeHandler(extra)
+                if extra is not handler:
+                    extra.close()
+        logging.Logger.manager._clear_cache()
+
+
+def run(*argv, cwd=None, env=None, environ=None, check=True):
+    """argv as its console script, ``python -m module``, ``python -c code`` or ``python script.py`` runs it, in this
+    process and in cwd, with env added to the environment (or environ in its place): its exit status and what it
+    printed (log records with stderr, as fairseq logs to the console)."""
+    argv = [str(a) for a in argv]
+    python = argv[0] in ("python", sys.executable) or argv[0].endswith("/python")
+    entry = None if python else _entry(argv[0])
+    if not python and entry is None:
+        raise ValueError(f"{argv[0]}: not a command of this environment that runs in this process")
+    out, err = io.StringIO(), io.StringIO()
+    saved = sys.argv, dict(os.environ), os.getcwd(), list(sys.path)
+    if environ is not None:
+        os.environ.clear()
+        os.environ.update(environ)
+    os.environ.update(env or {})
+    code = 0
+    try:
+        if cwd is not None:
+            os.chdir(cwd)
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _logs_to(err):
+            try:
+                if entry is not None:
+                    sys.argv = argv
+                    code = entry()
+                elif argv[1] == "-m":
+                    sys.argv = argv[2:]
+                    runpy.run_module(argv[2], run_name="__main__", alter_sys=True)
+                elif argv[1] == "-c":
+                    sys.argv = ["-c", *argv[3:]]
+                    exec(compile(argv[2], "<string>", "exec"), {"__name__": "__main__"})
+                else:
+                    script = Path(argv[1]).resolve()
+                    sys.argv = [str(script), *argv[2:]]
+                    sys.path.insert(0, str(script.parent))
+                    runpy.run_path(str(script), run_name="__main__")
+            except SystemExit as exit:
+                code = exit.code
+            except Exception:  # a traceback and exit status 1, as the interpreter ends a process
+                traceback.print_exc()
+                code = 1
+    finally:
+        sys.argv = saved[0]
+        os.environ.clear()
+        os.environ.update(saved[1])
+        os.chdir(saved[2])
+        sys.path[:] = saved[3]
+    if isinstance(code, str):  # sys.exit("message"): the interpreter prints it on stderr, status 1
+        err.write(code + "\n")
+        code = 1
+    ran = Ran(code or 0, out.getvalue(), err.getvalue())
+    if check and ran.returncode != 0:
+        raise AssertionError(f"{' '.join(argv)} failed ({ran.returncode}):\n{ran.stderr[-4000:]}\n{ran.stdout[-2000:]}")
+    return ran
