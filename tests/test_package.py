@@ -9,7 +9,6 @@ import pytest
 
 from biofairseq.samples import REPO
 
-pytestmark = pytest.mark.fast  # make test-fast
 
 MEASURE_IMPORT = """
 import json, sys
@@ -55,12 +54,15 @@ def test_any_module_imports_first_in_a_fresh_process(tmp_path):
     assert not failed
 
 
+@pytest.mark.fast
 def test_user_dir_prints_the_installed_package(tmp_path):
-    out = subprocess.run([sys.executable, "-m", "biofairseq.user_dir"], cwd=tmp_path, capture_output=True, text=True, check=True)
-    path = out.stdout.strip()
+    import inprocess
+
+    path = inprocess.run("python", "-m", "biofairseq.user_dir", cwd=tmp_path).stdout.strip()
     assert os.path.isfile(os.path.join(path, "__init__.py")) and os.path.isdir(os.path.join(path, "tasks"))
 
 
+@pytest.mark.fast
 def test_weights_only_loading_is_never_switched_off():
     flag = "TORCH_FORCE_NO_WEIGHTS_ONLY" + "_LOAD"  # spelled apart so this file does not match itself
     assert flag not in os.environ
@@ -114,6 +116,7 @@ def imported_top_modules(folders):
     return found
 
 
+@pytest.mark.fast
 def test_every_imported_third_party_module_is_declared_in_setup_py():
     """pip install '.[all]' (and fairseq-fixed, --no-deps) brings every module the package and preprocess/ import."""
     import importlib.metadata
@@ -133,6 +136,7 @@ def test_every_imported_third_party_module_is_declared_in_setup_py():
     assert not {"fairseq", "apex"} & names  # fairseq would replace fairseq-fixed; PyPI's apex is another project
 
 
+@pytest.mark.fast
 def test_fairseq_fixed_runtime_requirements_are_ours_and_training_needs_no_extra():
     """fairseq-fixed is installed --no-deps: its requirements (less torchaudio, for its speech tasks only) must be in
     install_requires, with what biofairseq-train imports itself (the data index: xxhash)."""

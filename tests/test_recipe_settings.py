@@ -253,3 +253,10 @@ def test_several_machines_without_gpus_or_slurm_and_a_nameless_data_set_stop_in_
     with pytest.raises(settings.SettingsError) as error:
         resolved("bsc_bio_es", tmp_path, **{"STOP_AFTER": "none", "NUM_NODES": "2", **environ})
     assert str(error.value).startswith(message) and not (tmp_path / "recipe.env").exists()
+
+
+def test_the_docs_tables_of_settings_and_presets_are_the_tables_themselves():
+    docs = (REPO / "docs" / "recipes.md").read_text(encoding="utf-8")
+    begin, end = "<!-- generated: python -m biofairseq.recipe.settings docs -->\n", "<!-- end of generated -->"
+    assert docs[docs.index(begin) + len(begin):docs.index(end)].strip() == settings.docs().strip(), \
+        "docs/recipes.md: run python -m biofairseq.recipe.settings docs and paste its tables between the markers"
