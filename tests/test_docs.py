@@ -168,3 +168,17 @@ def test_a_wrong_flag_is_found():
     assert check("python", ["preprocess/train_vocab.py", "--vocab-size", "8", "--no-such-flag"], []) == ["--no-such-flag"]
     assert check("bash", ["recipes/bsc_bio_es.sh"], ["NO_SUCH_VARIABLE=1", "PRESET=paper"]) == ["NO_SUCH_VARIABLE"]
     assert check("make", ["no-such-target"], []) == ["no-such-target"]
+
+
+def test_the_readme_results_table_quotes_its_sources():
+    """Each number of the README's results table (F1 mean ± std, minutes, ratios) is in a result file its row links."""
+    text = (REPO / "README.md").read_text(encoding="utf-8")
+    table = [line for line in text[text.index("## Results"):].split("\n## ")[0].splitlines()
+             if line.startswith("| ") and "benchmarks/results/" in line]
+    assert len(table) >= 8
+    for row in table:
+        cells = [cell.strip() for cell in row.split("|")[1:-1]]
+        sources = "".join((REPO / path).read_text(encoding="utf-8")
+                          for path in re.findall(r"\]\((benchmarks/results/[^)]+\.md)\)", cells[-1]))
+        numbers = re.findall(r"\d+\.\d+ ± \d+\.\d+|\d[\d,.]* min|\d[\d.]*x\b", " ".join(cells[1:-1]))
+        assert numbers and [n for n in numbers if n not in sources] == [], cells[0]
