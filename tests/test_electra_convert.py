@@ -6,7 +6,6 @@ import json
 import pytest
 import torch
 
-from conftest import bpe_flags
 from test_electra import ELECTRA, SHARING
 
 
@@ -17,6 +16,7 @@ def electra_checkpoint(data_bin, folder, *flags):
     from fairseq import options, tasks
     from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 
+    from biofairseq.bpe_flags import flags as bpe_flags  # what `python -m biofairseq.bpe_flags` prints
     from biofairseq.checkpoints import save
 
     args = options.parse_args_and_arch(options.get_training_parser(), [

@@ -237,12 +237,11 @@ def test_both_labelling_schemes_score_a_known_prediction_set_at_the_word_level(t
         assert window.labels[position + 1] == (ids["I-Disease"] if scheme == "all-subtokens" else windows.IGNORE)
 
 
-@pytest.mark.fast
 def test_a_two_layer_head_trains_saves_and_predicts_the_same(model, tmp_path):
     from biofairseq.finetune import head
 
-    train = conll_sample(tmp_path / "train.tsv", "train", 60)
-    dev = conll_sample(tmp_path / "dev.tsv", "devel", 30)
+    train = conll_sample(tmp_path / "train.tsv", "train", 30)
+    dev = conll_sample(tmp_path / "dev.tsv", "devel", 15)
     out = tmp_path / "run"
     ner("train", "--model", model, "--train", train, "--dev", dev, "--output-dir", out, "--lr", 3e-3, "--epochs", 1,
         "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64, "--num-fc-layers", 2, "--fc-hidden-size", 24,
@@ -316,15 +315,15 @@ def test_gold_as_prediction_scores_one_and_known_errors_score_the_hand_computed_
 @pytest.fixture(scope="module")
 def trained(model, tmp_path_factory):
     root = tmp_path_factory.mktemp("pharmaconer")
-    train = brat_sample(root / "train", "train", 100)
-    dev = brat_sample(root / "dev", "valid", 25)
+    train = brat_sample(root / "train", "train", 60)
+    dev = brat_sample(root / "dev", "valid", 10)
     test = brat_sample(root / "test", "test", 5)  # fewer windows than dev: scored apart from the dev metrics
     assert add_nested_mentions(test) > 5
     out = root / "run"
     # the card biofairseq-convert to-hf gives a converted model: the fine-tuned model's card inherits its language and license
     (model / "README.md").write_text("---\nlanguage: es\nlicense: apache-2.0\n---\n\nA tiny RoBERTa.\n", encoding="utf-8")
     proc = ner("train", "--model", model, "--train", train, "--dev", dev, "--test", test, "--output-dir", out, "--lr", 3e-3,
-               "--epochs", 6, "--warmup-ratio", 0.1, "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64,
+               "--epochs", 5, "--warmup-ratio", 0.1, "--batch-size", 8, "--gradient-accumulation", 1, "--max-length", 64,
                "--window-overlap", 16, "--dataset", "PlanTL-GOB-ES/pharmaconer")
     (root / "train.stderr").write_text(proc.stderr, encoding="utf-8")
     return out, dev, test
@@ -409,10 +408,10 @@ def test_layerwise_lr_decay_gives_electras_reference_rates_to_a_12_layer_model(f
 
 
 def test_sweep_on_conll_writes_both_statistics_and_resumes(model, tmp_path):
-    train = conll_sample(tmp_path / "train.tsv", "train", 300)
+    train = conll_sample(tmp_path / "train.tsv", "train", 40)
     # a sentence whose entity starts with I-: read as B- (conlleval's rule), which the sweep must say, once
     train.write_text("fever\tO\nleukemia\tI-Disease\n\n" + train.read_text(encoding="utf-8"), encoding="utf-8")
-    dev = conll_sample(tmp_path / "dev.tsv", "devel", 80)
+    dev = conll_sample(tmp_path / "dev.tsv", "devel", 20)
     args = ["sweep", "--model", model, "--train", train, "--dev", dev, "--test", dev, "--output-dir", tmp_path / "sweep",
             "--lrs", "1e-3,3e-3", "--seeds", "1,2", "--epochs", 1, "--batch-size", 16, "--gradient-accumulation", 1,
             "--max-length", 64, "--no-save-model"]
@@ -567,8 +566,8 @@ def test_a_sweep_redoes_the_runs_of_a_model_that_changed(model, tmp_path):
 
     copy = tmp_path / "model"
     shutil.copytree(model, copy)
-    train = conll_sample(tmp_path / "train.tsv", "train", 60)
-    dev = conll_sample(tmp_path / "dev.tsv", "devel", 20)
+    train = conll_sample(tmp_path / "train.tsv", "train", 20)
+    dev = conll_sample(tmp_path / "dev.tsv", "devel", 10)
     args = ["sweep", "--model", copy, "--train", train, "--dev", dev, "--output-dir", tmp_path / "sweep", "--lrs", "1e-3",
             "--seeds", "1,2", "--epochs", 1, "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64, "--no-save-model"]
     ner(*args)
