@@ -21,7 +21,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from biofairseq.samples import REPO, clinical_lines, run_script
+import inprocess
+from biofairseq.samples import REPO, clinical_lines
 
 DATA = Path(__file__).resolve().parent / "data"
 REFERENCE = DATA / "cleaning_reference.json"
@@ -46,9 +47,9 @@ def clean_cli(out):
     """What clean_corpus.py makes of the sample and the adversarial documents, as two sources: the digests of
     train.txt and valid.txt, and stats.json as written (its keys in their order), less its fingerprint (paths,
     times)."""
-    run_script("preprocess/clean_corpus.py", "--source", f"sample={REPO / SAMPLE}",
-               "--source", f"adversarial={ADVERSARIAL}", "--output-dir", out, "--lang", "es", "--valid-docs", 100,
-               "--workers", 1, "--quiet")
+    inprocess.run("python", REPO / "preprocess" / "clean_corpus.py", "--source", f"sample={REPO / SAMPLE}",
+                  "--source", f"adversarial={ADVERSARIAL}", "--output-dir", out, "--lang", "es", "--valid-docs", 100,
+                  "--workers", 1, "--quiet")
     stats = json.loads((out / "stats.json").read_text())
     return {
         "train.txt": sha256((out / "train.txt").read_bytes()), "valid.txt": sha256((out / "valid.txt").read_bytes()),

@@ -121,8 +121,10 @@ def _clean_corpus_module():
 @pytest.mark.parametrize("launcher", ["submitit-local", "slurm"])
 def test_large_compressed_files_are_split_as_array_tasks_under_a_job_array_launcher(launcher, tmp_path, monkeypatch):
     """Under --launcher slurm the decompression of large compressed inputs runs as a job array (here through the
-    stand-in sbatch of tests/slurm), a task a file, not in --workers processes of the submitting host; the outputs
-    match local workers."""
+    stand-in sbatch of tests/slurm), a task a file, not in --workers processes of the submitting host; then the shards
+    run as job arrays of at most --slurm-array-size tasks (submitit's local executor, or its Slurm executor with the
+    stand-in sbatch, srun and sacct, which keep the sbatch scripts submitit writes and run them here). The outputs match
+    local workers."""
     raw = tmp_path / "raw"
     raw.mkdir()
     for name, (first, count) in {"a": (0, 60), "b": (60, 60)}.items():
@@ -145,15 +147,19 @@ def test_large_compressed_files_are_split_as_array_tasks_under_a_job_array_launc
     mapped.clear()
     monkeypatch.setenv("PATH", f"{REPO / 'tests' / 'slurm'}{os.pathsep}{os.environ['PATH']}")
     monkeypatch.setenv("SLURM_STANDIN", str(tmp_path / "slurm"))
-    clean(tmp_path / "array", "--launcher", launcher, "--slurm-partition", "cpu", "--slurm-time", 30)
+    clean(tmp_path / "array", "--launcher", launcher, "--slurm-array-size", 2, "--slurm-partition", "cpu",
+          "--slurm-time", 30)
     assert not [f for f in mapped if "split" in f], mapped
     work = tmp_path / "array" / "work"
     assert len(list((work / "submitit-split").glob("*_log.out"))) == 2  # a task a file
     shards = len(json.loads((work / "plan.json").read_text())["shards"])
-    assert shards >= 4 and len(list((work / "submitit").glob("*_log.out"))) == shards
+    assert shards >= 4 and len(list((work / "submitit").glob("*_log.out"))) == shards  # every task's log there
     if launcher == "slurm":
         scripts = [p.read_text() for p in sorted((tmp_path / "slurm").glob("*.sh"), key=lambda p: int(p.stem))]
-        assert "#SBATCH --array=0-1%2\n" in scripts[0] and "#SBATCH --partition=cpu\n" in scripts[0]
-        assert len(scripts) == 2  # the split array, then the shards' array
+        assert len(scripts) == 1 + (shards + 1) // 2  # the split array, then the shards' arrays of at most 2 tasks
+        for k, script in enumerate(scripts):
+            tasks = 2 if k == 0 else min(2, shards - 2 * (k - 1))
+            for line in (f"--array=0-{tasks - 1}%{tasks}", "--cpus-per-task=1", "--partition=cpu", "--time=30"):
+                assert f"#SBATCH {line}\n" in script, (line, script)
     for name in ("train.txt", "valid.txt"):
         assert (tmp_path / "array" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()

@@ -1,16 +1,13 @@
 """preprocess/: raw real sources -> cleaned documents -> vocabulary -> data-bin -> document_mlm training."""
 
 import bz2
+import functools
 import gzip
 import itertools
 import json
-import os
 import re
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from collections import Counter
 from pathlib import Path
 
@@ -18,8 +15,8 @@ import numpy as np
 import pytest
 import xxhash
 
+import inprocess
 from biofairseq.samples import NCBI, PHARMACONER, REPO, clinical_lines, run_script, trainer_in_process
-from conftest import json_logs, run_fairseq
 
 ENGLISH_DOC = (
     "The patient was admitted with fever and abdominal pain.\nBlood cultures were negative and the fever "
@@ -29,6 +26,17 @@ ENGLISH_DOC = (
 
 def docs_of(path):
     return [d for d in Path(path).read_text(encoding="utf-8").split("\n\n") if d.strip()]
+
+
+def run_py(script, *args, check=True, cwd=None):
+    """preprocess/SCRIPT as ``python SCRIPT ARGS`` runs it, in this process (binarize.sh, a shell script, runs as a
+    process: run_script)."""
+    return inprocess.run("python", REPO / "preprocess" / script, *args, check=check, cwd=cwd)
+
+
+def binarize_here(clean_dir, vocab, out, *flags):
+    """``python -m biofairseq.corpus.binarize``, the binarizer that binarize.sh runs after its checks, in this process."""
+    return inprocess.run("python", "-m", "biofairseq.corpus.binarize", clean_dir, vocab, out, "--workers", 2, *flags)
 
 
 @pytest.fixture(scope="module")
@@ -62,8 +70,8 @@ def raw_sources(tmp_path_factory):
 
 
 def clean(raw, out, *extra, check=True):
-    return run_script(
-        "preprocess/clean_corpus.py", "--source", f"cases={raw / 'cases.jsonl.gz'}", "--source",
+    return run_py(
+        "clean_corpus.py", "--source", f"cases={raw / 'cases.jsonl.gz'}", "--source",
         f"reports={raw / 'reports'}", "--source", f"pharma={raw / 'brat'}", "--output-dir", out, "--lang", "es",
         "--valid-docs", 40, "--quiet", *extra, check=check,
     )
@@ -148,9 +156,8 @@ def repeats(tmp_path_factory):
 
 
 def clean_repeats(raw, out, *extra):
-    run_script("preprocess/clean_corpus.py", "--source", f"first={raw / 'first.jsonl'}", "--source",
-               f"second={raw / 'second.jsonl'}", "--output-dir", out, "--lang", "es", "--valid-docs", 20, "--quiet",
-               *extra)
+    run_py("clean_corpus.py", "--source", f"first={raw / 'first.jsonl'}", "--source", f"second={raw / 'second.jsonl'}",
+           "--output-dir", out, "--lang", "es", "--valid-docs", 20, "--quiet", *extra)
     return json.loads((out / "stats.json").read_text())
 
 
@@ -205,8 +212,8 @@ def test_near_duplicate_documents_are_dropped_when_asked_and_distinct_ones_kept(
     source = tmp_path / "cases.jsonl"
     source.write_text("".join(json.dumps({"text": t}) + "\n" for t in texts + close + far), encoding="utf-8")
     args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 5, "--quiet", "--workers", 2]
-    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "off")
-    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "near", "--near-duplicates", 0.8)
+    run_py("clean_corpus.py", *args, "--output-dir", tmp_path / "off")
+    run_py("clean_corpus.py", *args, "--output-dir", tmp_path / "near", "--near-duplicates", 0.8)
     off, near = (json.loads((tmp_path / name / "stats.json").read_text())["sources"]["cases"] for name in ("off", "near"))
     assert off.get("near_duplicate_docs_source", 0) == 0
     assert near["near_duplicate_docs_source"] == len(close) == 10
@@ -256,48 +263,52 @@ def test_strict_stops_at_the_first_bad_record_and_writes_nothing(raw_sources, tm
     assert not (tmp_path / "train.txt").exists() and not (tmp_path / "stats.json").exists()
 
 
-def test_valid_split_is_disjoint_and_seeded(cleaned, raw_sources, tmp_path):
+def test_valid_split_is_disjoint_and_seeded(cleaned, tmp_path):
     out, _ = cleaned
     train = {xxhash.xxh3_64_intdigest(d.encode()) for d in docs_of(out / "train.txt")}
     valid = {xxhash.xxh3_64_intdigest(d.encode()) for d in docs_of(out / "valid.txt")}
     assert not train & valid
-    clean(raw_sources, tmp_path / "seed2", "--seed", 2)
-    assert set(docs_of(tmp_path / "seed2" / "valid.txt")) != set(docs_of(out / "valid.txt"))
+    source = tmp_path / "cases.jsonl"  # --seed draws another valid set (of 5 in 40 documents)
+    source.write_text("".join(clinical_lines(0, 40)), encoding="utf-8")
+    args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 5, "--quiet"]
+    for seed in (1, 2):
+        run_py("clean_corpus.py", *args, "--seed", seed, "--output-dir", tmp_path / f"seed{seed}")
+    assert set(docs_of(tmp_path / "seed1" / "valid.txt")) != set(docs_of(tmp_path / "seed2" / "valid.txt"))
 
 
-def test_a_killed_run_resumes_to_identical_outputs(tmp_path):
+def test_a_rerun_cleans_only_the_shards_left_and_a_finished_run_is_left_alone(tmp_path):
+    """What a killed run leaves (test_kill_anywhere kills a real one): some shards done, no outputs. The rerun says
+    how many shards it kept and makes the uninterrupted run's outputs; a rerun of a finished run does nothing."""
     source = tmp_path / "cases.jsonl"
-    source.write_text("".join(clinical_lines(0, 600)), encoding="utf-8")
-    args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 50, "--shard-size", 150_000, "--quiet"]
-    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "whole")
-
-    killed = tmp_path / "killed"
-    cmd = [sys.executable, str(REPO / "preprocess/clean_corpus.py"), *map(str, args), "--output-dir", str(killed)]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    deadline = time.time() + 120
-    while not list(killed.glob("work/shards/cases/*.json")) and time.time() < deadline:
-        time.sleep(0.01)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    done = len(list(killed.glob("work/shards/cases/*.json")))
-    total = len(json.loads((killed / "work" / "plan.json").read_text())["shards"])
-    assert 1 <= done < total and not (killed / "train.txt").exists()
-
-    resumed = run_script("preprocess/clean_corpus.py", *args[:-1], "--output-dir", killed)
+    source.write_text("".join(clinical_lines(0, 120)), encoding="utf-8")
+    args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 10, "--shard-size", 40_000]
+    out = tmp_path / "out"
+    run_py("clean_corpus.py", *args, "--quiet", "--keep-work", "--output-dir", out)
+    whole = {name: (out / name).read_bytes() for name in ("train.txt", "valid.txt", "stats.json")}
+    for name in (*whole, "timing.json", "work/all.txt"):
+        (out / name).unlink()
+    results = sorted((out / "work" / "shards" / "cases").glob("*.json"))
+    total = len(json.loads((out / "work" / "plan.json").read_text())["shards"])
+    done = total // 2
+    assert len(results) == total and 1 <= done < total
+    for result in results[done:]:  # cut short before their results were written
+        result.unlink()
+    resumed = run_py("clean_corpus.py", *args, "--output-dir", out)
     assert f"resuming: {done} of {total} shards already cleaned" in resumed.stderr
-    for name in ("train.txt", "valid.txt", "stats.json"):
-        assert (killed / name).read_bytes() == (tmp_path / "whole" / name).read_bytes(), name
-    again = run_script("preprocess/clean_corpus.py", *args, "--output-dir", killed)  # complete: nothing to do
-    assert again.returncode == 0
+    assert {name: (out / name).read_bytes() for name in whole} == whole
+    again = run_py("clean_corpus.py", *args, "--quiet", "--output-dir", out)  # complete: nothing to do
+    assert again.returncode == 0 and {name: (out / name).read_bytes() for name in whole} == whole
+    assert not (out / "work").exists()
 
 
 @pytest.fixture(scope="module", params=["bytelevel-bpe", "sentencepiece"])
 def vocab_and_bin(request, cleaned, tmp_path_factory):
+    """A vocabulary of the cleaned corpus (train_vocab.py) and its data-bin (binarize.sh's binarizer)."""
     out, _ = cleaned
     root = tmp_path_factory.mktemp(request.param)
-    run_script("preprocess/train_vocab.py", "--input", out / "train.txt", "--type", request.param,
-               "--vocab-size", 3000, "--output-dir", root / "vocab", "--workers", 2)
-    run_script("preprocess/binarize.sh", out, root / "vocab", root / "data-bin", 2)
+    run_py("train_vocab.py", "--input", out / "train.txt", "--type", request.param,
+           "--vocab-size", 3000, "--output-dir", root / "vocab", "--workers", 2)
+    binarize_here(out, root / "vocab", root / "data-bin")
     return out, root / "vocab", root / "data-bin"
 
 
@@ -347,7 +358,7 @@ def test_token_counts_are_read_in_chunks_and_recorded_once(vocab_and_bin):
     everything = np.bincount(np.concatenate([lines[i].numpy() for i in range(len(lines))]))
     chunked = token_counts(data_bin, "train", 8, chunk=1000)  # chunks of 1,000 tokens, and fewer counts asked for
     assert chunked.tolist() == everything.tolist()
-    recorded = recorded_counts(data_bin, "train")  # what binarize.sh wrote into dict.txt
+    recorded = recorded_counts(data_bin, "train")  # what the binarizer wrote into dict.txt
     assert recorded[4:].tolist() == np.pad(everything, (0, len(recorded) - len(everything)))[4:].tolist()
     assert recorded_counts(data_bin, "valid") is None
 
@@ -379,16 +390,57 @@ def data_files(data_bin):
             if p.is_file() and p.name != "preprocess.log"}
 
 
-def test_binarized_byte_for_byte_as_encode_py_and_fairseq_preprocess_give_it(vocab_and_bin, tmp_path):
-    clean_dir, vocab, _ = vocab_and_bin
-    odd = with_odd_documents(clean_dir, tmp_path / "clean")
-    megabytes = f"{(odd / 'train.txt').stat().st_size / 3 / (1 << 20):.4f}"  # 3 shards or more of the encoded text
-    run_script("preprocess/binarize.sh", odd, vocab, tmp_path / "new", 2, megabytes)
-    run_script("preprocess/binarize.sh", "--reference", odd, vocab, tmp_path / "reference", 2, megabytes)
-    new, reference = data_files(tmp_path / "new"), data_files(tmp_path / "reference")
-    assert len([name for name in new if name.endswith("train.bin")]) >= 3
+def two_shards(clean_dir, vocab, tmp_path):
+    """SHARD_MB that cuts the encoded training text (as encode.py writes it) into two shards: 60% of its size."""
+    from biofairseq.corpus.encode import encode_file
+
+    encode_file(vocab, clean_dir / "train.txt", tmp_path / "train.bpe")
+    return f"{(tmp_path / 'train.bpe').stat().st_size * 0.6 / (1 << 20):.4f}"
+
+
+def assert_binarized_alike(new, reference, shards):
+    """The two data-bins hold the same files, byte for byte: a data-bin, or (shards=2) two shards."""
+    new, reference = data_files(new), data_files(reference)
+    trains = ["shard0/train.bin", "shard1/train.bin"] if shards == 2 else ["train.bin"]
+    assert [name for name in new if name.endswith("train.bin")] == trains
     assert new.keys() == reference.keys()
     assert [name for name in new if new[name] != reference[name]] == []
+
+
+@pytest.fixture(scope="module")
+def odd_binarized(vocab_and_bin, tmp_path_factory):
+    """(text, vocabulary, new, reference): the cleaned corpus with ODD_DOCUMENT, binarized by the binarizer and by
+    binarize.sh --reference. Byte-level BPE (its word cache sizes the text its own way): by binarize.sh, in two
+    shards; SentencePiece whole (the irregular pieces' test cuts SentencePiece shards)."""
+    clean_dir, vocab, _ = vocab_and_bin
+    root = tmp_path_factory.mktemp("odd")
+    odd = with_odd_documents(clean_dir, root / "clean")
+    if "bytelevel" in vocab.parent.name:
+        megabytes = two_shards(odd, vocab, root)
+        run_script("preprocess/binarize.sh", odd, vocab, root / "new", 2, megabytes)
+    else:
+        megabytes = "0"
+        binarize_here(odd, vocab, root / "new")
+    run_script("preprocess/binarize.sh", "--reference", odd, vocab, root / "reference", 2, megabytes)
+    return odd, vocab, root / "new", root / "reference"
+
+
+def test_binarized_byte_for_byte_as_encode_py_and_fairseq_preprocess_give_it(odd_binarized):
+    from fairseq.data.indexed_dataset import MMapIndexedDataset
+
+    from biofairseq.corpus.binarize import document_ranges
+    from biofairseq.text.documents import is_blank
+
+    odd, vocab, new, reference = odd_binarized
+    bytelevel = "bytelevel" in vocab.parent.name
+    assert_binarized_alike(new, reference, shards=2 if bytelevel else 1)
+    if not bytelevel:
+        return
+    # the cut is inside the second of the parts that the two workers encode: shard0 is assembled from both
+    (_, first_part_end), _ = document_ranges(odd / "train.txt", 2)
+    first_part = (odd / "train.txt").read_bytes()[:first_part_end].split(b"\n")[:-1]
+    shard0 = MMapIndexedDataset(str(new / "shard0" / "train"))
+    assert (shard0.sizes == 1).sum() > sum(is_blank(line) for line in first_part)  # a blank line: a lone </s>
 
 
 def test_irregular_sentencepiece_pieces_binarize_as_fairseq_reads_their_text(tmp_path):
@@ -412,16 +464,16 @@ def test_irregular_sentencepiece_pieces_binarize_as_fairseq_reads_their_text(tmp
     (odd / "valid.txt").write_text("\n".join(lines[:5]) + "\n\n" + ODD_DOCUMENT + "\n", encoding="utf-8", newline="")
     irregular = Indices(vocab, Dictionary.load(str(vocab / "dict.txt"))).irregular
     assert irregular.sum() >= 2  # pieces holding "\t" or "\u3000"
-    run_script("preprocess/binarize.sh", odd, vocab, tmp_path / "new", 2, "0.01")
-    run_script("preprocess/binarize.sh", "--reference", odd, vocab, tmp_path / "reference", 2, "0.01")
-    new, reference = data_files(tmp_path / "new"), data_files(tmp_path / "reference")
-    assert len([name for name in new if name.endswith("train.bin")]) >= 2
-    assert new.keys() == reference.keys() and [name for name in new if new[name] != reference[name]] == []
+    megabytes = two_shards(odd, vocab, tmp_path)
+    binarize_here(odd, vocab, tmp_path / "new", "--shard-mb", megabytes)
+    run_script("preprocess/binarize.sh", "--reference", odd, vocab, tmp_path / "reference", 2, megabytes)
+    assert_binarized_alike(tmp_path / "new", tmp_path / "reference", shards=2)
 
 
 def test_the_byte_level_word_cache_gives_the_tokenizers_ids_for_every_character(vocab_and_bin):
-    """Each character of the Basic Multilingual Plane inside, before and after words: the cache splits at single
-    spaces only where the byte-level pre-tokenizer does, or sends the line to the tokenizer whole."""
+    """Each character of the Basic Multilingual Plane at a line's start, inside a word, after and before a single
+    space and at the line's end (the places where the cache may cut): the cache splits at single spaces only where
+    the byte-level pre-tokenizer does, or sends the line to the tokenizer whole."""
     from fairseq.data import Dictionary
 
     from biofairseq.corpus.binarize import Indices
@@ -432,61 +484,59 @@ def test_the_byte_level_word_cache_gives_the_tokenizers_ids_for_every_character(
     indices = Indices(vocab, Dictionary.load(str(data_bin / "dict.txt")))
     chars = [chr(c) for c in range(1, 0x10000) if not 0xD800 <= c < 0xE000]
     runs = ["".join(run) for run in itertools.product(" \tx\u00a0", repeat=5)]  # whitespace runs around spaces
-    texts = [f"ab{c}cd ef {c}gh{c} {c}" for c in chars] + [f"{c}x y" for c in chars] + [f"a{r}b" for r in runs]
-    for start in range(0, len(texts), 20000):
-        batch = texts[start:start + 20000]
-        flat, lengths = indices.cached(batch)
-        expected = [indices.table[e.ids].tolist() for e in indices.tok.encode_batch(batch)]
-        assert lengths.tolist() == [len(e) for e in expected]
-        assert flat.tolist() == sum(expected, [])
+    texts = [f"{c}b{c}cd ef {c}gh{c} {c}" for c in chars] + [f"a{r}b" for r in runs]
+    encoded = indices.tok.encode_batch(texts)
+    lengths = [len(e.ids) for e in encoded]
+    expected = indices.table[np.fromiter(itertools.chain.from_iterable(e.ids for e in encoded), np.int64, sum(lengths))]
+    ends = np.cumsum([0] + lengths)
+    for start in range(0, len(texts), 20000):  # later batches find words in the cache, and miss others
+        stop = min(start + 20000, len(texts))
+        flat, got = indices.cached(texts[start:stop])
+        assert got.tolist() == lengths[start:stop]
+        assert flat.tolist() == expected[ends[start]:ends[stop]].tolist()
     assert len(indices.cache[0]) + len(indices.cache[1]) > 1000  # the words went through the cache
     # whatever the vocabulary's merges: where the cache takes a line, its words are the pre-tokenizer's
     from tokenizers import pre_tokenizers
 
     from biofairseq.corpus.binarize import splits_at_spaces
 
-    pieces = lambda text: [p for p, _ in pre_tokenizers.ByteLevel(add_prefix_space=False).pre_tokenize_str(text)]
-    by_words = lambda text: sum((pieces(" " * (k > 0) + w) for k, w in enumerate(text.split(" "))), [])
+    pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    pieces = functools.lru_cache(maxsize=None)(lambda text: [p for p, _ in pre_tokenizer.pre_tokenize_str(text)])
+    by_words = lambda text: sum((pieces(" " * (k > 0) + w) for k, w in enumerate(text.split(" "))), [])  # noqa: E731
     cut_elsewhere = [text for text in texts if by_words(text) != pieces(text)]
     assert "a \t \txb" in cut_elsewhere and not any(splits_at_spaces(text) for text in cut_elsewhere)
 
 
-def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each_shard(vocab_and_bin, tmp_path, caplog):
+def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each_shard(odd_binarized, tmp_path, caplog):
     from fairseq.data import data_utils
     from fairseq.data import Dictionary
 
     from biofairseq.data_bin import fairseq_path, shards
 
-    clean_dir, vocab, whole = vocab_and_bin
+    odd, vocab, sharded, _ = odd_binarized
     if "bytelevel" not in vocab.parent.name:
         pytest.skip("one vocabulary is enough")
-    part = tmp_path / "clean"  # the first 60 documents: quicker to binarize and train on
-    part.mkdir()
-    train = "".join(d + "\n\n" for d in docs_of(clean_dir / "train.txt")[:60])
-    (part / "train.txt").write_text(train, encoding="utf-8")
-    shutil.copy(clean_dir / "valid.txt", part / "valid.txt")
-    megabytes = len(train.encode()) / (1 << 20)  # the encoded text is larger: 2 or more shards
-    run_script("preprocess/binarize.sh", part, vocab, tmp_path / "data-bin", 2, f"{megabytes:.4f}")
-    folders = shards(tmp_path / "data-bin")
+    folders = shards(sharded)
     assert len(folders) >= 2 and [f.name for f in folders] == [f"shard{k}" for k in range(len(folders))]
     assert (folders[0] / "valid.bin").is_file() and not any((f / "valid.bin").exists() for f in folders[1:])
     assert all((f / "vocab.json").is_file() for f in folders)
-    dictionary = Dictionary.load(str(whole / "dict.txt"))
-    lines = lambda prefix: data_utils.load_indexed_dataset(str(prefix), dictionary)
+    binarize_here(odd, vocab, tmp_path / "whole")  # the same text in one data-bin
+    dictionary = Dictionary.load(str(tmp_path / "whole" / "dict.txt"))
+    lines = lambda prefix: data_utils.load_indexed_dataset(str(prefix), dictionary)  # noqa: E731
     pieces = [[x.tolist() for x in lines(f / "train")] for f in folders]
-    expected = [lines(whole / "train")[i].tolist() for i in range(train.count("\n"))]
-    assert sum(pieces, []) == expected  # the same lines, in order
-    assert all(piece[-1] == [dictionary.eos()] for piece in pieces)  # each shard ends at a document's end
+    whole = lines(tmp_path / "whole" / "train")
+    assert sum(pieces, []) == [whole[i].tolist() for i in range(len(whole))]  # the same lines, in order
+    assert all(piece[-1] == [dictionary.eos()] for piece in pieces[:-1])  # each cut is at a document's end
     counts = np.bincount(np.concatenate(sum(pieces, [])), minlength=len(dictionary))[4:len(dictionary)]
     for folder in folders:  # every shard's dict.txt has the counts of all
         assert [int(line.split()[-1]) for line in (folder / "dict.txt").read_text().splitlines()] == counts.tolist()
     # fairseq's Trainer as fairseq-train drives it: an epoch's iterator loads its shard, and a step trains on it
     from fairseq.trainer import Trainer
 
-    trainer = trainer_in_process(fairseq_path(tmp_path / "data-bin"), "--task", "document_mlm", "--criterion",
-                                 "masked_lm_accuracy", "--arch", "bio_roberta_tiny", "--tokens-per-sample", 512,
-                                 "--batch-size", 64, "--optimizer", "adam", "--lr", "1e-3", "--max-epoch", 2, "--cpu",
-                                 "--seed", 1, trainer=Trainer)
+    trainer = trainer_in_process(fairseq_path(sharded), "--task", "document_mlm", "--criterion",
+                                 "masked_lm_accuracy", "--arch", "bio_roberta_tiny", "--tokens-per-sample", 128,
+                                 "--batch-size", 8, "--optimizer", "adam", "--lr", "1e-3", "--max-epoch", 2, "--cpu",
+                                 "--num-workers", 0, "--data-buffer-size", 0, "--seed", 1, trainer=Trainer)
     assert trainer.task.has_sharded_data("train")
     loaded = []
     for epoch in (1, 2):
@@ -566,41 +616,19 @@ def test_sentence_splitting_of_clinical_text(text, sentences):
     assert split_sentences(text) == sentences
 
 
-@pytest.fixture(scope="module")
-def small_vocab(cleaned, tmp_path_factory):
-    out, _ = cleaned
-    vocab = tmp_path_factory.mktemp("breakout") / "vocab"
-    run_script("preprocess/train_vocab.py", "--input", out / "train.txt", "--vocab-size", 2000,
-               "--output-dir", vocab, "--workers", 2)
-    return vocab
-
-
-def test_breakout_rates_on_brat_and_conll(small_vocab):
+def test_breakout_rates_on_brat_and_conll(mistakes):
     for ner, lang, entities in ((PHARMACONER / "test", "es", 259), (NCBI / "test.tsv", "en", 185)):
-        out = run_script("preprocess/vocab_stats.py", "--vocab", f"bpe={small_vocab}", "--ner", ner, "--lang", lang)
+        out = run_py("vocab_stats.py", "--vocab", f"bpe={mistakes / 'vocab'}", "--ner", ner, "--lang", lang)
         rows = {r.split("|")[1].strip(): [c.strip() for c in r.split("|")[2:-1]] for r in out.stdout.splitlines()[2:]}
         assert int(rows["all mentions"][0].replace(",", "")) == entities
         assert float(rows["all mentions"][2]) > 1.0 and float(rows["all text"][2]) > 1.0
 
 
-@pytest.mark.fast
-def test_bad_inputs_give_one_line_errors(tmp_path, raw_sources):
-    missing = run_script("preprocess/train_vocab.py", "--input", tmp_path / "nope.txt", "--output-dir",
-                         tmp_path / "v", check=False)
-    assert missing.returncode == 1 and "nope.txt: missing or empty" in missing.stderr
-    binarize = run_script("preprocess/binarize.sh", tmp_path, tmp_path, tmp_path / "bin", check=False)
-    assert binarize.returncode == 1 and "train.txt: missing or empty" in binarize.stderr
-    assert not (tmp_path / "bin").exists()
-    source = run_script("preprocess/clean_corpus.py", "--source", "x", "--output-dir", tmp_path, "--lang", "es",
-                        check=False)
-    assert source.returncode == 2 and "expected NAME=PATH" in source.stderr
-
-
 def test_a_large_compressed_file_is_cleaned_in_parts_with_the_same_output_and_messages(raw_sources, tmp_path):
     args = ["--source", f"cases={raw_sources / 'cases.jsonl.gz'}", "--lang", "es", "--valid-docs", 20, "--quiet"]
-    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "whole")
-    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "parts", "--shard-size", 100_000,
-               "--workers", 2, "--keep-work")
+    run_py("clean_corpus.py", *args, "--output-dir", tmp_path / "whole")
+    run_py("clean_corpus.py", *args, "--output-dir", tmp_path / "parts", "--shard-size", 100_000, "--workers", 2,
+           "--keep-work")
     pieces = [p for s in json.loads((tmp_path / "parts" / "work" / "plan.json").read_text())["shards"] for p in s["pieces"]]
     assert len(pieces) >= 3 and all(p["origin"] == str(raw_sources / "cases.jsonl.gz") for p in pieces)
     assert [p["first_line"] for p in pieces] == sorted(p["first_line"] for p in pieces)  # in order, each its first line
@@ -612,33 +640,6 @@ def test_a_large_compressed_file_is_cleaned_in_parts_with_the_same_output_and_me
     assert stats[0]["sources"] == stats[1]["sources"]
 
 
-@pytest.mark.parametrize("launcher", ["submitit-local", "slurm"])
-def test_job_arrays_give_the_same_outputs(launcher, tmp_path, monkeypatch):
-    """The shards as submitit job arrays of at most --slurm-array-size tasks match local workers: through submitit's
-    local executor, and through its Slurm executor with the stand-in sbatch, srun and sacct of tests/slurm, which
-    keep the sbatch scripts submitit writes and run them on this machine."""
-    source = tmp_path / "cases.jsonl"
-    source.write_text("".join(clinical_lines(0, 120)), encoding="utf-8")
-    args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 10, "--shard-size", 150_000, "--quiet"]
-    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "local")
-    monkeypatch.setenv("PATH", f"{REPO / 'tests' / 'slurm'}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv("SLURM_STANDIN", str(tmp_path / "slurm"))
-    run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "array", "--launcher", launcher,
-               "--workers", 2, "--keep-work", "--slurm-array-size", 2, "--slurm-partition", "cpu", "--slurm-time", 30)
-    shards = len(json.loads((tmp_path / "array" / "work" / "plan.json").read_text())["shards"])
-    # arrays of at most 2 tasks, every task's log there
-    assert shards >= 3 and len(list((tmp_path / "array" / "work" / "submitit").glob("*_log.out"))) == shards
-    for name in ("train.txt", "valid.txt"):
-        assert (tmp_path / "array" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()
-    if launcher == "slurm":
-        scripts = [(tmp_path / "slurm" / f"{job}.sh").read_text() for job in range(1, (shards + 1) // 2 + 1)]
-        assert not (tmp_path / "slurm" / f"{len(scripts) + 1}.sh").exists()
-        for k, script in enumerate(scripts):
-            tasks = min(2, shards - 2 * k)
-            for line in (f"--array=0-{tasks - 1}%{tasks}", "--cpus-per-task=1", "--partition=cpu", "--time=30"):
-                assert f"#SBATCH {line}\n" in script, (line, script)
-
-
 def test_one_file_per_document_skips_bad_files_and_blank_line_splitting_warns(tmp_path):
     """The common raw layout: a folder of .txt files, each one clinical case in several paragraphs."""
     cases = tmp_path / "cases"
@@ -647,11 +648,11 @@ def test_one_file_per_document_skips_bad_files_and_blank_line_splitting_warns(tm
         (cases / f"case{i:02d}.txt").write_text(json.loads(line)["text"].replace("\n", "\n\n"), encoding="utf-8")
     (cases / "broken.txt").write_bytes(b"Paciente de 40 a\xf1os con fiebre.\n\nSin antecedentes.\n")  # Latin-1, not UTF-8
     args = ["--source", f"cases={cases}", "--lang", "es", "--valid-docs", 3]
-    per_file = run_script("preprocess/clean_corpus.py", *args, "--text-docs", "file", "--output-dir", tmp_path / "file")
+    per_file = run_py("clean_corpus.py", *args, "--text-docs", "file", "--output-dir", tmp_path / "file")
     stats = json.loads((tmp_path / "file" / "stats.json").read_text())["sources"]["cases"]
     assert (stats["files_in"], stats["docs_in"], stats["unreadable_docs"]) == (31, 30, 1)
     assert "broken.txt:1: invalid UTF-8 byte 0xf1" in per_file.stderr and "warning" not in per_file.stderr
-    by_blank_lines = run_script("preprocess/clean_corpus.py", *args, "--output-dir", tmp_path / "blank")
+    by_blank_lines = run_py("clean_corpus.py", *args, "--output-dir", tmp_path / "blank")
     stats = json.loads((tmp_path / "blank" / "stats.json").read_text())["sources"]["cases"]
     assert stats["files_in"] == 31 and stats["docs_in"] > 60 and stats["unreadable_docs"] == 1
     warning = next(line for line in by_blank_lines.stderr.splitlines() if line.startswith("warning: "))
@@ -659,7 +660,6 @@ def test_one_file_per_document_skips_bad_files_and_blank_line_splitting_warns(tm
     assert "files in" in by_blank_lines.stdout or "files_in" in by_blank_lines.stdout
 
 
-@pytest.mark.fast
 def test_binarize_without_the_venv_says_how_in_one_line(tmp_path):
     """A newcomer's first mistake: the scripts run by a Python that has no biofairseq (.venv not active)."""
     bare = subprocess.run(["python3", "-c", "import biofairseq"], capture_output=True, env={"PATH": "/usr/bin:/bin"}, cwd=tmp_path)
@@ -695,8 +695,8 @@ def mistakes(tmp_path_factory):
     (root / "latin1").mkdir()  # cleaned text saved in another encoding
     (root / "latin1" / "train.txt").write_text("Paciente de 45 años.\n\n", encoding="latin-1")
     (root / "latin1" / "valid.txt").write_text("Paciente de 50 años.\n\n", encoding="utf-8")
-    run_script("preprocess/train_vocab.py", "--input", root / "clean" / "train.txt", "--vocab-size", 400,
-               "--output-dir", root / "vocab", "--workers", 1)
+    run_py("train_vocab.py", "--input", root / "clean" / "train.txt", "--vocab-size", 400, "--output-dir",
+           root / "vocab", "--workers", 1)
     return root
 
 
@@ -721,7 +721,7 @@ CLEAN = {"--source": "cases=cases.jsonl", "--output-dir": "out", "--lang": "es",
 ])
 def test_clean_corpus_settings_are_checked_before_any_work(changed, message, mistakes):
     args = [x for flag, value in {**CLEAN, **changed}.items() for x in (flag, value)]
-    proc = run_script("preprocess/clean_corpus.py", *args, check=False, cwd=mistakes)
+    proc = run_py("clean_corpus.py", *args, check=False, cwd=mistakes)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert proc.stderr.startswith("clean_corpus.py: error: ") and message in proc.stderr, proc.stderr
     assert not (mistakes / "out").exists() and not (mistakes / "clean" / "out").exists()
@@ -735,18 +735,17 @@ def test_a_run_left_with_no_documents_names_the_stage_and_leaves_nothing_for_the
                                                "removed 30 (not identified as --lang en; check --lang, or --langid off)"),
                                  ("es", "50", "error: --valid-docs 50: only 30 documents left after cleaning; use "
                                               "--valid-docs 3 (below 30), or give more text")):
-        proc = run_script("preprocess/clean_corpus.py", "--source", "cases=cases.jsonl.gz", "--output-dir", "out",
-                          "--lang", lang, "--valid-docs", valid, "--quiet", check=False, cwd=mistakes)
+        proc = run_py("clean_corpus.py", "--source", "cases=cases.jsonl.gz", "--output-dir", "out", "--lang", lang,
+                      "--valid-docs", valid, "--quiet", check=False, cwd=mistakes)
         assert proc.returncode == 1 and proc.stderr == message + "\n", proc.stderr
         assert not (mistakes / "out").exists()
-    run_script("preprocess/clean_corpus.py", "--source", "cases=cases.jsonl.gz", "--output-dir", "out", "--lang", "es",
-               "--valid-docs", 5, "--quiet", cwd=mistakes)
+    run_py("clean_corpus.py", "--source", "cases=cases.jsonl.gz", "--output-dir", "out", "--lang", "es",
+           "--valid-docs", 5, "--quiet", cwd=mistakes)
     assert len(docs_of(mistakes / "out" / "valid.txt")) == 5
     shutil.rmtree(mistakes / "out")
 
 
-@pytest.mark.fast
-@pytest.mark.parametrize("script, args, status, message", [
+MISTAKES = [
     ("train_vocab.py", ["--input", "nope.txt", "--output-dir", "v"], 1, "error: nope.txt: missing or empty; run preprocess/clean_corpus.py first"),
     ("train_vocab.py", ["--input", "clean", "--output-dir", "v"], 1, "error: clean: a folder; give the cleaned text file, e.g. clean/train.txt"),
     ("train_vocab.py", ["--input", "cases.jsonl.gz", "--output-dir", "v"], 1, "error: cases.jsonl.gz: a compressed file, not cleaned text; run preprocess/clean_corpus.py"),
@@ -763,9 +762,17 @@ def test_a_run_left_with_no_documents_names_the_stage_and_leaves_nothing_for_the
     ("binarize.sh", ["clean", "vocab", "cases.jsonl/v"], 1, "error: DATA_BIN cases.jsonl/v: cases.jsonl is not a folder this user can write in"),
     ("binarize.sh", ["clean", "vocab", "v", "0"], 1, "error: WORKERS=0: give the number of processes, at least 1"),
     ("binarize.sh", ["latin1", "vocab", "v"], 1, "error: latin1/train.txt: not UTF-8 at byte 16; binarize the text preprocess/clean_corpus.py writes, or re-encode"),
-])
+]
+
+
+# train_vocab.py runs in this process (fast); binarize.sh, a shell script, as a process
+@pytest.mark.parametrize("script, args, status, message", [
+    pytest.param(*mistake, marks=[pytest.mark.fast] if mistake[0].endswith(".py") else []) for mistake in MISTAKES])
 def test_vocabulary_and_binarize_mistakes_give_one_line_and_no_output(script, args, status, message, mistakes):
     before = sorted(p.name for p in mistakes.iterdir())
-    proc = run_script(f"preprocess/{script}", *args, check=False, cwd=mistakes)
+    if script.endswith(".py"):
+        proc = run_py(script, *args, check=False, cwd=mistakes)
+    else:
+        proc = run_script(f"preprocess/{script}", *args, check=False, cwd=mistakes)
     assert proc.returncode == status and proc.stderr.count("\n") == 1 and proc.stderr.startswith(message), proc.stderr
     assert sorted(p.name for p in mistakes.iterdir()) == before  # no output, no half-written or temporary folder

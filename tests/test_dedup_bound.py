@@ -107,19 +107,18 @@ def test_a_sentence_repeated_a_million_times_stays_within_the_bound(tmp_path):
     assert grew_mb < 8, f"peak memory grew by {grew_mb:.1f} MB deduplicating 10,000 hashes at a time"
     assert 0 < measured["held"] <= 10_000
 
-    seen, expected_ids, expected_same = {}, [], []
-    for k, sentences in enumerate(shards):
-        source = k * 2 // n
-        for place, h in enumerate(sentences.tolist()):
-            if h in seen:
-                expected_ids.append((k << LOCAL_BITS) + place)
-                expected_same.append(seen[h] == source)
-            else:
-                seen[h] = source
+    # one pass, in corpus order: every occurrence of a hash after its first, and whether the first was in its source
+    hashes = np.concatenate(shards)
+    ids = np.concatenate([(k << LOCAL_BITS) + np.arange(len(s), dtype=np.int64) for k, s in enumerate(shards)])
+    sources = np.repeat([k * 2 // n for k in range(n)], [len(s) for s in shards])
+    _, first, inverse = np.unique(hashes, return_index=True, return_inverse=True)
+    first = first[inverse.ravel()]  # where each hash was first seen
+    repeat = first != np.arange(len(hashes))
+    expected_ids, expected_same = ids[repeat], sources[first][repeat] == sources[repeat]
     with np.load(tmp_path / "found.npz") as found:
-        assert found["ids"].tolist() == expected_ids
-        assert found["same"].tolist() == expected_same
-    assert len(expected_ids) == n * copies - 1 and 0 < sum(expected_same) < len(expected_same)
+        assert np.array_equal(found["ids"], expected_ids)
+        assert np.array_equal(found["same"], expected_same)
+    assert len(expected_ids) == n * copies - 1 and 0 < expected_same.sum() < len(expected_same)
 
 
 @pytest.mark.parametrize("seed", range(12))

@@ -12,10 +12,16 @@ from corpus import TOKENS_PER_SAMPLE, document_streams, locate_blocks, make_task
 pytestmark = pytest.mark.fast  # make test-fast
 
 
+@pytest.fixture(scope="module")
+def documents(bytebpe_corpus):
+    """Each training document as fairseq encodes it, whatever the sample break mode."""
+    return document_streams(make_task(bytebpe_corpus), bytebpe_corpus)
+
+
 @pytest.mark.parametrize("mode", ["complete_doc", "doc"])
-def test_blocks_cover_every_token_once_and_never_cross_a_document(bytebpe_corpus, mode):
+def test_blocks_cover_every_token_once_and_never_cross_a_document(bytebpe_corpus, documents, mode):
     task = make_task(bytebpe_corpus, sample_break_mode=mode)
-    docs = document_streams(task, bytebpe_corpus)
+    docs = documents
     longest_line = max(len(line.symbols) + 1 for doc in bytebpe_corpus.documents["train"] for line in doc)
     assert longest_line > TOKENS_PER_SAMPLE, "the corpus must have lines longer than a sample"
 

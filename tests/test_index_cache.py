@@ -20,8 +20,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.fast  # make test-fast
-
 INDEX_CACHE = Path(__file__).resolve().parents[1] / "biofairseq" / "data" / "index_cache.py"
 NAME, KEY, NAMES = "packed-128", "0123456789abcdef", ("order", "offsets")
 
@@ -98,6 +96,7 @@ def one_block_per_line(sizes, break_mode, document_sep_len, block_size):
     return sizes.astype(np.uint16), np.stack([lines, np.zeros_like(lines), lines], axis=1), slice_indices
 
 
+@pytest.mark.fast  # make test-fast: in this process
 @pytest.mark.parametrize("kind", ["packed", "blocks"])
 def test_a_changed_algorithm_with_its_version_bumped_is_not_served_the_old_index(kind, tmp_path, monkeypatch):
     import torch
@@ -137,12 +136,15 @@ def chmod_tree(folder, writable):
         path.chmod((0o755 if path.is_dir() else 0o644) if writable else (0o555 if path.is_dir() else 0o444))
 
 
-def test_a_read_only_data_folder_maps_the_index_it_has_and_builds_in_memory_only_what_it_lacks(tmp_path):
+def test_a_read_only_data_folder_maps_the_index_it_has_and_builds_in_memory_only_what_it_lacks(tmp_path, caplog):
+    from biofairseq.data.index_cache import cached
+
     prefix = without_write_access()
     data_bin = tmp_path / "data-bin"
     data_bin.mkdir()
-    (_, log), = run_children([{"split": str(data_bin / "train")}])  # built while the folder was writable
-    assert f"built the {NAME} index" in log
+    with caplog.at_level("INFO", logger="biofairseq.data.index_cache"):
+        cached(data_bin / "train", NAME, KEY, NAMES, arrays)  # built while the folder was writable
+    assert f"built the {NAME} index" in caplog.text
     published = folders(data_bin / "train.index")
     chmod_tree(data_bin, writable=False)  # a shared corpus that this user cannot write
     try:
@@ -161,6 +163,7 @@ def test_a_read_only_data_folder_maps_the_index_it_has_and_builds_in_memory_only
     assert folders(data_bin / "train.index") == published and not (data_bin / "valid.index").exists()
 
 
+@pytest.mark.fast  # make test-fast: in this process
 def test_without_flock_the_index_is_built_published_and_mapped(tmp_path, monkeypatch, caplog):
     from biofairseq.data.index_cache import cached
 
@@ -191,6 +194,7 @@ def test_two_processes_building_at_once_without_flock_publish_one_index_and_leav
     assert logs.count(f"built the {NAME} index") == 1 and logs.count(f"memory-mapped the {NAME} index") == 1, logs
 
 
+@pytest.mark.fast  # make test-fast: in this process
 def test_a_write_that_fails_leaves_no_temporary_and_the_index_is_built_once_in_memory(tmp_path, monkeypatch, caplog):
     from biofairseq.data.index_cache import cached
 
@@ -211,6 +215,7 @@ def test_a_write_that_fails_leaves_no_temporary_and_the_index_is_built_once_in_m
     assert "cannot be written (No space left on device)" in caplog.text
 
 
+@pytest.mark.fast  # make test-fast: in this process
 def test_a_dead_builders_temporary_is_never_read_and_swept_once_stale(tmp_path):
     from biofairseq.data.index_cache import cached
 
