@@ -31,6 +31,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
+from biofairseq.finetune import splits  # noqa: E402
 from biofairseq.text.tables import markdown_table  # noqa: E402
 
 WINDOWINGS = {  # name: (context, max length, batch)
@@ -100,7 +101,7 @@ def main():
         sys.exit(f"{args.model}: no config.json; give --model a transformers encoder folder (biofairseq-convert to-hf output, "
                  "a recipe's RUN_DIR/hf/RECIPE)")
     args.train = args.data / "train"
-    args.dev = next((args.data / s for s in ("valid", "dev", "devel") if (args.data / s).is_dir()), None)
+    args.dev = next((args.data / s for s in splits.ROLES["dev"] if (args.data / s).is_dir()), None)
     if not args.train.is_dir() or args.dev is None:
         sys.exit(f"{args.data}: give a folder holding BRAT folders train/ and valid/ (or dev/, devel/): whole documents need BRAT")
     for override in filter(None, args.batches.split(",")):

@@ -11,18 +11,28 @@ import os
 import sys
 
 
-def flags(vocab_dir):
-    from biofairseq.corpus.vocab import VocabError, vocab_files
+def bpe_args(vocab_dir):
+    """fairseq's BPE settings of a vocabulary folder or data-bin, as keyword arguments of fairseq's ``from_pretrained``
+    (a checkpoint trained without the flags below needs them); VocabError or FileNotFoundError if it has none."""
+    from biofairseq.corpus.vocab import vocab_files
     from biofairseq.data_bin import shards
 
-    try:
-        vocab_type, files = vocab_files(shards(vocab_dir)[0])  # a sharded data-bin: every shard has the vocabulary
-    except (VocabError, FileNotFoundError) as error:
-        sys.exit(f"error: {error}")
+    vocab_type, files = vocab_files(shards(vocab_dir)[0])  # a sharded data-bin: every shard has the vocabulary
     files = {name: os.path.abspath(path) for name, path in files.items()}
     if vocab_type == "bytelevel-bpe":
-        return ["--bpe", "hf_byte_bpe", "--bpe-vocab", files["vocab"], "--bpe-merges", files["merges"]]
-    return ["--bpe", "sentencepiece", "--sentencepiece-model", files["model"]]
+        return {"bpe": "hf_byte_bpe", "bpe_vocab": files["vocab"], "bpe_merges": files["merges"]}
+    return {"bpe": "sentencepiece", "sentencepiece_model": files["model"]}
+
+
+def flags(vocab_dir):
+    """The same as fairseq-train flags."""
+    from biofairseq.corpus.vocab import VocabError
+
+    try:
+        args = bpe_args(vocab_dir)
+    except (VocabError, FileNotFoundError) as error:
+        sys.exit(f"error: {error}")
+    return [word for name, value in args.items() for word in (f"--{name.replace('_', '-')}", value)]
 
 
 if __name__ == "__main__":

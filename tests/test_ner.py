@@ -14,6 +14,7 @@ from biofairseq.samples import NCBI, PHARMACONER, PHARMACONER_MISALIGNED
 from ner_models import tiny_roberta
 
 from biofairseq.finetune import NERFormatError, brat, data, iob2, metrics, training, windows
+from biofairseq.finetune.fingerprint import weights_sha256
 
 
 def ner(*args, check=True):
@@ -582,8 +583,8 @@ def test_a_sweep_redoes_the_runs_of_a_model_that_changed(model, tmp_path):
     assert proc.stdout.count("finished with another model") == 1 and "started with another model" in proc.stdout
     for seed in (1, 2):
         m = json.loads((tmp_path / "sweep" / "lr=0.001" / f"seed={seed}" / "metrics.json").read_text())
-        assert m["model_sha256"] == training.weights_sha256(copy) != first
-    assert (tmp_path / "sweep" / "model.sha256").read_text().strip() == training.weights_sha256(copy)
+        assert m["model_sha256"] == weights_sha256(copy) != first
+    assert (tmp_path / "sweep" / "model.sha256").read_text().strip() == weights_sha256(copy)
 
 
 # ---- what a new user meets: raw text, warnings, --help, reports, model cards, Hub ids, stray files, one-line errors

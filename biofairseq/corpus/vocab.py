@@ -222,13 +222,3 @@ class Encoder:
         if self.type == "bytelevel-bpe":
             return self.tok.decode([int(s) for s in symbols.split()], skip_special_tokens=False)
         return self.sp.decode(symbols.split())
-
-
-def fairseq_bpe_args(vocab_dir):
-    """Keyword arguments of fairseq's from_pretrained that rebuild the BPE of a vocabulary or data-bin.
-
-    Needed only for checkpoints trained without ``$(python -m biofairseq.bpe_flags DATA_BIN)``."""
-    vocab_type, files = vocab_files(vocab_dir)
-    if vocab_type == "bytelevel-bpe":
-        return {"bpe": "hf_byte_bpe", "bpe_vocab": files["vocab"], "bpe_merges": files["merges"]}
-    return {"bpe": "sentencepiece", "sentencepiece_model": files["model"]}

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from biofairseq.atomic import write_text
 from biofairseq.finetune import NERFormatError
+from biofairseq.finetune import splits as split_names
 
 
 @dataclass
@@ -23,7 +24,6 @@ class Document:
     annotated: bool = True  # False when the .txt has no .ann beside it (text to predict)
 
 
-SPLITS = ("train", "dev", "valid", "devel", "test")
 
 
 def read_folder(folder, problems, texts=None, ignored=None):
@@ -46,7 +46,7 @@ def read_folder(folder, problems, texts=None, ignored=None):
         for ann in (p for p in files if p.suffix == ".ann" and not hidden(p)):
             if not ann.with_suffix(".txt").is_file():
                 raise NERFormatError(f"{ann}: BRAT file without its .txt; add it or remove the .ann")
-        splits = [name for name in SPLITS if any(p.relative_to(folder).parts[0] == name for p in texts if len(p.relative_to(folder).parts) > 1)]
+        splits = [name for name in split_names.NAMES if any(p.relative_to(folder).parts[0] == name for p in texts if len(p.relative_to(folder).parts) > 1)]
         if len(splits) > 1:
             raise NERFormatError(f"{folder}: holds the splits {', '.join(s + '/' for s in splits)} of a data set; give one of them (e.g. {folder / splits[0]}), not their parent")
         if not texts:

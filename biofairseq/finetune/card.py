@@ -6,7 +6,8 @@ the dev and test P/R/F1 overall and per type with the scorer that counted them, 
 
 from pathlib import Path
 
-from biofairseq.finetune import training
+from biofairseq.finetune import splits
+from biofairseq.finetune.fingerprint import is_hub_id
 from biofairseq.finetune.metrics import SCORERS
 from biofairseq.model_card import read_metadata, write_model_card
 from biofairseq.text.tables import markdown_table
@@ -20,7 +21,7 @@ def scorer(scores):
 def dataset_name(path):
     """A data set's name from its path: the folder that holds the split (pharmaconer/train, ncbi/train.tsv)."""
     path = Path(path).resolve()
-    if path.stem.lower() in ("train", "training", "dev", "valid", "devel", "validation", "test") or path.is_file():
+    if path.stem.lower() in (*splits.NAMES, "training", "validation") or path.is_file():
         return path.parent.name
     return path.name
 
@@ -28,7 +29,7 @@ def dataset_name(path):
 def base_metadata(source):
     """The base model's card metadata (language, license) where it has a card: a local folder's README.md, or a Hub
     model's card if the cache holds it."""
-    if not training.is_hub_id(source):
+    if not is_hub_id(source):
         return read_metadata(source)
     from huggingface_hub import try_to_load_from_cache
 
@@ -58,7 +59,7 @@ def metadata(report, source, given, train_path):
         "library_name": "transformers",
         "pipeline_tag": "token-classification",
         "tags": ["token-classification", "ner", "biofairseq"],
-        "base_model": str(source) if training.is_hub_id(source) else None,
+        "base_model": str(source) if is_hub_id(source) else None,
         "datasets": [given["dataset"]] if given.get("dataset") else None,
         "metrics": ["f1", "precision", "recall"],
         "model-index": [{"name": model_name(source, name), "results": results}],
@@ -67,8 +68,8 @@ def metadata(report, source, given, train_path):
 
 def model_name(source, dataset):
     """base-ner-dataset, from the base model's name (its folder's; a train output's model/: the run's) and the data set's."""
-    path = Path(str(source)).resolve() if not training.is_hub_id(source) else Path(str(source))
-    base = path.parent.name if path.name == "model" and not training.is_hub_id(source) else path.name
+    path = Path(str(source)).resolve() if not is_hub_id(source) else Path(str(source))
+    base = path.parent.name if path.name == "model" and not is_hub_id(source) else path.name
     return f"{base}-ner-{dataset.rstrip('/').split('/')[-1]}"
 
 

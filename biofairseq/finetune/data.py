@@ -14,7 +14,7 @@ from pathlib import Path
 
 import regex
 
-from biofairseq.finetune import NERFormatError, brat, conll, iob2
+from biofairseq.finetune import NERFormatError, brat, conll, iob2, splits
 from biofairseq.text.sentences import sentence_spans
 
 TOKEN = regex.compile(r"\w+|[^\w\s]")
@@ -101,7 +101,7 @@ PROBLEMS = {
 DROPPED = ("outside", "no_token", "flattened")
 
 
-CONLL_SUFFIXES = (".conll", ".tsv", ".bio")
+CONLL_SUFFIXES = splits.CONLL_SUFFIXES
 KINDS = "a BRAT folder (X.txt + X.ann), a .txt file, or a CoNLL file (.conll, .tsv, .bio: token<TAB>tag)"
 
 

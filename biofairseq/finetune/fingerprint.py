@@ -26,6 +26,20 @@ def weights_sha256(model_dir):
     return digest.hexdigest()
 
 
+def is_hub_id(source):
+    """A model given by its Hub id (biofairseq.finetune.training.resolve_model gives local folders as Paths)."""
+    return not isinstance(source, Path)
+
+
+def model_fingerprint(source):
+    """What runs record of their model: sha256 of a local folder's weights, or a Hub model's id and commit."""
+    if not is_hub_id(source):
+        return weights_sha256(source)
+    from transformers.utils import cached_file
+
+    return f"{source}@{Path(cached_file(source, 'config.json')).parent.name}"
+
+
 def stale_sweep(sweep_dir, model_dir):
     """Why sweep_dir's report is not model_dir's finished sweep, or None (no report yet, or a current one)."""
     sweep_dir = Path(sweep_dir)

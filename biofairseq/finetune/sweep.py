@@ -11,6 +11,7 @@ from pathlib import Path
 
 from biofairseq.atomic import write_text
 from biofairseq.finetune import training
+from biofairseq.finetune.fingerprint import model_fingerprint
 
 PAPER_LRS = (8e-6, 1e-5, 2e-5, 3e-5, 5e-5)
 PAPER_SEEDS = (1, 2, 3)
@@ -28,7 +29,7 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
     training.check_output_dir(root)
     for lr in lrs:  # the runs' own check would come only after the grid's first runs
         training.check_options(replace(options, lr=lr))
-    fingerprint = training.model_fingerprint(training.resolve_model(str(model_dir)))
+    fingerprint = model_fingerprint(training.resolve_model(str(model_dir)))
     said = set()
 
     def warn_once(line):

@@ -20,7 +20,7 @@ from pathlib import Path
 from biofairseq.arguments import first_line
 from biofairseq.atomic import staged_folder, write_text
 from biofairseq.finetune import NERFormatError, brat, conll, data, head, iob2, metrics, windows
-from biofairseq.finetune.fingerprint import weights_sha256
+from biofairseq.finetune.fingerprint import model_fingerprint
 
 ROBERTA_POSITIONS = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernorm", "xlm-roberta-xl")
 
@@ -113,19 +113,6 @@ def resolve_model(text):
                                  f"download it first (hf download {text}, with network) or give a local folder") from None
         raise NERFormatError(f"--model {text}: not a local folder, and the Hub does not give it ({first_line(error)}); check the id or give a local folder") from None
     return text
-
-
-def is_hub_id(source):
-    return not isinstance(source, Path)
-
-
-def model_fingerprint(source):
-    """What runs record of their model: sha256 of a local folder's weights, or a Hub model's id and commit."""
-    if not is_hub_id(source):
-        return weights_sha256(source)
-    from transformers.utils import cached_file
-
-    return f"{source}@{Path(cached_file(source, 'config.json')).parent.name}"
 
 
 def check_options(options):
