@@ -14,10 +14,9 @@
 # schedule of lengths and batches, not these.
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=beto
 # shellcheck source=lib/stages.sh
-source "$REPO/recipes/lib/stages.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
 recipe_settings
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0  # a fixed number of updates; the final model is BETO
 
@@ -36,8 +35,4 @@ recipe_pretrain
 
 # ---- 5-8. the final checkpoint, checked; transformers; NER; report
 
-recipe_pick
-recipe_convert
-recipe_baseline
-recipe_ner
-recipe_report
+recipe_finish

@@ -18,10 +18,9 @@
 # (no PHASE2_*, no INIT_FROM), and every model keeps its final checkpoint.
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=bio_lm
 # shellcheck source=lib/stages.sh
-source "$REPO/recipes/lib/stages.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
 recipe_settings
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 

@@ -15,10 +15,9 @@
 # There is no INIT_FROM: an ELECTRA does not start from a RoBERTa-family masked LM.
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=bioelectra
 # shellcheck source=lib/stages.sh
-source "$REPO/recipes/lib/stages.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
 recipe_settings
 KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
 
@@ -38,8 +37,4 @@ recipe_pretrain
 
 # ---- 5-8. the final checkpoint, checked; its discriminator (and generator) in transformers; NER; report
 
-recipe_pick
-recipe_convert --generator
-recipe_baseline
-recipe_ner
-recipe_report
+recipe_finish --generator

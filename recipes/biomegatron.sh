@@ -19,10 +19,9 @@
 # checkpoint is kept.
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=biomegatron
 # shellcheck source=lib/stages.sh
-source "$REPO/recipes/lib/stages.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
 recipe_settings
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 

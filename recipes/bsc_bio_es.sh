@@ -35,10 +35,9 @@
 # The stage machinery is recipes/lib/stages.sh, shared with the other recipes.
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=bsc_bio_es
 # shellcheck source=lib/stages.sh
-source "$REPO/recipes/lib/stages.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
 recipe_settings
 KEEP=best BEST_METRIC=ppl BEST_MAXIMIZE=0  # the paper's: the lowest validation perplexity
 
@@ -58,8 +57,4 @@ recipe_pretrain
 
 # ---- 5-8. the checkpoint with the lowest validation perplexity, checked; transformers; NER sweep; report
 
-recipe_pick
-recipe_convert
-recipe_baseline
-recipe_ner
-recipe_report
+recipe_finish

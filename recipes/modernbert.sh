@@ -24,10 +24,9 @@
 # rather than 1.7T tokens of English and code.
 set -euo pipefail
 
-REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 RECIPE=modernbert
 # shellcheck source=lib/stages.sh
-source "$REPO/recipes/lib/stages.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
 SDPA_ARGS=()  # ModernBERT's attention is SDPA already
 recipe_settings
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0  # a fixed number of updates; the final model is ModernBERT's
@@ -47,8 +46,4 @@ recipe_pretrain
 
 # ---- 5-8. the final checkpoint, checked; transformers; NER; report
 
-recipe_pick
-recipe_convert
-recipe_baseline
-recipe_ner
-recipe_report
+recipe_finish

@@ -86,8 +86,8 @@ def test_the_recipes_share_the_stage_machinery_and_copy_none_of_it():
     library = (REPO / "recipes" / "lib" / "stages.sh").read_text()
     for script in (RECIPE, BIOELECTRA, REPO / "recipes" / "bio_lm.sh"):
         text = script.read_text()
-        assert 'source "$REPO/recipes/lib/stages.sh"' in text
-        for function in ("stage", "run", "die", "recipe_settings", "recipe_ner", "pretrain_phase"):
+        assert 'source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"' in text
+        for function in ("stage", "run", "die", "recipe_settings", "recipe_ner", "recipe_finish", "pretrain_phase"):
             assert f"{function}() {{" in library and f"{function}() {{" not in text, (script.name, function)
 
 

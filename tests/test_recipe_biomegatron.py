@@ -68,7 +68,7 @@ def test_a_fairseq_checkpoint_as_init_from_goes_through_transformers_and_only_it
     start.touch()
     fake_from_hf = ('run() { echo "RUN $*" >&2; if [[ $2 == to-hf ]]; then mkdir -p "$4"; fi; if [[ $2 == from-hf ]]; then '
                     'mkdir -p "$4"; echo \'{"fairseq_flags": ["--arch", "bio_megatron_tiny"]}\' > "$4/conversion.json"; fi; }')
-    script = (f"set -euo pipefail; RECIPE=biomegatron REPO={REPO}; source {REPO}/recipes/lib/stages.sh; {fake_from_hf}; "
+    script = (f"set -euo pipefail; RECIPE=biomegatron; source {REPO}/recipes/lib/stages.sh; {fake_from_hf}; "
               f"RUN_DIR={tmp_path}/run INIT_FROM={start}; mkdir -p $RUN_DIR; recipe_init_from; "
               'echo "ARCH=$ARCH INIT_CHECKPOINT=$INIT_CHECKPOINT ARGS=${ARCH_ARGS[*]}" >&2')
     proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "PYTHON": sys.executable})

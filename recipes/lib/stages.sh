@@ -1,7 +1,7 @@
 # The stage machinery every recipe shares: the settings step, printing, skipping and resuming, FORCE, and the stages
 # themselves (clean, vocabulary, binarize, pretrain in one or two length phases, pick, check, convert, random-init
 # baseline, NER sweep, report). Sourced by recipes/*.sh after they set RECIPE (the recipe's name: messages, the
-# report's title, the transformers folder hf/$RECIPE); then
+# report's title, the transformers folder hf/$RECIPE); it sets REPO, the clone; then
 #
 #   recipe_settings   every setting: the recipe's table in biofairseq/recipe/presets.py, merged with the environment,
 #                     checked and kept in RUN_DIR/recipe.env by biofairseq/recipe/settings.py (docs/recipes.md)
@@ -24,6 +24,7 @@
 # Several models in one run (recipes/bio_lm.sh): recipe_model NAME before each model's stages 4-6 sends them to
 # pretrain/NAME and hf/NAME; without it a recipe has one model, in pretrain/ and hf/$RECIPE.
 
+REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)  # the clone: the preprocess/ scripts and the user dir
 PYTHON=${PYTHON:-python}
 SDPA_ARGS=(--attention sdpa)  # what the fast path adds to choose SDPA; a model that only has SDPA (ModernBERT's) sets ()
 
@@ -314,6 +315,15 @@ recipe_ner() {
             done
         done
     done
+}
+
+recipe_finish() {  # recipe_finish [CONVERT_FLAG...]: stages 5-8 of a recipe with one model: the checkpoint kept and
+    # checked, transformers (FLAGs go to biofairseq-convert), its random-init twin, NER, the report
+    recipe_pick
+    recipe_convert "$@"
+    recipe_baseline
+    recipe_ner
+    recipe_report
 }
 
 # ---- 8. the report: corpus, vocabulary, pretraining and the NER tables (Markdown, JSON, plot)
