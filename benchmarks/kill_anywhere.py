@@ -31,7 +31,6 @@ import os
 import re
 import shlex
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -39,17 +38,13 @@ import threading
 import time
 from pathlib import Path
 
-from biofairseq.samples import recipe_sample
+from biofairseq.samples import RECIPE_SMALL, kill_group, recipe_sample
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "bsc_bio_es.sh"
 VENV_BIN = REPO / ".venv" / "bin"
 BIN = VENV_BIN if (VENV_BIN / "python").exists() else Path(sys.executable).parent
-SMALL = {  # tests/test_recipe.py's SMALL
-    "VALID_DOCS": "10", "VOCAB_SIZE": "2000", "MAX_UPDATE": "20", "WARMUP_UPDATES": "10", "SAVE_INTERVAL_UPDATES": "10",
-    "LOG_INTERVAL": "5", "NER_LRS": "1e-3", "NER_SEEDS": "1,2", "NER_EPOCHS": "1", "NUM_GPUS": "0",
-    "WEAK_PRETRAINING": "continue",
-}
+SMALL = RECIPE_SMALL  # the recipe tests' settings
 VOCAB_FILES = {"dict.txt", "vocab.json", "merges.txt", "vocab_info.json", "sentencepiece.model", "sentencepiece.vocab"}
 DONE_MARKERS = ("clean/stats.json", "vocab", "data-bin", "pretrain/finished", "pretrain/check.json", "hf/bsc_bio_es",
                 "hf/random_init", "ner/pharmaconer/model=bsc_bio_es/report.json",
@@ -113,17 +108,7 @@ class Recipe:
 
     def kill(self):
         """SIGKILL to the whole process group, then waits until no process of it is left."""
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait()
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                os.killpg(self.proc.pid, 0)
-            except ProcessLookupError:
-                break
-            time.sleep(0.05)
-        else:
-            raise RuntimeError(f"process group {self.proc.pid} still alive 30 s after SIGKILL")
+        kill_group(self.proc)
         self.finish()
 
     def wait(self, timeout):

@@ -54,6 +54,34 @@ def recipe_sample(root):
     return {"SOURCES": f"cases={root / 'cases.jsonl'}", "NER_DATA": f"pharmaconer={root / 'ner'}"}
 
 
+# the recipe tests' and the kill-anywhere benchmark's settings for that slice: a few minutes of the demo's work in
+# about a minute
+RECIPE_SMALL = {
+    "VALID_DOCS": "10", "VOCAB_SIZE": "2000", "MAX_UPDATE": "20", "WARMUP_UPDATES": "10", "SAVE_INTERVAL_UPDATES": "10",
+    "LOG_INTERVAL": "5", "NER_LRS": "1e-3", "NER_SEEDS": "1,2", "NER_EPOCHS": "1", "NUM_GPUS": "0",
+    "WEAK_PRETRAINING": "continue",  # 20 updates do not beat word frequencies; the check says so and goes on
+}
+
+
+def kill_group(proc, timeout=30):
+    """SIGKILL to the process group proc leads (a Popen started in a session of its own), then waits for proc and
+    until none of the group's processes is left (fairseq-preprocess's, a pool's)."""
+    import signal
+    import time
+
+    pid = proc.pid
+    os.killpg(pid, signal.SIGKILL)
+    proc.wait()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pid, 0)
+        except ProcessLookupError:
+            return
+        time.sleep(0.01)
+    raise AssertionError(f"process group {pid} alive {timeout} s after SIGKILL")
+
+
 def read_documents(first, count, cases=CLINICAL_CASES):
     """Documents of the corpus as lists of non-empty paragraphs (one paragraph per line)."""
     return [[p.strip() for p in json.loads(line)["text"].split("\n") if p.strip()] for line in clinical_lines(first, count, cases)]

@@ -3,7 +3,6 @@ scripts in real processes, SIGKILLed to their whole process group mid-work, then
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -12,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from biofairseq.samples import BIN, REPO, _write_documents, clinical_lines, read_documents
+from biofairseq.samples import BIN, REPO, _write_documents, clinical_lines, kill_group, read_documents
 
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable,
        "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}
@@ -36,16 +35,8 @@ def kill_when(proc, condition, timeout=120):
         assert proc.poll() is None, f"ended (exit {proc.returncode}) before the kill point:\n{''.join(proc.lines)[-3000:]}"
         assert time.monotonic() < deadline, "the kill point was never reached"
         time.sleep(0.002)
-    os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
+    kill_group(proc, timeout=5)
     proc.reader.join(10)
-    for _ in range(500):  # every process of the group gone (fairseq-preprocess's, the cleaning pool's)
-        try:
-            os.killpg(proc.pid, 0)
-        except ProcessLookupError:
-            return
-        time.sleep(0.01)
-    raise AssertionError(f"process group {proc.pid} alive after SIGKILL")
 
 
 def run(args):

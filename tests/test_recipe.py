@@ -18,14 +18,10 @@ import pytest
 import command_server
 
 from biofairseq.recipe.presets import RECIPES
-from biofairseq.samples import BIN, REPO, recipe_sample
+from biofairseq.samples import BIN, RECIPE_SMALL, REPO, recipe_sample
 
 RECIPE = REPO / "recipes" / "bsc_bio_es.sh"
-SMALL = {  # a few minutes of the demo's work in about a minute
-    "VALID_DOCS": "10", "VOCAB_SIZE": "2000", "MAX_UPDATE": "20", "WARMUP_UPDATES": "10", "SAVE_INTERVAL_UPDATES": "10",
-    "LOG_INTERVAL": "5", "NER_LRS": "1e-3", "NER_SEEDS": "1,2", "NER_EPOCHS": "1", "NUM_GPUS": "0",
-    "WEAK_PRETRAINING": "continue",  # 20 updates do not beat word frequencies; the check says so and goes on
-}
+SMALL = RECIPE_SMALL
 
 
 def recipe(run_dir, check=True, script=RECIPE, served=False, **variables):
