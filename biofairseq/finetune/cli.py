@@ -44,49 +44,27 @@ def _listed(values):
     return ",".join(f"{v:g}" for v in values)
 
 
-def _prediction_flags(parser, defaults):
-    """The windows and the evaluation's batch and precision: training's and predict's."""
-    parser.add_argument("--max-length", type=int, default=defaults.max_length,
-                        help="sub-tokens per window, special tokens included (capped by the model's positions)")
-    parser.add_argument("--window-overlap", type=int, default=defaults.window_overlap,
-                        help="sub-tokens shared by consecutive windows of a sentence longer than --max-length")
-    parser.add_argument("--context", choices=["sentence", "document"], default=defaults.context,
-                        help="what a window holds: one sentence (cut into windows if longer), or a whole BRAT document "
-                        "(its sentences in order, cut into windows of --max-length: up to the model's context, e.g. "
-                        "8192 for ModernBERT)")
-    parser.add_argument("--eval-batch-size", type=int, default=defaults.eval_batch_size, help="windows per evaluation step")
-    parser.add_argument("--precision", choices=["auto", "fp32", "fp16", "bf16"], default=defaults.precision,
-                        help="auto: bf16 on GPUs that have it, else fp16 on GPU, fp32 on CPU")
+def _option_flags(parser, prediction_only=False, skip=()):
+    """The flags of TrainOptions' fields (biofairseq.finetune.training), from their defaults and help."""
+    from biofairseq.finetune.training import TrainOptions
+
+    for f in fields(TrainOptions):
+        meta = dict(f.metadata)
+        if f.name in skip or (prediction_only and not meta.pop("prediction")):
+            continue
+        meta.pop("prediction", None)
+        flag = meta.pop("flag", f"--{f.name.replace('_', '-')}")
+        if f.type is bool:
+            parser.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true", **meta)
+        elif f.type is tuple:
+            parser.add_argument(flag, type=_floats, default=_listed(f.default), **meta)
+        else:
+            parser.add_argument(flag, type=meta.pop("type", f.type), default=f.default, **meta)
 
 
-def _training_flags(parser, defaults):
+def _training_flags(parser, skip):
     g = parser.add_argument_group("fine-tuning (defaults: bsc-bio-es, Carrino et al. 2022, Table 4)")
-    g.add_argument("--epochs", type=float, default=defaults.epochs, help="passes over the training set")
-    g.add_argument("--batch-size", type=int, default=defaults.batch_size, help="sequences per device and step")
-    g.add_argument("--gradient-accumulation", type=int, default=defaults.gradient_accumulation,
-                   help="steps per update: an update holds batch-size x this sequences (per device)")
-    g.add_argument("--weight-decay", type=float, default=defaults.weight_decay, help="AdamW's, on all but LayerNorm weights and biases")
-    g.add_argument("--adam-epsilon", type=float, default=defaults.adam_epsilon, help="Adam's epsilon")
-    g.add_argument("--adam-betas", type=_floats, default=_listed(defaults.adam_betas), help="Adam's two betas, as 0.9,0.999")
-    g.add_argument("--max-grad-norm", type=float, default=defaults.max_grad_norm, help="gradient clipping (0: none)")
-    g.add_argument("--warmup-ratio", type=float, default=defaults.warmup_ratio, help="linear warm-up over this share of the updates")
-    g.add_argument("--layerwise-lr-decay", type=float, default=defaults.layerwise_lr_decay,
-                   help="ELECTRA's layer-wise decay (BioELECTRA: 0.8): the head at the full learning rate, the last layer at "
-                   "this squared, each layer below this times less, the embeddings at this ** (layers + 2); 1 turns it off")
-    g.add_argument("--label-scheme", choices=["first-subtoken", "all-subtokens"], default=defaults.label_scheme,
-                   help="which sub-tokens of a word carry its label in training (prediction reads the first)")
-    g.add_argument("--num-fc-layers", type=int, choices=[1, 2], default=defaults.num_fc_layers,
-                   help="the head: 1, a linear layer (transformers'); 2, Linear + ReLU + Linear (BioMegatron's, NeMo's)")
-    g.add_argument("--fc-hidden-size", type=int, default=defaults.fc_hidden_size,
-                   help="width of a 2-layer head's hidden layer (BioMegatron: 512 or 1024; 0: the encoder's width)")
-    g.add_argument("--fc-dropout", type=float, default=defaults.fc_dropout,
-                   help="dropout on the encoder's output before the head (BioMegatron: 0.5; default: the encoder's hidden dropout)")
-    g.add_argument("--eval-steps", type=int, default=defaults.eval_steps, help="evaluate on dev every N updates (0: every epoch)")
-    g.add_argument("--logging-steps", type=int, default=defaults.logging_steps, help="log the training loss every N updates")
-    _prediction_flags(g, defaults)
-    g.add_argument("--no-save-model", dest="save_model", action="store_false",
-                   help="keep metrics and predictions only (default: the best model and its card are saved in model/)")
-    g.add_argument("--keep-checkpoints", action="store_true", help="keep Trainer's checkpoints (optimizer state) after a run")
+    _option_flags(g, skip=skip)
     c = parser.add_argument_group("model card (model/README.md)")
     c.add_argument("--language", default=None, help="the data's language code, as es (default: the base model card's, if any)")
     c.add_argument("--license", default=None, help="the fine-tuned model's license, as apache-2.0 (default: the base model card's, else unknown)")
@@ -107,9 +85,7 @@ def _data_flags(parser, output_help):
 
 def _parser():
     from biofairseq.finetune.sweep import PAPER_LRS, PAPER_SEEDS
-    from biofairseq.finetune.training import TrainOptions
 
-    defaults = TrainOptions()
     parser = OneLineParser(prog="biofairseq-ner", description=__doc__.split("\n")[0],
                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -119,22 +95,20 @@ def _parser():
     convert.add_argument("output", type=Path, help="CoNLL file to write; its statistics go beside it as OUTPUT.stats.json")
     train = command("train", "fine-tune one configuration; writes metrics.json, predictions, the best model and its card")
     _data_flags(train, "run folder to create (resumed if it holds checkpoints of an unfinished run)")
-    train.add_argument("--lr", type=float, default=defaults.lr, help="peak learning rate (linear decay to 0)")
-    train.add_argument("--seed", type=int, default=defaults.seed, help="seed of the head's initialisation and the batch order")
     train.add_argument("--overwrite", action="store_true", help="replace a finished run in --output-dir")
-    _training_flags(train, defaults)
+    _training_flags(train, skip=())
     sweep = command("sweep", "the LR x seed grid, one run folder per configuration, resumable")
     _data_flags(sweep, "sweep folder; runs go to DIR/lr=X/seed=Y/, then the report to DIR")
     sweep.add_argument("--lrs", type=_floats, default=_listed(PAPER_LRS), help="comma-separated learning rates")
     sweep.add_argument("--seeds", type=_ints, default=_listed(PAPER_SEEDS), help="comma-separated seeds")
-    _training_flags(sweep, defaults)
+    _training_flags(sweep, skip=("lr", "seed"))
     predict = command("predict", "tag a folder of .txt notes, a .txt file, BRAT or CoNLL data with a fine-tuned model")
     predict.add_argument("--model", required=True, help="a train output folder, its model/ folder, or a Hub id of a token-classification model")
     predict.add_argument("--input", required=True, type=Path,
                          help="a .txt file or a folder of them (raw text; scored where X.ann is beside X.txt), or a CoNLL file (.conll, .tsv, .bio)")
     predict.add_argument("--output-dir", required=True, type=Path,
                          help="folder to create: predictions/ (X.txt + X.ann for text, predictions.conll for CoNLL) and metrics.json")
-    _prediction_flags(predict, defaults)
+    _option_flags(predict, prediction_only=True)
     predict.add_argument("--overwrite", action="store_true", help="replace --output-dir if it exists")
     report = command("report", "the bsc-bio-es Table 2 layout (+ median over seeds, per-type scores) as Markdown, JSON and a plot")
     report.add_argument("runs", nargs="+", type=Path, help="sweep folders (one per model) or run folders")

@@ -14,7 +14,7 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from biofairseq.arguments import first_line
@@ -25,34 +25,54 @@ from biofairseq.finetune.fingerprint import model_fingerprint
 ROBERTA_POSITIONS = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernorm", "xlm-roberta-xl")
 
 
+def option(default, help, prediction=False, **flag):
+    """A field of TrainOptions with what its biofairseq-ner flag says (biofairseq.finetune.cli makes the flags from
+    them); prediction: predict takes it too."""
+    return field(default=default, metadata={"help": help, "prediction": prediction, **flag})
+
+
 @dataclass
 class TrainOptions:
     """Defaults are the bsc-bio-es fine-tuning values (Carrino et al. 2022, Table 4)."""
 
-    lr: float = 5e-5
-    seed: int = 1
-    epochs: float = 20
-    batch_size: int = 32
-    gradient_accumulation: int = 2
-    eval_batch_size: int = 64
-    weight_decay: float = 0.0
-    adam_epsilon: float = 1e-8
-    adam_betas: tuple = (0.9, 0.999)
-    max_grad_norm: float = 1.0
-    warmup_ratio: float = 0.0
-    layerwise_lr_decay: float = 1.0
-    max_length: int = 512
-    window_overlap: int = 128
-    context: str = "sentence"  # document: each BRAT document's sentences as one sequence (data.by_document)
-    label_scheme: str = "first-subtoken"
-    num_fc_layers: int = 1  # BioMegatron's head options (finetune.head)
-    fc_hidden_size: int = 0  # 0: the encoder's width
-    fc_dropout: float = None  # None: the encoder's hidden dropout (transformers' default)
-    eval_steps: int = 0  # 0: evaluate on dev at the end of each epoch
-    logging_steps: int = 50
-    precision: str = "auto"
-    save_model: bool = True
-    keep_checkpoints: bool = False
+    lr: float = option(5e-5, "peak learning rate (linear decay to 0)")
+    seed: int = option(1, "seed of the head's initialisation and the batch order")
+    epochs: float = option(20, "passes over the training set")
+    batch_size: int = option(32, "sequences per device and step")
+    gradient_accumulation: int = option(2, "steps per update: an update holds batch-size x this sequences (per device)")
+    eval_batch_size: int = option(64, "windows per evaluation step", prediction=True)
+    weight_decay: float = option(0.0, "AdamW's, on all but LayerNorm weights and biases")
+    adam_epsilon: float = option(1e-8, "Adam's epsilon")
+    adam_betas: tuple = option((0.9, 0.999), "Adam's two betas, as 0.9,0.999")
+    max_grad_norm: float = option(1.0, "gradient clipping (0: none)")
+    warmup_ratio: float = option(0.0, "linear warm-up over this share of the updates")
+    layerwise_lr_decay: float = option(
+        1.0, "ELECTRA's layer-wise decay (BioELECTRA: 0.8): the head at the full learning rate, the last layer at this "
+        "squared, each layer below this times less, the embeddings at this ** (layers + 2); 1 turns it off")
+    max_length: int = option(512, "sub-tokens per window, special tokens included (capped by the model's positions)",
+                             prediction=True)
+    window_overlap: int = option(128, "sub-tokens shared by consecutive windows of a sentence longer than --max-length",
+                                 prediction=True)
+    # document: each BRAT document's sentences as one sequence (data.by_document)
+    context: str = option("sentence", "what a window holds: one sentence (cut into windows if longer), or a whole BRAT "
+                          "document (its sentences in order, cut into windows of --max-length: up to the model's "
+                          "context, e.g. 8192 for ModernBERT)", prediction=True, choices=["sentence", "document"])
+    label_scheme: str = option("first-subtoken", "which sub-tokens of a word carry its label in training (prediction "
+                               "reads the first)", choices=["first-subtoken", "all-subtokens"])
+    # BioMegatron's head options (finetune.head)
+    num_fc_layers: int = option(1, "the head: 1, a linear layer (transformers'); 2, Linear + ReLU + Linear "
+                                "(BioMegatron's, NeMo's)", choices=[1, 2])
+    fc_hidden_size: int = option(0, "width of a 2-layer head's hidden layer (BioMegatron: 512 or 1024; 0: the "
+                                 "encoder's width)")
+    fc_dropout: float = option(None, "dropout on the encoder's output before the head (BioMegatron: 0.5; default: the "
+                               "encoder's hidden dropout)", type=float)
+    eval_steps: int = option(0, "evaluate on dev every N updates (0: every epoch)")
+    logging_steps: int = option(50, "log the training loss every N updates")
+    precision: str = option("auto", "auto: bf16 on GPUs that have it, else fp16 on GPU, fp32 on CPU", prediction=True,
+                            choices=["auto", "fp32", "fp16", "bf16"])
+    save_model: bool = option(True, "keep metrics and predictions only (default: the best model and its card are saved "
+                              "in model/)", flag="--no-save-model")
+    keep_checkpoints: bool = option(False, "keep Trainer's checkpoints (optimizer state) after a run")
 
 
 def load_tokenizer(model_dir):
