@@ -13,16 +13,16 @@ written as fairseq-train writes one (its weights do not change the cost).
         --batch 16 --gpu --bf16                                            # bio-lm's shapes, on a GPU
 """
 
-import argparse
 import statistics
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-from measure import corpora, device_label, interleaved, per_run, precision_flags, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
+from measure import cases_data_bin, compare, device_label, per_run, precision_flags, publish, ratio_line  # noqa: E402
+from measure import parser as measure_parser  # noqa: E402
+from measure import speed_table, step_and_memory_ratios, vocabulary  # noqa: E402
 
-from biofairseq.samples import build_corpus  # noqa: E402
 
 SHAPES = {  # name -> (layers, width); FFN 4 x width, width / 64 heads
     "cpu_student": (4, 192), "cpu_teacher": (8, 256),  # bio-lm's depth x 2 and width x 4/3, base -> large
@@ -61,21 +61,15 @@ def write_teacher(folder, data_bin, name, dictionary):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each")
-    parser.add_argument("--updates", type=int, default=40, help="updates per run")
+    parser = measure_parser(__doc__, rounds=3, updates=40, data_bin=None, gpu=None)
     parser.add_argument("--student", default="cpu_student", choices=sorted(SHAPES))
     parser.add_argument("--teacher", default="cpu_teacher", choices=sorted(SHAPES))
     parser.add_argument("--tokens", type=int, default=128, help="--tokens-per-sample")
     parser.add_argument("--batch", type=int, default=16, help="sequences per update")
-    parser.add_argument("--gpu", action="store_true", help="train on the GPU (fp16, or --bf16)")
-    parser.add_argument("--bf16", action="store_true")
-    parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000, cases=corpora()[0])
-        vocab = sum(1 for _ in open(corpus.data_bin / "dict.txt")) + 5  # + <s> <pad> </s> <unk> <mask>
-        teacher = write_teacher(Path(tmp) / "teacher", corpus.data_bin, args.teacher, corpus.data_bin / "dict.txt")
+    with cases_data_bin(args) as data_bin, tempfile.TemporaryDirectory() as tmp:
+        vocab = vocabulary(data_bin, specials=5)  # + <s> <pad> </s> <unk> <mask>
+        teacher = write_teacher(Path(tmp) / "teacher", data_bin, args.teacher, data_bin / "dict.txt")
         common = [
             "--user-dir", REPO / "biofairseq", "--task", "document_mlm", *shape_flags(args.student),
             "--tokens-per-sample", args.tokens, "--batch-size", args.batch, "--optimizer", "adam",
@@ -88,7 +82,7 @@ def main():
             f"student masked LM ({args.student})": [*common, "--criterion", "masked_lm_accuracy"],
             f"distillation from {args.teacher}": [*common, "--criterion", "mlm_distillation", "--teacher-path", teacher],
         }
-        results = interleaved(systems, corpus.data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO)
+        results, _ = compare(args, systems, data_bin)
     names = list(systems)
     step, memory = step_and_memory_ratios(results, names[0], names[1])
     size = parameters(args.teacher, vocab) / parameters(args.student, vocab)

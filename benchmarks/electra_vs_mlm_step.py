@@ -18,17 +18,15 @@ rows for both: they read the same blocks); with --compile as well, each once mor
 and a failing compiled run is reported rather than ending the benchmark.
 """
 
-import argparse
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 from biofairseq.models.compiled_layers import COMPILE_CHOICES  # noqa: E402
-from measure import corpora, device_label, interleaved, per_run, precision_flags, publish, ratio_line, speed_table, step_and_memory_ratios  # noqa: E402
-
-from biofairseq.samples import build_corpus  # noqa: E402
+from measure import cases_data_bin, compare, device_label, failure_lines, per_run, precision_flags, publish, ratio_line  # noqa: E402
+from measure import parser as measure_parser  # noqa: E402
+from measure import speed_table, step_and_memory_ratios, vocabulary  # noqa: E402
 
 FRACTION = 1 / 3  # the generator's width at base (BioELECTRA's 768/256)
 MLM, ELECTRA = "masked LM (document_mlm, bio_roberta_base shape)", "ELECTRA (electra, generator 1/3)"
@@ -81,32 +79,22 @@ def flop_ratio(layers, width, tokens, vocab, mask_prob=0.15):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each")
-    parser.add_argument("--updates", type=int, default=60, help="updates per run")
-    parser.add_argument("--log-interval", type=int, default=10, help="updates per logged interval; the first "
-                        "(start-up, and with --compile the compilation) is not counted")
+    parser = measure_parser(__doc__, rounds=3, updates=60, log_interval=10, data_bin=None, gpu=None)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=384, help="discriminator width (a multiple of 64)")
     parser.add_argument("--tokens", type=int, default=128, help="--tokens-per-sample")
     parser.add_argument("--batch", type=int, default=16, help="sequences per update")
-    parser.add_argument("--gpu", action="store_true", help="train on the GPU (fp16, or --bf16)")
-    parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--fast-path", action="store_true", help="both under biofairseq-train: SDPA attention, fused "
                         "AdamW, packed documents (bf16 autocast with --gpu --bf16)")
     parser.add_argument("--compile", choices=COMPILE_CHOICES, default="none",
                         help="with --fast-path: each once more with its layers compiled by this torch.compile backend")
-    parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
     if args.compile != "none" and not args.fast_path:
         parser.error("--compile needs --fast-path (biofairseq-train compiles the layers)")
-    systems = flags(args)
-    with tempfile.TemporaryDirectory() as tmp:
-        corpus = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000, cases=corpora()[0])
-        vocab = sum(1 for _ in open(corpus.data_bin / "dict.txt")) + 4
-        failures = {} if args.compile != "none" else None
-        results = interleaved(systems, corpus.data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO,
-                              failures=failures)
+    args.keep_going = args.compile != "none"  # a compiled system that fails leaves the uncompiled pair measured
+    with cases_data_bin(args) as data_bin:
+        vocab = vocabulary(data_bin)
+        results, failures = compare(args, flags(args), data_bin)
     if not pairs(results):
         sys.exit(f"no pair of masked LM and ELECTRA ran: {', '.join(failures or ())} failed")
     publish(report(args, results, vocab, failures), args.output)
@@ -140,8 +128,8 @@ def report(args, results, vocab, failures=None):
         *ratios,
         f"- expected from matmul FLOPs at these shapes: {flop_ratio(args.layers, args.width, args.tokens, vocab):.3f} "
         f"(at base, 12 x 768, 512 tokens, 30k vocabulary: {flop_ratio(12, 768, 512, 30522):.3f})",
-        *[f"- **{name} failed**: {text.strip().splitlines()[-1][:300]}" for name, text in (failures or {}).items()],
         "",
+        *failure_lines(failures),
         per_run(results),
     ]
     return lines

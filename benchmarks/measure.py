@@ -1,6 +1,11 @@
-"""Running a benchmarked command as its own process, the way a user runs it."""
+"""Running a benchmarked command as its own process, the way a user runs it; and the command line and runner every
+step and memory benchmark shares: each names its systems (fairseq-train flags), this runs them in interleaved rounds
+on a data-bin of the clinical cases and writes the Markdown the benchmark makes of the results."""
 
+import argparse
+import contextlib
 import os
+import tempfile
 import subprocess
 import sys
 import time
@@ -204,3 +209,88 @@ def publish(lines, output):
     if output:
         output.parent.mkdir(parents=True, exist_ok=True)
         output.write_text("\n".join(lines) + "\n")
+
+
+# ---- the shared command line: each benchmark asks for the flags it has, with its own defaults
+
+FLAGS = {
+    "rounds": lambda p, d: p.add_argument("--rounds", type=int, default=d, help="interleaved runs of each system"),
+    "updates": lambda p, d: p.add_argument("--updates", type=int, default=d, help="updates per run"),
+    "log_interval": lambda p, d: p.add_argument("--log-interval", type=int, default=d, help="updates per logged "
+                                                "interval; the first (start-up, compilation) is not counted"),
+    "only": lambda p, d: p.add_argument("--only", help="comma-separated words; run only the systems whose name holds "
+                                        "one (the first system is the baseline)"),
+    "keep_going": lambda p, d: p.add_argument("--keep-going", action="store_true", help="report a system whose run "
+                                              "fails and measure the others"),
+    "data_bin": lambda p, d: p.add_argument("--data-bin", type=Path, help="the data-bin of the cases to train on: "
+                                            "built there if it is not yet (default: a temporary one)"),
+    "gpu": lambda p, d: [p.add_argument("--gpu", action="store_true", help="train on the GPU (fp16, or --bf16)"),
+                         p.add_argument("--bf16", action="store_true")],
+}
+
+
+def parser(doc, **defaults):
+    """An argparse parser with the shared flags named in defaults (name: default) and --output; the benchmark adds
+    its own."""
+    p = argparse.ArgumentParser(description=doc.split("\n\n")[0])
+    for name, default in defaults.items():
+        FLAGS[name](p, default)
+    p.add_argument("--output", type=Path, help="also write the Markdown result here")
+    return p
+
+
+@contextlib.contextmanager
+def cases_data_bin(args, kind="bytebpe", train_docs=400, vocab_size=8000):
+    """args.data_bin when it holds a data-bin; else one built from the cases (corpora()), kept at args.data_bin when
+    that is given, in a temporary folder otherwise."""
+    from biofairseq.samples import build_corpus
+
+    given = getattr(args, "data_bin", None)
+    if given is not None and (given / "dict.txt").is_file():
+        yield given
+        return
+    with tempfile.TemporaryDirectory() as tmp:
+        corpus = given.parent if given else Path(tmp) / "corpus"
+        data_bin = build_corpus(corpus, kind, train_docs=train_docs, valid_docs=20, vocab_size=vocab_size,
+                                cases=corpora()[0]).data_bin
+        if given and data_bin != given:
+            data_bin.rename(given)
+            data_bin = given
+        yield data_bin
+
+
+def vocabulary(data_bin, specials=4):
+    """The model's vocabulary size: dict.txt's entries and fairseq's special symbols."""
+    with open(data_bin / "dict.txt") as f:
+        return sum(1 for _ in f) + specials
+
+
+def chosen(args, systems):
+    """The systems --only keeps (all without it), in their order."""
+    only = getattr(args, "only", None)
+    if not only:
+        return systems
+    kept = {name: flags for name, flags in systems.items() if any(w in name for w in only.split(","))}
+    if not kept:
+        sys.exit(f"--only {only}: no system's name holds any of these words")
+    return kept
+
+
+def compare(args, systems, data_bin, curve=False):
+    """(results, failures): the systems --only keeps, in interleaved rounds; a failing system is recorded in failures
+    with --keep-going, and ends the benchmark without it."""
+    systems = chosen(args, systems)
+    failures = {} if getattr(args, "keep_going", False) else None
+    with tempfile.TemporaryDirectory() as save:
+        results = interleaved(systems, data_bin, args.rounds, args.updates, Path(save), cwd=REPO, curve=curve,
+                              failures=failures)
+    return results, failures or {}
+
+
+def failure_lines(failures):
+    """What each failed system printed last (--keep-going)."""
+    lines = []
+    for name, failure in (failures or {}).items():
+        lines += [f"**{name} failed** (left out of the tables above); the end of its output:", "", "```",
+                  *failure.splitlines()[-25:], "```", ""]
+    return lines

@@ -14,15 +14,15 @@ fill 90% of the device (a margin for the allocator's fragmentation), to confirm 
         --output benchmarks/results/megatron_memory_gpu.md                                    # one 80 GB GPU
 """
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-from measure import corpora, fairseq_train_speed, precision_flags, publish  # noqa: E402
+from measure import cases_data_bin, fairseq_train_speed, precision_flags, publish  # noqa: E402
+from measure import parser as measure_parser  # noqa: E402
 
-from biofairseq.samples import build_corpus, expected_parameters  # noqa: E402
+from biofairseq.samples import expected_parameters  # noqa: E402
 
 # fairseq's masked_lm with --sample-break-mode none: every sequence holds exactly 512 tokens. document_mlm's
 # blocks end with their document (a third of them are full at 512), and batches group similar lengths, so the
@@ -57,22 +57,23 @@ def peak_mib(result, gpu):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser = measure_parser(__doc__, updates=2, data_bin=None, gpu=None)
     parser.add_argument("--archs", default="bio_megatron_345m", help="presets, comma-separated")
     parser.add_argument("--batches", default="1,2", help="two batch sizes (sequences of 512 tokens)")
-    parser.add_argument("--updates", type=int, default=2)
     parser.add_argument("--train-docs", type=int, default=200, help="clinical cases to learn the vocabulary on")
     parser.add_argument("--vocab-size", type=int, default=6000)
-    parser.add_argument("--gpu", action="store_true", help="train on the GPU (fp16, or --bf16)")
-    parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--fit", action="store_true", help="on a GPU, train the last preset at the predicted capacity")
-    parser.add_argument("--output", type=Path)
     args = parser.parse_args()
     archs = args.archs.split(",")
     small, large = map(int, args.batches.split(","))
-    work = Path(tempfile.mkdtemp(prefix="megatron_memory."))
-    corpus = build_corpus(work / "corpus", "sentencepiece", train_docs=args.train_docs, valid_docs=10,
-                          vocab_size=args.vocab_size, cases=corpora()[0])
+    with cases_data_bin(args, "sentencepiece", args.train_docs, args.vocab_size) as data_bin:
+        with tempfile.TemporaryDirectory(prefix="megatron_memory.") as work:
+            report_lines = peaks(args, archs, small, large, data_bin, Path(work))
+    publish(report_lines, args.output)
+
+
+def peaks(args, archs, small, large, data_bin, work):
+    """Each preset's peak memory at both batches, with activation checkpointing and without; the Markdown report."""
     common = [*FLAGS, *precision_flags(args)]
     results = {}
     for arch in archs:
@@ -80,10 +81,10 @@ def main():
             for batch in (small, large):
                 flags = [*common, "--arch", arch, "--batch-size", batch,
                          *(["--checkpoint-activations"] if checkpointing else [])]
-                r = fairseq_train_speed(corpus.data_bin, flags, args.updates, work / "save")
+                r = fairseq_train_speed(data_bin, flags, args.updates, work / "save")
                 results[arch, checkpointing, batch] = r
                 print(f"{arch}, checkpointing {checkpointing}, batch {batch}: {r}", flush=True)
-    vocabulary, models = shapes(archs, corpus.data_bin)
+    vocabulary, models = shapes(archs, data_bin)
     per_sequence = {key: (peak_mib(results[(*key, large)], args.gpu) - peak_mib(results[(*key, small)], args.gpu))
                     / (large - small) for key in {(a, c) for a, c, _ in results}}
     fit = None
@@ -92,9 +93,9 @@ def main():
         r = results[arch, False, small]
         batch = int(small + (0.9 * r["cuda_total_mb"] - r["cuda_allocated_mb"]) // per_sequence[arch, False])
         flags = [*common, "--arch", arch, "--batch-size", batch]
-        fit = (arch, batch, fairseq_train_speed(corpus.data_bin, flags, args.updates, work / "save", allow_oom=True))
+        fit = (arch, batch, fairseq_train_speed(data_bin, flags, args.updates, work / "save", allow_oom=True))
         print(f"fit {arch}, batch {batch}: {fit[2]}", flush=True)
-    publish(report(args, vocabulary, models, results, per_sequence, fit, small, large), args.output)
+    return report(args, vocabulary, models, results, per_sequence, fit, small, large)
 
 
 def report(args, vocabulary, models, results, per_sequence, fit, small, large):

@@ -28,20 +28,19 @@ measured in the run, and the GPU's dense bf16 figure where its name is known.
         --output benchmarks/results/modernbert_step_gpu_512.md                                          # GPU
 """
 
-import argparse
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-from measure import corpora, device_label, interleaved, memory_key, per_run, precision_flags, publish  # noqa: E402
+from measure import cases_data_bin, chosen, compare, device_label, failure_lines, memory_key, per_run  # noqa: E402
+from measure import parser as measure_parser  # noqa: E402
+from measure import precision_flags, publish, vocabulary  # noqa: E402
 from pretrain_speed import flops_per_token as roberta_flops_per_token  # noqa: E402
 from pretrain_speed import measured_peak, spec_peak, training_set  # noqa: E402
 
 from biofairseq.model_shapes import BIO_MODERNBERT  # noqa: E402
 from biofairseq.models.compiled_layers import COMPILE_CHOICES  # noqa: E402
-from biofairseq.samples import build_corpus  # noqa: E402
 
 ARCHS = {"tiny": ("bio_roberta_tiny", "bio_modernbert_tiny"), "base": ("bio_roberta_base", "bio_modernbert_base")}
 MASK_PROB, HALF_WINDOW, GLOBAL_EVERY = 0.15, 64, 3
@@ -76,9 +75,6 @@ def systems(args):
         if args.compile != "none":
             out[name["plain compiled"]] = [*out[name["plain"]], "--compile", args.compile]
             out[name["modern compiled"]] = [*out[name["modern"]], "--compile", args.compile]
-    if args.only:
-        keep = args.only.split(",")
-        out = {n: f for n, f in out.items() if any(w in n for w in keep)}
     return out
 
 
@@ -106,41 +102,22 @@ def flops_per_token(size, modern, keys, vocab):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = measure_parser(__doc__, rounds=3, updates=40, log_interval=10, only=None, keep_going=None, data_bin=None,
+                            gpu=None)
     parser.add_argument("--size", choices=ARCHS, default="tiny", help="tiny: 3 x 128 against 2 x 128 (CPU); base: "
                         "22 x 768 against 12 x 768")
-    parser.add_argument("--rounds", type=int, default=3, help="interleaved runs of each")
-    parser.add_argument("--updates", type=int, default=40, help="updates per run")
-    parser.add_argument("--log-interval", type=int, default=10, help="updates per logged interval; the first is not counted")
     parser.add_argument("--lengths", type=int, nargs="+", default=[128, 512, 2048], help="--tokens-per-sample values")
     parser.add_argument("--tokens-per-update", type=int, default=8192, help="row tokens per update (batch x length)")
     parser.add_argument("--compile", choices=COMPILE_CHOICES, default="none",
                         help="also run RoBERTa without dropout and ModernBERT with their layers compiled by this backend")
-    parser.add_argument("--only", help="comma-separated words; run only the systems whose name holds one")
-    parser.add_argument("--keep-going", action="store_true", help="report a system whose run fails and measure the others")
-    parser.add_argument("--data-bin", type=Path, help="the data-bin of the 400 cases: built there if it is not yet")
-    parser.add_argument("--gpu", action="store_true", help="train on the GPU (fp16, or --bf16)")
-    parser.add_argument("--bf16", action="store_true")
-    parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
-    runs = systems(args)
-    if not runs:
-        sys.exit(f"--only {args.only}: no system's name holds any of these words")
-    with tempfile.TemporaryDirectory() as tmp:
-        data_bin = args.data_bin
-        if data_bin is None or not (data_bin / "dict.txt").is_file():
-            corpus = args.data_bin.parent if args.data_bin else Path(tmp) / "corpus"
-            data_bin = build_corpus(corpus, "bytebpe", train_docs=400, valid_docs=20, vocab_size=8000,
-                                    cases=corpora()[0]).data_bin
-            if args.data_bin and data_bin != args.data_bin:
-                data_bin.rename(args.data_bin)
-                data_bin = args.data_bin
-        vocab = sum(1 for _ in open(data_bin / "dict.txt")) + 4
+    runs = chosen(args, systems(args))
+    with cases_data_bin(args) as data_bin:
+        vocab = vocabulary(data_bin)
         keys = {t: keys_per_query(training_set(data_bin, t, 1)[2]) for t in args.lengths}
         peak = measured_peak(args.gpu)
-        failures = {} if args.keep_going else None
-        results = interleaved(runs, data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO, failures=failures)
-    publish(report(args, results, keys, vocab, peak, failures or {}), args.output)
+        results, failures = compare(args, runs, data_bin)
+    publish(report(args, results, keys, vocab, peak, failures), args.output)
 
 
 def report(args, results, keys, vocab, peak, failures):
@@ -189,8 +166,7 @@ def report(args, results, keys, vocab, peak, failures):
         "|---|---|---|---|---|" + ("---|" if spec else "") + "---|",
         *system_rows,
         "",
-        *(f"- {n}: FAILED: {why.strip().splitlines()[-1] if why.strip() else 'no output'}" for n, why in failures.items()),
-        "",
+        *failure_lines(failures),
         per_run(results),
     ]
 

@@ -34,15 +34,14 @@ from the batches fairseq builds. The loss curves of round 1 are printed side by 
         --compile inductor --output benchmarks/results/pretrain_speed_gpu_roberta_512.md        # GPU, one model x length
 """
 
-import argparse
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-from measure import corpora, interleaved, per_run, publish, ratio_line, round_ratios, trainer_command  # noqa: E402
+from measure import cases_data_bin, chosen, compare, failure_lines, per_run, publish, ratio_line, round_ratios, trainer_command, vocabulary  # noqa: E402
+from measure import parser as measure_parser  # noqa: E402
 
 from biofairseq.models.compiled_layers import COMPILE_CHOICES  # noqa: E402
 
@@ -165,40 +164,25 @@ def batch_statistics(data_bin, tokens, batch, packed=False):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = measure_parser(__doc__, rounds=2, updates=40, log_interval=10, only=None, keep_going=None, data_bin=None,
+                            gpu=None)
     parser.add_argument("--models", default="roberta,electra", help="comma-separated: roberta, electra")
     parser.add_argument("--tokens", default="128,512", help="comma-separated --tokens-per-sample values")
     parser.add_argument("--size", choices=SHAPES, default="tiny", help="tiny: 2 x 128 (CPU); base: 12 x 768")
     parser.add_argument("--batch-tokens", type=int, help="sequences per batch x tokens (default: 16384 on a GPU, "
                         "2048 on a CPU)")
-    parser.add_argument("--only", help="comma-separated words; run only the systems whose name holds one "
-                        "(the first system is the baseline), e.g. stock,packed")
-    parser.add_argument("--rounds", type=int, default=2, help="interleaved runs of each system")
-    parser.add_argument("--updates", type=int, default=40, help="updates per run")
-    parser.add_argument("--log-interval", type=int, default=10)
     parser.add_argument("--train-docs", type=int, default=400, help="clinical cases in the data-bin")
     parser.add_argument("--vocab-size", type=int, default=8000)
-    parser.add_argument("--data-bin", type=Path, help="a data-bin to use instead of building one from the cases")
-    parser.add_argument("--gpu", action="store_true", help="train on the GPU (stock in fp16; ours in fp16 and bf16)")
     parser.add_argument("--compile", choices=COMPILE_CHOICES, default="none",
                         help="also run ours packed with biofairseq-train --compile and this backend (inductor needs a "
                         "C++ compiler on a CPU; its compilation is in the first logged interval, which is not counted)")
-    parser.add_argument("--keep-going", action="store_true", help="report a system whose run fails and measure "
-                        "the others (the first system, the baseline, must run)")
     parser.add_argument("--no-syncs", action="store_true", help="do not count host-device synchronisations (a "
                         "trainer built in this process per system: time saved on a lent GPU)")
-    parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
     batch_tokens = args.batch_tokens or (16384 if args.gpu else 2048)
     peak = measured_peak(args.gpu)
-    with tempfile.TemporaryDirectory() as tmp:
-        data_bin = args.data_bin
-        if data_bin is None:
-            from biofairseq.samples import build_corpus
-
-            data_bin = build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=args.train_docs, valid_docs=20,
-                                    vocab_size=args.vocab_size, cases=corpora()[0]).data_bin
-        vocab = sum(1 for _ in open(data_bin / "dict.txt")) + 4
+    with cases_data_bin(args, train_docs=args.train_docs, vocab_size=args.vocab_size) as data_bin:
+        vocab = vocabulary(data_bin)
         sections = []
         for model in args.models.split(","):
             for tokens in map(int, args.tokens.split(",")):
@@ -206,13 +190,9 @@ def main():
                 block_length, padded, blocks = batch_statistics(data_bin, tokens, batch)
                 _, padded_packed, rows = batch_statistics(data_bin, tokens, batch, packed=True)
                 padded = (padded, padded_packed, rows)
-                runs = systems(model, args.size, tokens, batch, args.gpu, ["--log-interval", args.log_interval],
-                               args.compile)
-                if args.only:
-                    runs = {n: f for n, f in runs.items() if any(w in n for w in args.only.split(","))}
-                failures = {} if args.keep_going else None
-                results = interleaved(runs, data_bin, args.rounds, args.updates, Path(tmp) / "save", cwd=REPO,
-                                      curve=True, failures=failures)
+                runs = chosen(args, systems(model, args.size, tokens, batch, args.gpu,
+                                            ["--log-interval", args.log_interval], args.compile))
+                results, failures = compare(args, runs, data_bin, curve=True)
                 if next(iter(runs)) not in results:
                     sys.exit(f"the baseline, {next(iter(runs))}, failed: nothing to compare with")
                 flops = flops_per_token(model, args.size, block_length, vocab)
@@ -247,15 +227,6 @@ def host_syncs_per_step(flags, data_bin, batch):
     if torch.cuda.is_available():
         torch.cuda.empty_cache()
     return found
-
-
-def failure_lines(failures):
-    """What each failed system printed last (--keep-going)."""
-    lines = []
-    for name, failure in (failures or {}).items():
-        lines += [f"**{name} failed** (left out of the tables above); the end of its output:", "", "```",
-                  *failure.splitlines()[-25:], "```", ""]
-    return lines
 
 
 def sync_lines(syncs):

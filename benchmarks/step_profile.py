@@ -10,18 +10,17 @@ which operators take the difference (device time on a GPU, CPU time on a CPU).
         --output benchmarks/results/step_profile_gpu.md               # base, GPU, the fast path on both sides
 """
 
-import argparse
 import os
 import sys
-import tempfile
 import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 from electra_vs_mlm_step import ELECTRA, MLM, flags  # noqa: E402
-from measure import corpora, publish, trainer_command  # noqa: E402
+from measure import cases_data_bin, publish, trainer_command  # noqa: E402
+from measure import parser as measure_parser  # noqa: E402
 
-from biofairseq.samples import build_corpus, trainer_in_process  # noqa: E402
+from biofairseq.samples import trainer_in_process  # noqa: E402
 
 
 TRAINER_RANGES = ("forward", "backward", "reduce-grads", "multiply-grads", "clip-grads", "optimizer")  # fairseq's
@@ -90,26 +89,20 @@ def table(results, top):
 
 
 def main():
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = measure_parser(__doc__, data_bin=None, gpu=None)
     parser.add_argument("--layers", type=int, default=4)
     parser.add_argument("--width", type=int, default=384)
     parser.add_argument("--tokens", type=int, default=128)
     parser.add_argument("--batch", type=int, default=16)
-    parser.add_argument("--gpu", action="store_true")
-    parser.add_argument("--bf16", action="store_true")
     parser.add_argument("--fast-path", action="store_true", help="both under biofairseq-train: SDPA attention, fused "
                         "AdamW, packed documents")
     parser.add_argument("--warmup", type=int, default=5)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--top", type=int, default=25, help="operators in the table")
-    parser.add_argument("--data-bin", type=Path, help="a data-bin to use instead of building one from the cases")
-    parser.add_argument("--output", type=Path, help="also write the Markdown result here")
     args = parser.parse_args()
     args.compile, args.log_interval = "none", 10
     systems = flags(args)
-    with tempfile.TemporaryDirectory() as tmp:
-        data_bin = args.data_bin or build_corpus(Path(tmp) / "corpus", "bytebpe", train_docs=400, valid_docs=20,
-                                                 vocab_size=8000, cases=corpora()[0]).data_bin
+    with cases_data_bin(args) as data_bin:
         results = {name: profile(f, data_bin, args.batch, args.warmup, args.steps, args.gpu)
                    for name, f in systems.items()}
     import torch
