@@ -1,7 +1,8 @@
 """The commands of this environment run in this process, as their console scripts and ``python`` run them, the way
 fairseq's own tests run fairseq_cli.train (distributed_utils.call_main): importing torch, fairseq and transformers
 once per pytest worker instead of once per command. A test that checks a process itself (its exit on a signal, two
-distributed ranks, a console script's start-up) starts one; the others call ``run``."""
+distributed ranks, a console script's start-up) starts one; the others call ``run``. A fairseq command run here
+should get ``--num-workers 0``: a data loader's forked workers otherwise outlive it, and a later test waits for them."""
 
 import contextlib
 import io
@@ -74,6 +75,17 @@ def _logs_to(stream):
         logging.Logger.manager._clear_cache()
 
 
+def _fairseq_train_as_imported():
+    """biofairseq-train points fairseq_cli.train's main and Trainer at its own for the rest of its process: fairseq's
+    again, so that a later fairseq-train in this process is fairseq's, as in a process of its own."""
+    ours = sys.modules.get("biofairseq.train")
+    if ours is not None:
+        import fairseq_cli.train
+        from fairseq.trainer import Trainer
+
+        fairseq_cli.train.main, fairseq_cli.train.Trainer = ours._fairseq_main, Trainer
+
+
 def run(*argv, cwd=None, env=None, environ=None, check=True):
     """argv as its console script, ``python -m module``, ``python -c code`` or ``python script.py`` runs it, in this
     process and in cwd, with env added to the environment (or environ in its place): its exit status and what it
@@ -120,6 +132,7 @@ def run(*argv, cwd=None, env=None, environ=None, check=True):
         os.environ.update(saved[1])
         os.chdir(saved[2])
         sys.path[:] = saved[3]
+        _fairseq_train_as_imported()
     if isinstance(code, str):  # sys.exit("message"): the interpreter prints it on stderr, status 1
         err.write(code + "\n")
         code = 1

@@ -13,8 +13,9 @@ import shutil
 import pytest
 import torch
 
+import inprocess
 from biofairseq.samples import REPO
-from conftest import json_logs, run_fairseq
+from conftest import json_logs
 
 EARLIER = REPO / "tests" / "data" / "packed_checkpoint_0"
 CHECKPOINT = EARLIER / "checkpoint_1_3.pt"
@@ -29,9 +30,8 @@ FLAGS = ["--user-dir", "biofairseq", "--task", "document_mlm", "--criterion", "m
 def test_an_earlier_packed_checkpoint_resumes_with_the_losses_its_run_had(tmp_path):
     data_bin = tmp_path / "data-bin"  # a copy: the indexes built beside its train split stay out of the repository
     shutil.copytree(EARLIER / "data-bin", data_bin, ignore=shutil.ignore_patterns("*.index"))
-    proc = run_fairseq("biofairseq-train", data_bin, *FLAGS, "--max-update", "6", "--save-dir", tmp_path / "save",
-                       "--restore-file", CHECKPOINT)
-    output = proc.stdout + proc.stderr
+    output = inprocess.run("biofairseq-train", data_bin, *FLAGS, "--max-update", "6", "--save-dir", tmp_path / "save",
+                           "--restore-file", CHECKPOINT, cwd=REPO).stderr
     assert "built the blocks-complete_doc-127 index" in output and "built the packed-128 index" in output  # today's
     logged = json_logs(output, "train_inner")
     expected = json.loads((EARLIER / "losses.json").read_text())  # {update: loss} as the earlier run logged them

@@ -8,8 +8,9 @@ import shutil
 import pytest
 import torch
 
-from biofairseq.samples import build_in_process, valid_batch
-from conftest import json_logs, run_fairseq, train_two_processes
+import inprocess
+from biofairseq.samples import REPO, build_in_process, valid_batch
+from conftest import json_logs, train_two_processes
 
 ELECTRA = [
     "--user-dir", "biofairseq", "--task", "electra", "--criterion", "electra", "--arch", "electra_tiny",
@@ -169,11 +170,10 @@ def test_the_discriminator_finds_easy_replacements_well_above_the_replace_rate(b
     """With the generator left untrained (--generator-weight 0) its samples are near-uniform random tokens: the
     discriminator must find them. The real objective at this scale, sampled at temperature 1, stays near the trivial
     solution (the reference's ELECTRA classes do the same: benchmarks/results/pilot_bioelectra.md)."""
-    proc = run_fairseq("biofairseq-train", bytebpe_corpus.data_bin, *ELECTRA, "--generator-weight", "0", "--lr", "5e-4", "--batch-size", "8",
-                       "--tokens-per-sample", "64",
-                       "--max-update", "150", "--total-num-update", "150", "--disable-validation", "--no-save",
-                       "--log-interval", "25", "--save-dir", tmp_path)
-    first, *_, last = json_logs(proc.stdout + proc.stderr, "train_inner")
+    ran = inprocess.run("biofairseq-train", bytebpe_corpus.data_bin, *ELECTRA, "--generator-weight", "0", "--lr", "5e-4",
+                        "--batch-size", "8", "--tokens-per-sample", "64", "--max-update", "150", "--total-num-update", "150",
+                        "--disable-validation", "--no-save", "--log-interval", "25", "--save-dir", tmp_path, cwd=REPO)
+    first, *_, last = json_logs(ran.stderr, "train_inner")
     # a random flagger's precision is the replace rate; the trained one's is several times that
     assert float(last["disc_precision"]) > 2.5 * float(last["replace_rate"])
     assert float(last["disc_auc"]) > 0.8 > float(first["disc_auc"])
@@ -184,13 +184,14 @@ def test_resuming_gives_identical_losses_and_annealed_temperatures(bytebpe_corpu
     annealed from 3 to 1 over the 6 updates goes on from where it was."""
     common = [bytebpe_corpus.data_bin, *ELECTRA, "--total-num-update", "6", "--disable-validation",
               "--sampling-temperature", "3", "--sampling-temperature-final", "1", "--sampling-temperature-updates", "6"]
-    whole = run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-interval-updates", "3",
-                        "--save-dir", tmp_path / "whole")
+    whole = inprocess.run("biofairseq-train", *common, "--max-update", "6", "--save-interval-updates", "3",
+                          "--save-dir", tmp_path / "whole", cwd=REPO)
     (tmp_path / "halves").mkdir()
     shutil.copy(tmp_path / "whole" / "checkpoint_1_3.pt", tmp_path / "halves" / "checkpoint_last.pt")
-    resumed = run_fairseq("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves")
-    losses = lambda proc: [(r["num_updates"], r["loss"], r["disc_acc_replaced"], r["gen_temperature"])
-                           for r in json_logs(proc.stdout + proc.stderr, "train_inner")]
+    resumed = inprocess.run("biofairseq-train", *common, "--max-update", "6", "--save-dir", tmp_path / "halves", cwd=REPO)
+    assert "Loaded checkpoint" in resumed.stderr
+    losses = lambda ran: [(r["num_updates"], r["loss"], r["disc_acc_replaced"], r["gen_temperature"])
+                          for r in json_logs(ran.stderr, "train_inner")]
     assert len(losses(whole)) == 6 and losses(resumed) == losses(whole)[3:]
     # update k samples at the temperature of the k - 1 updates before it
     assert [float(r[3]) for r in losses(whole)] == pytest.approx([3 - 2 * k / 6 for k in range(6)], abs=1e-3)

@@ -18,10 +18,21 @@ def masked_samples(task, split="train"):
     ]
 
 
+STREAMS = {}  # data-bin -> its documents' tokens and word labels: the same for every task on it
+
+
+def where_and_labels(task, corpus, blocks):
+    """(document, offset) of each block, and each document's word label per token."""
+    key = str(corpus.data_bin)
+    if key not in STREAMS:
+        STREAMS[key] = document_streams(task, corpus), document_words(corpus)
+    streams, labels = STREAMS[key]
+    return locate_blocks(blocks, streams), labels
+
+
 def partly_masked_words(task, corpus, samples, blocks):
     """Words of which some pieces are predicted and others not, counted per sample."""
-    where = locate_blocks(blocks, document_streams(task, corpus))
-    labels = document_words(corpus)
+    where, labels = where_and_labels(task, corpus, blocks)
     pad, partly, words = task.source_dictionary.pad(), 0, 0
     for (_, target), (d, offset) in zip(samples, where):
         masked_by_word = {}
@@ -32,13 +43,31 @@ def partly_masked_words(task, corpus, samples, blocks):
     return partly, words
 
 
-@pytest.mark.fast
-def test_subword_masking_rates(bytebpe_corpus):
+def full_samples(task, split="train"):
+    """(original, input, target) of every sample, position 0 (<s>) included."""
+    originals = task._load_dataset_split(split, epoch=1, combine=False)
+    dataset = task.dataset(split)
+    return [
+        (originals[i].numpy(), item["net_input.src_tokens"].numpy(), item["target"].numpy())
+        for i, item in enumerate(dataset[i] for i in range(len(dataset)))
+    ]
+
+
+@pytest.fixture(scope="module")
+def masked(bytebpe_corpus):
+    """(task, full_samples at epoch 1) of the default masking, masked once for the tests that read it."""
     task = make_task(bytebpe_corpus)
     task.load_dataset("train")
+    return task, full_samples(task)
+
+
+@pytest.mark.fast
+def test_subword_masking_rates(bytebpe_corpus, masked):
+    task, full = masked
     d = task.source_dictionary
-    samples = masked_samples(task)
-    blocks = unmasked_blocks(task)
+    assert all(original[0] == d.bos() for original, _, _ in full)
+    samples = [(inputs[1:], target[1:]) for _, inputs, target in full]
+    blocks = [original[1:] for original, _, _ in full]  # unmasked, without <s>
     tokens = sum(len(t) for _, t in samples)
     predicted = np.concatenate([t != d.pad() for _, t in samples])
     inputs = np.concatenate([s for s, _ in samples])[predicted]
@@ -54,25 +83,27 @@ def test_subword_masking_rates(bytebpe_corpus):
 
 
 @pytest.mark.fast
-def test_a_new_mask_each_epoch(bytebpe_corpus):
-    task = make_task(bytebpe_corpus)
-    task.load_dataset("train")
-    first = masked_samples(task)
-    assert all(np.array_equal(a[1], b[1]) for a, b in zip(first, masked_samples(task))), "same epoch, same mask"
-    task.dataset("train").set_epoch(2)
-    second = masked_samples(task)
-    changed = sum(not np.array_equal(a[1], b[1]) for a, b in zip(first, second))
+def test_a_new_mask_each_epoch(masked):
+    task, full = masked
+    first = [target[1:] for _, _, target in full]
+    dataset = task.dataset("train")
+    assert all(np.array_equal(a, b[1]) for a, b in zip(first, masked_samples(task))), "same epoch, same mask"
+    dataset.set_epoch(2)
+    try:
+        second = masked_samples(task)
+    finally:
+        dataset.set_epoch(1)  # as the other tests read it
+    changed = sum(not np.array_equal(a, b[1]) for a, b in zip(first, second))
     assert changed > 0.95 * len(first)
 
 
-@pytest.mark.parametrize("vocab", ["bytebpe", "sentencepiece"])
-def test_whole_word_masking_masks_every_piece_of_a_word(vocab, bytebpe_corpus, spm_corpus):
-    corpus = bytebpe_corpus if vocab == "bytebpe" else spm_corpus
+def test_whole_word_masking_masks_every_piece_of_a_word(bytebpe_corpus):
+    """Byte-level BPE (SentencePiece: test_whole_words_with_sentencepiece_digit_pieces)."""
     # the vocabulary comes from the data-bin's vocab_info.json (byte-level BPE data holds ids)
-    task = make_task(corpus, mask_whole_words=True)
+    task = make_task(bytebpe_corpus, mask_whole_words=True)
     task.load_dataset("train")
     samples = masked_samples(task)
-    partly, words = partly_masked_words(task, corpus, samples, unmasked_blocks(task))
+    partly, words = partly_masked_words(task, bytebpe_corpus, samples, unmasked_blocks(task))
     assert words > 10_000
     assert partly == 0
     predicted = np.concatenate([t != task.source_dictionary.pad() for _, t in samples])
@@ -90,23 +121,12 @@ def test_whole_words_of_bpe_ids_need_the_vocabulary(bytebpe_corpus, tmp_path):
     assert task._word_starts is not None
 
 
-def full_samples(task, split="train"):
-    """(original, input, target) of every sample, position 0 (<s>) included."""
-    originals = task._load_dataset_split(split, epoch=1, combine=False)
-    dataset = task.dataset(split)
-    return [
-        (originals[i].numpy(), item["net_input.src_tokens"].numpy(), item["target"].numpy())
-        for i, item in enumerate(dataset[i] for i in range(len(dataset)))
-    ]
-
-
 @pytest.mark.fast
-def test_special_symbols_are_never_selected_nor_drawn(bytebpe_corpus):
-    task = make_task(bytebpe_corpus)
-    task.load_dataset("train")
+def test_special_symbols_are_never_selected_nor_drawn(bytebpe_corpus, masked):
+    task, full = masked
     d = task.source_dictionary
     special = np.array([i < d.nspecial or d[i] == "<mask>" for i in range(len(d))])
-    original, inputs, target = map(np.concatenate, zip(*full_samples(task)))
+    original, inputs, target = map(np.concatenate, zip(*full))
     assert special[original].sum() > 1000  # every sample starts with <s>, every line ends with </s>
     selected = target != d.pad()
     assert not selected[special[original]].any(), "a special symbol was chosen for prediction"
@@ -148,7 +168,7 @@ def test_frequency_weighted_replacement_draws_frequent_tokens(bytebpe_corpus, tm
 
 
 def test_whole_words_with_sentencepiece_digit_pieces(spm_corpus):
-    """dict.txt of a SentencePiece data-bin holds pieces: "500" is a piece, not the id 500."""
+    """Whole-word masking on a SentencePiece data-bin, whose dict.txt holds pieces: "500" is a piece, not the id 500."""
     corpus = spm_corpus
     task = make_task(corpus, mask_whole_words=True)
     d = task.source_dictionary
@@ -158,9 +178,10 @@ def test_whole_words_with_sentencepiece_digit_pieces(spm_corpus):
     blocks = unmasked_blocks(task)
     partly, words = partly_masked_words(task, corpus, samples, blocks)
     assert words > 10_000 and partly == 0
+    predicted = np.concatenate([t != d.pad() for _, t in samples])
+    assert predicted.mean() == pytest.approx(0.15, abs=0.02)
     # words with digit pieces were masked, each whole
-    where = locate_blocks(blocks, document_streams(task, corpus))
-    labels = document_words(corpus)
+    where, labels = where_and_labels(task, corpus, blocks)
     masked_numbers = set()
     for (_, target), block, (doc, offset) in zip(samples, blocks, where):
         for token, label, selected in zip(block, labels[doc][offset:], target != d.pad()):

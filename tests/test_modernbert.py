@@ -1,13 +1,16 @@
 """ModernBERT's block in fairseq (bio_modernbert_*): documents computed alone in packed rows, trained by
-document_mlm, converted to transformers' own ModernBERT classes with parity past the local window."""
+document_mlm, converted to transformers' own ModernBERT classes with parity past the local window, and back from
+answerdotai's id layout. Continual pretraining from such a folder: test_recipe_modernbert.py."""
 
 import json
+import math
 
 import pytest
 import torch
 
-from biofairseq.samples import BIN, run_script
-from conftest import TINY, bpe_flags, json_logs, run_fairseq
+import inprocess
+from biofairseq.samples import REPO
+from conftest import TINY, bpe_flags, json_logs
 
 LOCAL_WINDOW = 128  # ModernBERT's, bio_modernbert_tiny's
 TRAIN = [*TINY[:TINY.index("--arch")], "--arch", "bio_modernbert_tiny", "--tokens-per-sample", "256",
@@ -28,9 +31,17 @@ def tiny_model(corpus, pack_documents=False):
 def trained(bytebpe_corpus, tmp_path_factory):
     """(checkpoint, fairseq's log) of bio_modernbert_tiny trained 30 updates on packed rows of 256 tokens."""
     save_dir = tmp_path_factory.mktemp("modernbert")
-    proc = run_fairseq("biofairseq-train", bytebpe_corpus.data_bin, *TRAIN, "--save-dir", save_dir,
-                       *bpe_flags(bytebpe_corpus.data_bin))
-    return save_dir / "checkpoint_last.pt", proc.stdout + proc.stderr
+    ran = inprocess.run("biofairseq-train", bytebpe_corpus.data_bin, *TRAIN, "--save-dir", save_dir,
+                        *bpe_flags(bytebpe_corpus.data_bin), cwd=REPO)
+    return save_dir / "checkpoint_last.pt", ran.stderr
+
+
+@pytest.fixture(scope="module")
+def hf(trained, tmp_path_factory):
+    """The trained checkpoint converted to transformers (biofairseq-convert to-hf)."""
+    out = tmp_path_factory.mktemp("hf") / "hf"
+    inprocess.run("biofairseq-convert", "to-hf", trained[0], out)
+    return out
 
 
 @pytest.mark.fast
@@ -103,22 +114,16 @@ def test_training_lowers_the_loss(trained):
     assert len(losses) == 30 and sum(losses[-5:]) / 5 < sum(losses[:5]) / 5 - 1.0
 
 
-def test_converts_to_transformers_modernbert_with_parity_past_the_window(trained, tmp_path):
-    import subprocess
-
+def test_converts_to_transformers_modernbert_with_parity_past_the_window(trained, hf):
     import transformers
 
     checkpoint, _ = trained
-    out = tmp_path / "hf"
-    proc = subprocess.run([str(BIN / "biofairseq-convert"), "to-hf", str(checkpoint), str(out)], cwd=tmp_path,
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    report = json.loads((out / "conversion.json").read_text())
+    report = json.loads((hf / "conversion.json").read_text())
     assert report["transformers_class"] == "ModernBertForMaskedLM"
     parity = report["parity"]
     assert parity["ids_identical"] and max(parity["max_abs_diff_logits"], parity["max_abs_diff_hidden"]) <= 1e-4
     assert parity["batch_shape"][1] > LOCAL_WINDOW  # a padded batch with one sequence past the window
-    config = json.loads((out / "config.json").read_text())
+    config = json.loads((hf / "config.json").read_text())
     assert config["model_type"] == "modernbert" and config["local_attention"] == LOCAL_WINDOW
     assert config["layer_types"] == ["full_attention", "sliding_attention", "sliding_attention"]
 
@@ -126,7 +131,7 @@ def test_converts_to_transformers_modernbert_with_parity_past_the_window(trained
     from biofairseq import checkpoints
 
     fairseq = checkpoints.load(checkpoint)
-    tagger = transformers.AutoModelForTokenClassification.from_pretrained(out, num_labels=5).eval()
+    tagger = transformers.AutoModelForTokenClassification.from_pretrained(hf, num_labels=5).eval()
     assert type(tagger).__name__ == "ModernBertForTokenClassification"
     tokens = torch.randint(4, len(fairseq.dictionary) - 1, (2, 3 * LOCAL_WINDOW))
     tokens[:, 0], tokens[1, 200:] = fairseq.dictionary.bos(), fairseq.dictionary.pad()
@@ -171,18 +176,21 @@ def relaid_as_modernbert(folder, out):
     return new_id
 
 
-def test_from_hf_modernbert_renumbers_its_ids_and_continues_pretraining(trained, bytebpe_corpus, tmp_path):
-    """A ModernBERT-layout folder -> fairseq (ids renumbered, parity on the long batch) -> its text binarized with
-    the exported vocabulary -> fairseq-train --restore-file starts where the model left off."""
-    import subprocess
+def test_from_hf_modernbert_renumbers_its_ids_and_its_vocabulary_binarizes_text_the_model_reads_as_before(
+        trained, hf, bytebpe_corpus, tmp_path):
+    """A ModernBERT-layout folder -> fairseq (ids renumbered, parity on the long batch) -> the corpus binarized with
+    the exported vocabulary: on it, the converted model's masked-token log-probabilities are the trained model's on
+    the original data-bin, so pretraining goes on from where the model left off. (Training from such a folder:
+    test_recipe_modernbert.py; --restore-file of a from-hf model.pt: test_convert.py.)"""
+    from fairseq.data import data_utils
+
+    from biofairseq import checkpoints
+    from biofairseq.corpus.binarize import binarize
 
     checkpoint, log = trained
-    run = lambda *args: subprocess.run([str(a) for a in args], cwd=tmp_path, capture_output=True, text=True)
-    proc = run(BIN / "biofairseq-convert", "to-hf", checkpoint, tmp_path / "hf")
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    new_id = relaid_as_modernbert(tmp_path / "hf", tmp_path / "modernbert")
-    proc = run(BIN / "biofairseq-convert", "from-hf", tmp_path / "modernbert", tmp_path / "fairseq")
-    assert proc.returncode == 0, proc.stderr[-2000:]
+    first_loss = float(json_logs(log, "train_inner")[0]["loss"])
+    new_id = relaid_as_modernbert(hf, tmp_path / "modernbert")
+    inprocess.run("biofairseq-convert", "from-hf", tmp_path / "modernbert", tmp_path / "fairseq")
     report = json.loads((tmp_path / "fairseq" / "conversion.json").read_text())
     assert report["fairseq_flags"] == ["--arch", "bio_modernbert_tiny"]
     assert any("renumbered" in note for note in report["notes"]), report["notes"]
@@ -192,14 +200,30 @@ def test_from_hf_modernbert_renumbers_its_ids_and_continues_pretraining(trained,
     symbols = [line.split()[0] for line in (tmp_path / "fairseq" / "dict.txt").read_text().splitlines()]
     assert symbols[-1] == "<mask>" and len(symbols) + 4 == len(new_id)
 
-    run_script("preprocess/binarize.sh", bytebpe_corpus.data_bin.parent / "clean", tmp_path / "fairseq",
-               tmp_path / "data-bin", "1")
-    restored = run_fairseq(
-        "biofairseq-train", tmp_path / "data-bin", *TRAIN, "--max-update", "3", "--total-num-update", "3",
-        "--save-dir", tmp_path / "continued", "--restore-file", tmp_path / "fairseq" / "model.pt", "--reset-optimizer",
-        "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler")
-    first_loss = lambda text: float(json_logs(text, "train_inner")[0]["loss"])
-    assert first_loss(restored.stdout + restored.stderr) < first_loss(log) - 1.0  # the original's first update: from scratch
+    # what preprocess/binarize.sh runs (the script itself, on this folder: test_recipe_modernbert.py)
+    binarize(bytebpe_corpus.data_bin.parent / "clean", tmp_path / "fairseq", tmp_path / "data-bin", workers=1)
+    before = checkpoints.load(checkpoint, bytebpe_corpus.data_bin / "dict.txt")
+    after = checkpoints.load(tmp_path / "fairseq" / "model.pt", tmp_path / "fairseq" / "dict.txt")
+    rows = []  # (model, dictionary, 4 rows of 300 tokens of the valid split), before and after
+    for loaded, data_bin in ((before, bytebpe_corpus.data_bin), (after, tmp_path / "data-bin")):
+        d = loaded.dictionary
+        lines = data_utils.load_indexed_dataset(str(data_bin / "valid"), d)
+        stream = torch.cat([lines[i] for i in range(len(lines))])
+        tokens = torch.stack([torch.cat([torch.tensor([d.bos()]), stream[k: k + 299]]) for k in (0, 1000, 2000, 3000)])
+        rows.append((loaded, d, tokens))
+    (_, _, old), (_, _, new) = rows
+    pairs = torch.stack([old.flatten(), new.flatten()]).unique(dim=1)  # one new id for each old one, and the reverse
+    assert pairs[0].unique().numel() == pairs[1].unique().numel() == pairs.shape[1] and not old.equal(new)
+    masked = torch.rand(old.shape, generator=torch.Generator().manual_seed(0)) < 0.15
+    masked[:, 0] = False
+    log_probs = []  # of each masked token
+    for loaded, d, tokens in rows:
+        with torch.no_grad():
+            logits = loaded.model(torch.where(masked, d.index("<mask>"), tokens))[0]
+        log_probs.append(logits.log_softmax(-1).gather(-1, tokens.unsqueeze(-1)).squeeze(-1)[masked])
+    bits = -float(log_probs[1].mean()) / math.log(2)  # fairseq's loss
+    assert masked.sum() > 100 and bits < first_loss - 1.0  # the trained model's: not the first update's, from scratch
+    torch.testing.assert_close(log_probs[1], log_probs[0], rtol=0, atol=1e-4)
 
 
 @pytest.mark.fast

@@ -1,4 +1,6 @@
-"""Real fairseq-train / fairseq-validate / from_pretrained runs of document_mlm on CPU."""
+"""Real fairseq-train / fairseq-validate / from_pretrained runs of document_mlm on CPU, in this process except where
+the process itself is checked (a console script's start-up, a fresh interpreter's import order). Two ranks:
+test_distillation.py; --memory-efficient-fp16 on a CPU: test_distillation.py and test_electra.py."""
 
 import json
 import math
@@ -12,9 +14,10 @@ from fractions import Fraction
 import pytest
 import torch
 
-from biofairseq.samples import build_in_process
+import inprocess
+from biofairseq.samples import REPO, build_in_process
 from biofairseq.user_dir import USER_DIR
-from conftest import TINY, json_logs, run_fairseq, train_two_processes
+from conftest import TINY, json_logs, run_fairseq
 
 
 @pytest.fixture(scope="module")
@@ -40,51 +43,39 @@ def test_resuming_from_checkpoint_last_compiled_or_not_gives_the_same_losses(byt
     resume as fairseq's does; the checkpoints keep fp32 weights. The second half runs its layers through
     torch.compile (aot_eager: traced as for inductor, without generating code), dropout included: a compiled layer
     computes what the uncompiled one does, and a checkpoint does not care which wrote it. The whole run saves at
-    update 6 as well; that checkpoint, as checkpoint_last.pt of a new folder, is where the second half starts."""
+    update 3 as well; that checkpoint, as checkpoint_last.pt of a new folder, is where the second half starts (past
+    the warmup: the learning rate decays). bf16 on a CPU is slow: 4 rows of 64 tokens an update."""
     common = [bytebpe_corpus.data_bin, *TINY, "--attention", "sdpa", "--pack-documents", "--optimizer", "fused_adamw", "--amp-bf16",
-              "--total-num-update", "12", "--disable-validation"]
-    whole = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-interval-updates", "6",
-                        "--save-dir", tmp_path / "whole")
+              "--batch-size", "4", "--tokens-per-sample", "64", "--warmup-updates", "2", "--total-num-update", "6",
+              "--max-update", "6", "--disable-validation"]
+    whole = inprocess.run("biofairseq-train", *common, "--save-interval-updates", "3", "--save-dir", tmp_path / "whole", cwd=REPO)
     (tmp_path / "halves").mkdir()
-    shutil.copy(tmp_path / "whole" / "checkpoint_1_6.pt", tmp_path / "halves" / "checkpoint_last.pt")
-    resumed = run_fairseq("biofairseq-train", *common, "--max-update", "12", "--save-dir", tmp_path / "halves",
-                          "--compile", "aot_eager")
-    assert "Loaded checkpoint" in resumed.stdout + resumed.stderr
-    assert "compiling 2 encoder layers with torch.compile (backend aot_eager)" in resumed.stdout + resumed.stderr
-    losses = lambda proc: [(r["num_updates"], r["loss"], r["accuracy"]) for r in json_logs(proc.stdout + proc.stderr, "train_inner")]
-    assert len(losses(whole)) == 12
-    assert losses(resumed) == losses(whole)[6:]
+    shutil.copy(tmp_path / "whole" / "checkpoint_1_3.pt", tmp_path / "halves" / "checkpoint_last.pt")
+    resumed = inprocess.run("biofairseq-train", *common, "--save-dir", tmp_path / "halves", "--compile", "aot_eager", cwd=REPO)
+    assert "Loaded checkpoint" in resumed.stderr
+    assert "compiling 2 encoder layers with torch.compile (backend aot_eager)" in resumed.stderr
+    losses = lambda ran: [(r["num_updates"], r["loss"], r["accuracy"]) for r in json_logs(ran.stderr, "train_inner")]
+    assert len(losses(whole)) == 6
+    assert losses(resumed) == losses(whole)[3:]
     state = torch.load(tmp_path / "halves" / "checkpoint_last.pt", weights_only=False)
     assert state["cfg"]["model"].attention == "sdpa" and state["last_optimizer_state"]["param_groups"][0]["fused"]
     assert state["cfg"]["model"].amp_bf16 and {w.dtype for w in state["model"].values()} == {torch.float32}
 
 
 def test_fairseq_validate_from_any_folder(trained, bytebpe_corpus, tmp_path):
+    """fairseq-validate's own start-up from another folder: test_checkpoint_with_unsafe_objects_fails_in_one_line."""
     save_dir, log = trained
-    user_dir = subprocess.run(
-        [sys.executable, "-m", "biofairseq.user_dir"], cwd=tmp_path, capture_output=True, text=True, check=True
-    ).stdout.strip()
+    user_dir = inprocess.run("python", "-m", "biofairseq.user_dir", cwd=tmp_path).stdout.strip()
     assert user_dir == USER_DIR
-    proc = run_fairseq(
+    ran = inprocess.run(
         "fairseq-validate", bytebpe_corpus.data_bin, "--user-dir", user_dir, "--task", "document_mlm",
         "--criterion", "masked_lm_accuracy", "--tokens-per-sample", "128", "--batch-size", "16", "--cpu",
+        "--num-workers", "0",  # fairseq's default forks a loader process from this one, which a later test waits for
         "--path", save_dir / "checkpoint_best.pt", cwd=tmp_path,
     )
-    line = next(l for l in (proc.stdout + proc.stderr).splitlines() if "valid on 'valid' subset" in l)
+    line = next(l for l in (ran.stdout + ran.stderr).splitlines() if "valid on 'valid' subset" in l)
     best = min(float(v["valid_loss"]) for v in json_logs(log, "valid"))
     assert float(re.search(r"\| loss ([\d.]+) \|", line).group(1)) == best
-
-
-def test_restore_file_continues_from_the_trained_weights(trained, bytebpe_corpus, tmp_path):
-    save_dir, log = trained
-    proc = run_fairseq(
-        "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--max-update", "3", "--total-num-update", "3",
-        "--disable-validation", "--save-dir", tmp_path, "--restore-file", save_dir / "checkpoint_best.pt",
-        "--reset-optimizer", "--reset-dataloader", "--reset-meters", "--reset-lr-scheduler",
-    )
-    from_scratch = float(json_logs(log, "train_inner")[0]["loss"])
-    restored = float(json_logs(proc.stdout + proc.stderr, "train_inner")[0]["loss"])
-    assert restored < from_scratch - 1.0
 
 
 FILL_MASK = """
@@ -141,37 +132,6 @@ def test_masked_token_accuracy_counts_real_tokens_of_a_hand_built_batch(trained,
     assert int(logged["n_correct"]) == int((predicted.eq(tokens) & real).sum())
 
 
-def test_two_process_gloo_training(bytebpe_corpus, tmp_path):
-    """Two ranks, and the block index built before them (as a first run, or binarizing, leaves it): both map it."""
-    from fairseq.data import Dictionary, data_utils
-
-    from biofairseq.data import DocumentBlockDataset
-
-    data_bin = tmp_path / "data-bin"  # a copy with no block index yet
-    shutil.copytree(bytebpe_corpus.data_bin, data_bin, ignore=shutil.ignore_patterns("*.index"))
-    lines = data_utils.load_indexed_dataset(str(data_bin / "train"), Dictionary.load(str(data_bin / "dict.txt")))
-    DocumentBlockDataset(lines, lines.sizes, 127, pad=1, eos=2, index_path=data_bin / "train")
-    index, = [p for p in (data_bin / "train.index").iterdir() if p.is_dir()]
-    built = {p.name: p.stat().st_mtime_ns for p in index.iterdir()}
-    output = train_two_processes(data_bin, *TINY, "--max-update", "6", "--total-num-update", "6",
-                                 "--disable-validation", "--no-save", "--save-dir", tmp_path)
-    assert "training on 2 devices" in output
-    assert len(json_logs(output, "train_inner")) == 6
-    assert f"memory-mapped the blocks-complete_doc-127 index {index}" in output  # rank 0 (fairseq quiets rank 1's log)
-    assert [p for p in (data_bin / "train.index").iterdir() if p.is_dir()] == [index]  # neither rank built another
-    assert {p.name: p.stat().st_mtime_ns for p in index.iterdir()} == built
-
-
-def test_memory_efficient_fp16_on_cpu(bytebpe_corpus, tmp_path):
-    proc = run_fairseq(
-        "fairseq-train", bytebpe_corpus.data_bin, *TINY, "--memory-efficient-fp16", "--max-update", "4",
-        "--total-num-update", "4", "--batch-size", "4", "--disable-validation", "--save-dir", tmp_path,
-    )  # fp16 on a CPU is slow: 4 sequences an update
-    records = json_logs(proc.stdout + proc.stderr, "train_inner")
-    assert len(records) == 4 and all(math.isfinite(float(r["loss"])) for r in records)
-    assert all("loss_scale" in r for r in records)  # fairseq's fp16 optimizer ran (checkpoints are saved in fp32)
-
-
 def test_checkpoint_with_unsafe_objects_fails_in_one_line(trained, bytebpe_corpus, tmp_path):
     from fairseq import checkpoint_utils
 
@@ -186,9 +146,10 @@ def test_checkpoint_with_unsafe_objects_fails_in_one_line(trained, bytebpe_corpu
         checkpoint_utils.load_checkpoint_to_cpu(str(evil))
     message = str(error.value)
     assert "\n" not in message and str(evil) in message and "fractions.Fraction" in message
+    # the console script, started in another folder: --user-dir puts the safe loading in its own process
     proc = run_fairseq(
-        "fairseq-validate", bytebpe_corpus.data_bin, "--user-dir", "biofairseq", "--task", "document_mlm",
-        "--cpu", "--batch-size", "16", "--path", evil, check=False,
+        "fairseq-validate", bytebpe_corpus.data_bin, "--user-dir", USER_DIR, "--task", "document_mlm",
+        "--cpu", "--batch-size", "16", "--path", evil, cwd=tmp_path, check=False,
     )
     assert proc.returncode != 0
     assert proc.stderr.strip().splitlines()[-1].endswith(message)
@@ -291,17 +252,28 @@ def test_document_mlm_refuses_a_criterion_that_would_log_wrong_numbers(bytebpe_c
     assert "--criterion masked_lm_accuracy" in message
 
 
-def test_biofairseq_train_logs_what_fairseq_train_logs_on_the_same_seed(bytebpe_corpus, tmp_path):
+def test_biofairseq_train_logs_what_fairseq_train_logs_on_the_same_seed(bytebpe_corpus, tmp_path, monkeypatch):
     """Every logged training and validation figure, its meters read when printed (pooled over 2 updates per line)
     against fairseq's trainer reading them after each update: equal, to the printed digit. Only the clocks differ."""
+    import fairseq_cli.train as fairseq_train
+    from fairseq.trainer import Trainer
+
+    import biofairseq.train
+
+    # biofairseq-train, run earlier in this process, left fairseq_cli.train's main and Trainer pointing at its own
+    built = []
+    monkeypatch.setattr(fairseq_train, "main", biofairseq.train._fairseq_main)
+    monkeypatch.setattr(fairseq_train, "Trainer", lambda *args, **kwargs: built.append(Trainer(*args, **kwargs)) or built[-1])
     common = [bytebpe_corpus.data_bin, *TINY, "--max-update", "6", "--total-num-update", "6", "--log-interval", "2",
               "--clip-norm", "0.5", "--validate-interval-updates", "6", "--no-save"]
-    logs = [run_fairseq(command, *common, "--save-dir", tmp_path / command) for command in ("fairseq-train", "biofairseq-train")]
+    logs = [inprocess.run(command, *common, "--save-dir", tmp_path / command, cwd=REPO).stderr
+            for command in ("fairseq-train", "biofairseq-train")]
+    assert [type(t) for t in built] == [Trainer]  # fairseq-train's run was fairseq's trainer, and only it
     clocks = {"wps", "ups", "wall", "train_wall", "gb_free"}
     for tag, count in (("train_inner", 3), ("valid", 1), ("train", 1)):
         figures = lambda record: {k: v for k, v in record.items() if k.removeprefix(f"{tag}_") not in clocks}
-        theirs, ours = ([figures(r) for r in json_logs(proc.stdout + proc.stderr, tag)] for proc in logs)
+        theirs, ours = ([figures(r) for r in json_logs(log, tag)] for log in logs)
         assert len(theirs) == len(ours) == count, tag
         assert ours == theirs, tag
-    steps = json_logs(logs[1].stdout + logs[1].stderr, "train_inner")
+    steps = json_logs(logs[1], "train_inner")
     assert {"loss", "ppl", "accuracy", "gnorm", "clip", "lr"} <= steps[0].keys() and 0 < float(steps[0]["clip"]) <= 100
