@@ -122,18 +122,20 @@ def fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=None, allow_oom=
     return result
 
 
-def interleaved(systems, data_bin, rounds, updates, save_dir, cwd=None, curve=False, failures=None):
-    """name -> one fairseq_train_speed per round of each system's flags; each round runs every system in turn, so
-    that machine noise hits all alike. Given a dict of failures, a system whose run fails is recorded there (name ->
-    the end of its output) and left out of the later rounds and of the result, so that one failure on a rarely lent
-    machine does not lose the others' measures; without it, a failure ends the benchmark."""
+def interleaved(systems, data_bin, rounds, updates, save_dir, cwd=None, curve=False, failures=None,
+                train=None):
+    """name -> one fairseq_train_speed (or train) per round of each system's flags; each round runs every system in
+    turn, so that machine noise hits all alike. Given a dict of failures, a system whose run fails is recorded there
+    (name -> the end of its output) and left out of the later rounds and of the result, so that one failure on a
+    rarely lent machine does not lose the others' measures; without it, a failure ends the benchmark."""
+    train = train or fairseq_train_speed
     results = {name: [] for name in systems}
     for r in range(rounds):
         for name, flags in systems.items():
             if failures is not None and name in failures:
                 continue
             try:
-                results[name].append(fairseq_train_speed(data_bin, flags, updates, save_dir, cwd=cwd, curve=curve))
+                results[name].append(train(data_bin, flags, updates, save_dir, cwd=cwd, curve=curve))
             except SystemExit as failure:
                 if failures is None:
                     raise

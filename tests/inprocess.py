@@ -7,6 +7,7 @@ should get ``--num-workers 0``: a data loader's forked workers otherwise outlive
 import contextlib
 import io
 import logging
+import multiprocessing
 import os
 import runpy
 import sys
@@ -86,6 +87,15 @@ def _fairseq_train_as_imported():
         fairseq_cli.train.main, fairseq_cli.train.Trainer = ours._fairseq_main, Trainer
 
 
+def _end_children(before):
+    """A process's daemon children end with it: those the command started (fairseq's data loader workers) are ended
+    here, or they would wait for the loader to be collected, and a later command would wait for their shutdown."""
+    for child in set(multiprocessing.active_children()) - before:
+        if child.daemon:
+            child.terminate()
+            child.join(5)
+
+
 def run(*argv, cwd=None, env=None, environ=None, check=True):
     """argv as its console script, ``python -m module``, ``python -c code`` or ``python script.py`` runs it, in this
     process and in cwd, with env added to the environment (or environ in its place): its exit status and what it
@@ -97,6 +107,7 @@ def run(*argv, cwd=None, env=None, environ=None, check=True):
         raise ValueError(f"{argv[0]}: not a command of this environment that runs in this process")
     out, err = io.StringIO(), io.StringIO()
     saved = sys.argv, dict(os.environ), os.getcwd(), list(sys.path)
+    children = set(multiprocessing.active_children())
     if environ is not None:
         os.environ.clear()
         os.environ.update(environ)
@@ -133,6 +144,7 @@ def run(*argv, cwd=None, env=None, environ=None, check=True):
         os.chdir(saved[2])
         sys.path[:] = saved[3]
         _fairseq_train_as_imported()
+        _end_children(children)
     if isinstance(code, str):  # sys.exit("message"): the interpreter prints it on stderr, status 1
         err.write(code + "\n")
         code = 1
