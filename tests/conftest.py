@@ -129,15 +129,19 @@ def json_logs(output, tag):
     return records
 
 
-# Test files by their time on 2 cores, longest first. pytest-xdist (--dist loadfile --no-loadscope-reorder) hands
-# whole files to the workers in collection order as each finishes; longest first keeps the two workers' loads even.
-# (Without --no-loadscope-reorder, xdist sends the files with the most tests first, and the long recipe files last.)
-LONGEST_FIRST = ("test_recipe_biomegatron.py", "test_recipe_bio_lm.py", "test_recipe.py", "test_convert.py",
-                 "test_training.py", "test_electra.py", "test_recipe_bioelectra.py", "test_modernbert.py",
-                 "test_recipe_modernbert.py", "test_recipe_beto.py",
-                 "test_corpus_preparation.py", "test_ner.py", "test_quick_starts.py", "test_distillation.py",
-                 "test_pretrain_speed.py", "test_recipe_settings.py", "test_mistakes.py", "test_corpus_boundaries.py",
-                 "test_kill_anywhere.py", "test_index_cache.py", "test_dedup_bound.py")
+# Test files by their time on 2 cores, longest first (from make test's --durations). pytest-xdist (--dist loadfile
+# --no-loadscope-reorder) hands whole files to the workers in this order as each finishes; longest first keeps the two
+# workers' loads even. Every test file is listed (test_package.py checks it).
+LONGEST_FIRST = (
+    "test_corpus_preparation.py", "test_recipe.py", "test_recipe_modernbert.py", "test_convert.py",
+    "test_recipe_bioelectra.py", "test_recipe_biomegatron.py", "test_pretrain_speed.py", "test_electra.py",
+    "test_ner.py", "test_recipe_bio_lm.py", "test_training.py", "test_fast_path.py", "test_recipe_beto.py",
+    "test_distillation.py", "test_kill_anywhere.py", "test_quick_starts.py", "test_package.py",
+    "test_corpus_boundaries.py", "test_masking.py", "test_dedup_bound.py", "test_modernbert.py", "test_presets.py",
+    "test_electra_convert.py", "test_cleaning_identical.py", "test_host_syncs.py", "test_packing.py",
+    "test_document_blocks.py", "test_index_cache.py", "test_earlier_checkpoints.py", "test_recipe_settings.py",
+    "test_mistakes.py", "test_recipe_inputs.py", "test_docs.py",
+)
 
 
 def pytest_collection_modifyitems(items):

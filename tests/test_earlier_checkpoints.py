@@ -10,7 +10,6 @@ packing (no index is committed: one would be read instead, and the test would no
 import json
 import shutil
 
-import pytest
 import torch
 
 import inprocess

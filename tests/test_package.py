@@ -187,3 +187,10 @@ def test_a_missing_fairseq_is_one_line_naming_the_install_command(tmp_path):
     assert not (tmp_path / "hf").exists()
     assert results["biofairseq-ner"][0] == 0, results["biofairseq-ner"][1]
     assert (tmp_path / "test.conll").stat().st_size > 0
+
+
+@pytest.mark.fast
+def test_every_test_file_has_its_place_in_the_order_the_workers_take_them():
+    from conftest import LONGEST_FIRST
+
+    assert sorted(LONGEST_FIRST) == sorted(p.name for p in (REPO / "tests").glob("test_*.py"))

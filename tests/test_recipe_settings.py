@@ -5,7 +5,6 @@ line, its exit, FORCE) is checked by a few bash runs in test_recipe.py."""
 import os
 import re
 import shutil
-import subprocess
 
 import pytest
 

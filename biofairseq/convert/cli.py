@@ -6,7 +6,6 @@
 OUTPUT_DIR appears only when the conversion and its parity check have passed.
 """
 
-import argparse
 import json
 import sys
 import time

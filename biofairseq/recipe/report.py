@@ -13,7 +13,6 @@ sweeps' parent folder).
 
 import argparse
 import json
-import re
 import sys
 from collections import defaultdict
 from pathlib import Path
