@@ -11,9 +11,11 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 
 import pytest
 
+import command_server
 import inprocess
 from biofairseq.samples import BIN, CLINICAL_CASES, PHARMACONER, REPO
 
@@ -51,13 +53,18 @@ def scaled(line):
 
 
 def run(line, cwd):
-    """The command line from cwd: a Python one in this process (inprocess.run), one that needs a shell in bash."""
+    """The command line from cwd: a Python one in this process (inprocess.run), one that needs a shell in bash, the
+    commands it starts served by this process (tests/command_server.py)."""
     words = shlex.split(line)
     if words[0] in IN_PROCESS and not NEEDS_SHELL.search(line):
         return inprocess.run(*words, cwd=cwd)
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1",
            "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(["bash", "-c", line], cwd=cwd, env=env, capture_output=True, text=True)
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        code = command_server.run(["bash", "-c", line], env, out, err, cwd=cwd)
+        out.seek(0)
+        err.seek(0)
+        proc = subprocess.CompletedProcess(line, code, out.read(), err.read())
     assert proc.returncode == 0, f"{line}\nfailed ({proc.returncode}):\n{proc.stderr[-3000:]}"
     return proc
 

@@ -2,7 +2,8 @@
 
 The sample is shrunk (fewer documents, fewer updates and epochs), not the stages: cleaning, BPE, binarizing,
 fairseq-train --task document_mlm, the best checkpoint, conversion, the random-init baseline, the NER sweep
-and the report all run.
+and the report all run. bash runs the recipe; the commands it starts run in this process (served: the recipe's
+wiring is what is tested; each command's start as a process is test_package.py's and test_mistakes.py's).
 """
 
 import datetime
@@ -55,7 +56,7 @@ def sample(tmp_path_factory):
 @pytest.fixture(scope="module")
 def run(sample, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("run") / "tiny"
-    return run_dir, recipe(run_dir, **sample)
+    return run_dir, recipe(run_dir, served=True, **sample)
 
 
 def commands(stderr):
