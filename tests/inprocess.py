@@ -76,9 +76,19 @@ def _logs_to(stream):
         logging.Logger.manager._clear_cache()
 
 
-def _fairseq_train_as_imported():
-    """biofairseq-train points fairseq_cli.train's main and Trainer at its own for the rest of its process: fairseq's
-    again, so that a later fairseq-train in this process is fairseq's, as in a process of its own."""
+def _fairseq_as_in_a_new_process():
+    """What fairseq keeps from one training run to the next in a process, as a process of its own starts: the best
+    validation so far (a function attribute of save_checkpoint, and of fairseq-train's early stop: a later run no
+    better than an earlier one wrote no checkpoint_best.pt), and fairseq-train's own main and Trainer, which
+    biofairseq-train points at its own for the rest of its process."""
+    from fairseq import checkpoint_utils
+
+    for function, names in ((checkpoint_utils.save_checkpoint, ("best",)),
+                            (sys.modules.get("fairseq_cli.train") and sys.modules["fairseq_cli.train"].should_stop_early,
+                             ("best", "num_runs"))):
+        for name in names if function else ():
+            if hasattr(function, name):
+                delattr(function, name)
     ours = sys.modules.get("biofairseq.train")
     if ours is not None:
         import fairseq_cli.train
@@ -108,6 +118,8 @@ def run(*argv, cwd=None, env=None, environ=None, check=True):
     out, err = io.StringIO(), io.StringIO()
     saved = sys.argv, dict(os.environ), os.getcwd(), list(sys.path)
     children = set(multiprocessing.active_children())
+    if "fairseq" in sys.modules:
+        _fairseq_as_in_a_new_process()
     if environ is not None:
         os.environ.clear()
         os.environ.update(environ)
@@ -143,7 +155,8 @@ def run(*argv, cwd=None, env=None, environ=None, check=True):
         os.environ.update(saved[1])
         os.chdir(saved[2])
         sys.path[:] = saved[3]
-        _fairseq_train_as_imported()
+        if "fairseq" in sys.modules:
+            _fairseq_as_in_a_new_process()
         _end_children(children)
     if isinstance(code, str):  # sys.exit("message"): the interpreter prints it on stderr, status 1
         err.write(code + "\n")
