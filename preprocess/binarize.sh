@@ -5,11 +5,10 @@
 # the folder that `fairseq-train --task document_mlm` reads: the tokenizer's ids go through a lookup table into
 # fairseq's mmap format in WORKERS processes (python -m biofairseq.corpus.binarize). --reference takes the way it is
 # checked against, byte for byte: encode.py writes the symbols out as text and fairseq-preprocess --only-source
-# --srcdict VOCAB_DIR/dict.txt reads them back. The vocabulary files and vocab_info.json are
+# --srcdict VOCAB_DIR/dict.txt reads them back (fairseq_cli.preprocess's main, every shard in one process). The vocabulary files and vocab_info.json are
 # copied into DATA_BIN, so later steps find the BPE from the data-bin alone; DATA_BIN/dict.txt gets the training
 # counts of each entry (for --freq-weighted-replacement). DATA_BIN appears only once it is complete. Run it with the
-# .venv active (source .venv/bin/activate), or PYTHON=.venv/bin/python (and fairseq-preprocess on PATH for
-# --reference).
+# .venv active (source .venv/bin/activate), or PYTHON=.venv/bin/python.
 #
 # SHARD_MB (default 0: one data-bin): the encoded training text in shards of at most this many megabytes, documents
 # whole, each binarized on its own into DATA_BIN/shard0, shard1, ... (the valid split in shard0), every shard's
@@ -31,8 +30,6 @@ PYTHON=${PYTHON:-python}
 # found, not imported: importing fairseq costs seconds, and fairseq-preprocess below imports it anyway
 "$PYTHON" -c "import importlib.util as u, sys; sys.exit(not (u.find_spec('fairseq') and u.find_spec('biofairseq.corpus.vocab')))" 2>/dev/null ||
     { echo "error: $PYTHON cannot import biofairseq and fairseq; run 'source .venv/bin/activate' after 'make install' (or set PYTHON=.venv/bin/python)" >&2; exit 1; }
-(( ! REFERENCE )) || command -v fairseq-preprocess >/dev/null ||
-    { echo "error: fairseq-preprocess: not found; run 'source .venv/bin/activate' after 'make install'" >&2; exit 1; }
 fail() { echo "error: $*" >&2; exit 1; }
 SHARD_MB=$("$PYTHON" -m biofairseq.data_bin megabytes "$SHARD_MB") || exit 2  # the recipes' check: 0.0 is 0, 1e2 refused
 [[ $WORKERS =~ ^[1-9][0-9]*$ ]] || fail "WORKERS=$WORKERS: give the number of processes, at least 1"
@@ -72,11 +69,12 @@ else
         "$PYTHON" "$HERE/encode.py" --vocab "$VOCAB_DIR" --input "$CLEAN_DIR/$split.txt" \
             --output "$TMP/encoded/$split.bpe" --workers "$WORKERS" --quiet
     done
+    RUNS=()  # fairseq-preprocess's arguments, one run a line: every data-bin, or every shard (the valid split in shard0)
     preprocess() {  # preprocess DESTDIR FLAG...: fairseq-preprocess of the encoded text into DESTDIR
-        local command=(fairseq-preprocess --only-source --srcdict "$VOCAB_DIR/dict.txt" --destdir "$1" --workers "$WORKERS")
+        local command=(--only-source --srcdict "$VOCAB_DIR/dict.txt" --destdir "$1" --workers "$WORKERS" "${@:2}")
         mkdir -p "$1"
-        echo "+ ${command[*]} ${*:2}" >&2
-        "${command[@]}" "${@:2}" >"$1/preprocess.log" 2>&1 || { cat "$1/preprocess.log" >&2; exit 1; }
+        echo "+ fairseq-preprocess ${command[*]}" >&2
+        RUNS+=("$(printf '%q ' "${command[@]}")")
     }
     if [[ $SHARD_MB == 0 ]]; then
         preprocess "$TMP" --trainpref "$TMP/encoded/train.bpe" --validpref "$TMP/encoded/valid.bpe"
@@ -89,6 +87,17 @@ else
             preprocess "$TMP/shard$k" --trainpref "${PARTS[$k]}" "${valid[@]}"
         done
     fi
+    # fairseq-preprocess's own main, each run in one process (importing fairseq once, not once a shard); each writes
+    # its DESTDIR/preprocess.log, as fairseq-preprocess does
+    "$PYTHON" -c "import logging, shlex, sys
+from fairseq import options
+from fairseq_cli.preprocess import main
+for line in sys.argv[1:]:
+    main(options.get_preprocessing_parser().parse_args(shlex.split(line)))
+    for handler in logging.getLogger('fairseq_cli.preprocess').handlers[:]:  # main adds one a run, to its log file
+        logging.getLogger('fairseq_cli.preprocess').removeHandler(handler)
+        handler.close()" "${RUNS[@]}" >"$TMP/preprocess.out" 2>&1 || { cat "$TMP/preprocess.out" >&2; exit 1; }
+    rm -f "$TMP/preprocess.out"
     rm -rf "$TMP/encoded"
     # every shard (or the one data-bin): the vocabulary files, then the training counts of all in each dict.txt
     "$PYTHON" -c "import sys; from biofairseq.corpus.vocab import copy_vocab, write_counts; from biofairseq.data_bin import shards

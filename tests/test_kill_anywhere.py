@@ -5,11 +5,14 @@ import json
 import os
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from pathlib import Path
 
 import pytest
+
+import command_server
 
 from biofairseq.samples import BIN, REPO, _write_documents, clinical_lines, kill_group, read_documents
 
@@ -105,6 +108,15 @@ def corpus(tmp_path_factory):
     return root
 
 
+def served(args):
+    """args run by bash, the Python steps served in this process (tests/command_server.py): what is tested of a run
+    that is not killed is what it leaves."""
+    with tempfile.TemporaryFile("w+") as log:
+        code = command_server.run(args, ENV, log, log)
+        log.seek(0)
+        assert code == 0, log.read()[-3000:]
+
+
 def binarize(root, data_bin):
     return ["bash", str(REPO / "preprocess" / "binarize.sh"), str(root / "clean"), str(root / "vocab"), str(data_bin), "1",
             SHARD_MB]
@@ -113,8 +125,7 @@ def binarize(root, data_bin):
 def test_binarize_killed_mid_encoding_reruns_to_the_same_data_bin_and_leaves_no_temporary(corpus, tmp_path):
     reference = tmp_path / "reference" / "data-bin"
     reference.parent.mkdir()
-    with open(tmp_path / "reference" / "binarize.log", "w") as log:  # beside the one killed: the other core
-        uninterrupted = subprocess.Popen(binarize(corpus, reference), env=ENV, stdout=log, stderr=log)
+    served(binarize(corpus, reference))  # uninterrupted
     out = tmp_path / "killed"
     out.mkdir()
     data_bin = out / "data-bin"
@@ -131,8 +142,7 @@ def test_binarize_killed_mid_encoding_reruns_to_the_same_data_bin_and_leaves_no_
     others = [f"data-bin.tmp.{os.uname().nodename}.{os.getpid()}", "data-bin.tmp.another-host.1"]
     for name in others:
         (out / name).mkdir()
-    run(binarize(corpus, data_bin))
-    assert uninterrupted.wait() == 0, (tmp_path / "reference" / "binarize.log").read_text()[-3000:]
+    served(binarize(corpus, data_bin))  # the rerun
     assert sorted(p.name for p in reference.iterdir()) == ["shard0", "shard1"]
     # preprocess.log names the temporary paths fairseq-preprocess read: not compared
     assert tree(data_bin, skip={"preprocess.log"}) == tree(reference, skip={"preprocess.log"})
