@@ -134,8 +134,10 @@ def _encode_with_words(encoder, text):
     )
 
 
-def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, vocab_size=2000, cases=CLINICAL_CASES):
-    """Real clinical cases -> preprocess/train_vocab.py -> preprocess/binarize.sh -> data-bin."""
+def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, vocab_size=2000, cases=CLINICAL_CASES,
+                 run=None):
+    """Real clinical cases -> preprocess/train_vocab.py -> preprocess/binarize.sh -> data-bin. The scripts run as
+    run(script, *args) runs them: run_script's processes by default (the tests run them in their own process)."""
     from biofairseq.corpus.vocab import Encoder
 
     out_dir = Path(out_dir)
@@ -146,10 +148,11 @@ def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, v
         _write_documents(clean / f"{split}.txt", docs)
     vocab = out_dir / "vocab"
     kind = "bytelevel-bpe" if vocab_type == "bytebpe" else "sentencepiece"
-    run_script("preprocess/train_vocab.py", "--input", clean / "train.txt", "--type", kind,
-               "--vocab-size", vocab_size, "--output-dir", vocab, "--workers", 2)
+    run = run or run_script
+    run("preprocess/train_vocab.py", "--input", clean / "train.txt", "--type", kind,
+        "--vocab-size", vocab_size, "--output-dir", vocab, "--workers", 2)
     corpus = Corpus(out_dir / "data-bin", vocab_type, vocab / ("vocab.json" if kind == "bytelevel-bpe" else "sentencepiece.model"))
-    run_script("preprocess/binarize.sh", clean, vocab, corpus.data_bin, 2)
+    run("preprocess/binarize.sh", clean, vocab, corpus.data_bin, 2)
     encoder = Encoder(vocab)
     for split, docs in splits.items():
         corpus.documents[split] = [[_encode_with_words(encoder, p) for p in doc] for doc in docs]
@@ -179,17 +182,41 @@ def expected_parameters(vocabulary, layers, width, ffn, pre_ln, positions=514):
 
 # ---- in this process, as fairseq-train builds them
 
-def _built_in_process(data_bin, flags, split):
-    """(cfg, task, model, criterion) as fairseq-train builds them from these flags (after --user-dir biofairseq), the
-    model seeded with 0, with this split loaded."""
-    import torch
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+_CONFIGS = {}
+
+
+def training_config(data_bin, *flags):
+    """The configuration fairseq-train builds from ``DATA_BIN --user-dir biofairseq FLAGS``. Composing it (fairseq's
+    convert_namespace_to_omegaconf, through hydra) takes about 0.4 s, most of building a tiny model, so each is
+    composed once a process and every call gets its own copy."""
+    import copy
+    from argparse import Namespace
+
+    from fairseq import options
+    from fairseq.dataclass.utils import convert_namespace_to_omegaconf, omegaconf_no_object_check
+    from omegaconf import open_dict
 
     from biofairseq.user_dir import USER_DIR
 
     args = options.parse_args_and_arch(options.get_training_parser(), [str(data_bin), "--user-dir", USER_DIR, *map(str, flags)])
-    cfg = convert_namespace_to_omegaconf(args)
+    key = repr(sorted(vars(args).items()))
+    if key not in _CONFIGS:
+        _CONFIGS[key] = convert_namespace_to_omegaconf(args)
+    cfg = copy.deepcopy(_CONFIGS[key])
+    with omegaconf_no_object_check(), open_dict(cfg):  # the legacy groups are Namespaces, which deepcopy shares
+        for name in list(cfg):
+            if isinstance(cfg[name], Namespace):
+                cfg[name] = copy.deepcopy(cfg[name])
+    return cfg
+
+
+def _built_in_process(data_bin, flags, split):
+    """(cfg, task, model, criterion) as fairseq-train builds them from these flags (after --user-dir biofairseq), the
+    model seeded with 0, with this split loaded."""
+    import torch
+    from fairseq import tasks
+
+    cfg = training_config(data_bin, *flags)
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(0)
     model = task.build_model(cfg.model)

@@ -3,8 +3,8 @@ starts of this environment (``$PYTHON``, biofairseq-train, biofairseq-convert, b
 is a stand-in on PATH that hands its arguments, folder and environment to this process, which runs the command
 (tests/inprocess.py) and hands back what it printed and its exit status. The recipe's wiring (its stages, flags,
 files, exit statuses) is what these runs test; importing torch, fairseq and transformers once per worker instead of
-once per command is most of what they cost otherwise. One recipe run (tests/test_recipe.py's) starts every command as
-a process, as a user's run does."""
+once per command is most of what they cost otherwise. A command's start as a process of its own is what
+tests/test_package.py, the kill tests and the two-process training runs check."""
 
 import json
 import os
@@ -50,6 +50,30 @@ def _receive(connection):
             break
         data += chunk
     return json.loads(data)
+
+
+def completed(args, env, cwd=None):
+    """run(args, env), its output captured: a subprocess.CompletedProcess."""
+    args = [str(a) for a in args]
+    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
+        code = run(args, env, out, err, cwd=cwd)
+        out.seek(0)
+        err.seek(0)
+        return subprocess.CompletedProcess(args, code, out.read(), err.read())
+
+
+def script(path, *args, check=True, cwd=None):
+    """A preprocess/ script of the repository as biofairseq.samples.run_script runs it (this environment's tools on
+    PATH), in this process: a Python script directly, a bash script with its commands served here."""
+    from biofairseq.samples import BIN, REPO
+
+    if path.endswith(".py"):
+        return inprocess.run("python", REPO / path, *args, check=check, cwd=cwd)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONWARNINGS": "ignore"}
+    proc = completed(["bash", REPO / path, *args], env, cwd=cwd)
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{path} failed ({proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
+    return proc
 
 
 def run(args, env, stdout, stderr, cwd=None):

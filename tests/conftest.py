@@ -16,6 +16,7 @@ if "PYTEST_XDIST_WORKER" in os.environ:
 
 import pytest  # noqa: E402
 
+import command_server  # noqa: E402
 import inprocess  # noqa: E402
 from biofairseq.samples import BIN, REPO, build_corpus  # noqa: E402
 
@@ -44,13 +45,14 @@ def once(tmp_path_factory, worker_id):
 
 @pytest.fixture(scope="session")
 def bytebpe_corpus(once):
-    return once("bytebpe", lambda folder: build_corpus(folder, "bytebpe"))
+    return once("bytebpe", lambda folder: build_corpus(folder, "bytebpe", run=command_server.script))
 
 
 @pytest.fixture(scope="session")
 def spm_corpus(once):
     # Large enough a vocabulary that numbers get digit-only pieces ("10", "200", "1000") of their own.
-    return once("sentencepiece", lambda folder: build_corpus(folder, "sentencepiece", train_docs=300, vocab_size=6000))
+    return once("sentencepiece", lambda folder: build_corpus(folder, "sentencepiece", train_docs=300, vocab_size=6000,
+                                                                run=command_server.script))
 
 
 TINY = [
@@ -133,14 +135,14 @@ def json_logs(output, tag):
 # --no-loadscope-reorder) hands whole files to the workers in this order as each finishes; longest first keeps the two
 # workers' loads even. Every test file is listed (test_package.py checks it).
 LONGEST_FIRST = (
-    "test_corpus_preparation.py", "test_recipe.py", "test_recipe_modernbert.py", "test_convert.py",
-    "test_recipe_bioelectra.py", "test_recipe_biomegatron.py", "test_pretrain_speed.py", "test_electra.py",
-    "test_ner.py", "test_recipe_bio_lm.py", "test_training.py", "test_fast_path.py", "test_recipe_beto.py",
-    "test_distillation.py", "test_kill_anywhere.py", "test_quick_starts.py", "test_package.py",
-    "test_corpus_boundaries.py", "test_masking.py", "test_dedup_bound.py", "test_modernbert.py", "test_presets.py",
-    "test_electra_convert.py", "test_cleaning_identical.py", "test_host_syncs.py", "test_packing.py",
-    "test_document_blocks.py", "test_index_cache.py", "test_earlier_checkpoints.py", "test_recipe_settings.py",
-    "test_mistakes.py", "test_recipe_inputs.py", "test_docs.py",
+    "test_corpus_preparation.py", "test_convert.py", "test_electra.py", "test_recipe.py", "test_pretrain_speed.py",
+    "test_recipe_modernbert.py", "test_training.py", "test_recipe_bio_lm.py", "test_fast_path.py",
+    "test_recipe_biomegatron.py", "test_ner.py", "test_package.py", "test_distillation.py", "test_recipe_bioelectra.py",
+    "test_kill_anywhere.py", "test_corpus_boundaries.py", "test_masking.py", "test_recipe_beto.py",
+    "test_modernbert.py", "test_dedup_bound.py", "test_presets.py", "test_quick_starts.py", "test_electra_convert.py",
+    "test_packing.py", "test_cleaning_identical.py", "test_host_syncs.py", "test_document_blocks.py",
+    "test_earlier_checkpoints.py", "test_index_cache.py", "test_mistakes.py", "test_recipe_settings.py", "test_docs.py",
+    "test_recipe_inputs.py",
 )
 
 

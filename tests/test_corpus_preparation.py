@@ -15,8 +15,9 @@ import numpy as np
 import pytest
 import xxhash
 
+import command_server
 import inprocess
-from biofairseq.samples import NCBI, PHARMACONER, REPO, clinical_lines, run_script, trainer_in_process
+from biofairseq.samples import NCBI, PHARMACONER, REPO, clinical_lines, trainer_in_process
 
 ENGLISH_DOC = (
     "The patient was admitted with fever and abdominal pain.\nBlood cultures were negative and the fever "
@@ -29,9 +30,13 @@ def docs_of(path):
 
 
 def run_py(script, *args, check=True, cwd=None):
-    """preprocess/SCRIPT as ``python SCRIPT ARGS`` runs it, in this process (binarize.sh, a shell script, runs as a
-    process: run_script)."""
+    """preprocess/SCRIPT as ``python SCRIPT ARGS`` runs it, in this process (binarize.sh, a shell script, runs in bash
+    with its Python commands served here: run_script)."""
     return inprocess.run("python", REPO / "preprocess" / script, *args, check=check, cwd=cwd)
+
+
+def run_script(script, *args, check=True, cwd=None):
+    return command_server.script(script, *args, check=check, cwd=cwd)
 
 
 def binarize_here(clean_dir, vocab, out, *flags):
@@ -765,7 +770,7 @@ MISTAKES = [
 ]
 
 
-# train_vocab.py runs in this process (fast); binarize.sh, a shell script, as a process
+# train_vocab.py runs in this process (fast); binarize.sh in bash, its Python commands served in this process
 @pytest.mark.parametrize("script, args, status, message", [
     pytest.param(*mistake, marks=[pytest.mark.fast] if mistake[0].endswith(".py") else []) for mistake in MISTAKES])
 def test_vocabulary_and_binarize_mistakes_give_one_line_and_no_output(script, args, status, message, mistakes):

@@ -13,15 +13,13 @@ def electra_checkpoint(data_bin, folder, *flags):
     """folder/checkpoint_last.pt: an ELECTRA built as fairseq-train builds it (the recipe test converts one that
     fairseq-train trained), every weight moved off its initial value, GDES's delta included, and saved in fairseq's
     checkpoint format with its --bpe settings."""
-    from fairseq import options, tasks
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq import tasks
 
     from biofairseq.bpe_flags import flags as bpe_flags  # what `python -m biofairseq.bpe_flags` prints
     from biofairseq.checkpoints import save
+    from biofairseq.samples import training_config
 
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(data_bin), *ELECTRA, "--total-num-update", "1", *flags, *bpe_flags(data_bin)])
-    cfg = convert_namespace_to_omegaconf(args)
+    cfg = training_config(data_bin, *ELECTRA, "--total-num-update", "1", *flags, *bpe_flags(data_bin))
     torch.manual_seed(0)
     model = tasks.setup_task(cfg.task).build_model(cfg.model)
     with torch.no_grad():

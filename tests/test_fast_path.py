@@ -12,7 +12,7 @@ from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
 from biofairseq.models.attention import SdpaSelfAttention
 from biofairseq.models.compiled_layers import compile_layers
-from biofairseq.samples import build_in_process, valid_batch
+from biofairseq.samples import build_in_process, training_config, valid_batch
 from conftest import TINY
 
 pytestmark = pytest.mark.fast  # make test-fast
@@ -81,15 +81,8 @@ def test_flags_select_the_fast_path_and_the_default_is_fairseqs(bytebpe_corpus):
         assert len(compiled) == layers and all(isinstance(m, TransformerEncoderLayerBase) for m in compiled)
         assert list(model.state_dict()) == names
 
-    from fairseq import options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
-
-    from biofairseq.user_dir import USER_DIR
-
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(bytebpe_corpus.data_bin), "--user-dir", USER_DIR, *mlm("bio_roberta_tiny"),
-        "--optimizer", "fused_adamw", "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01"])
-    cfg = convert_namespace_to_omegaconf(args)
+    cfg = training_config(bytebpe_corpus.data_bin, *mlm("bio_roberta_tiny"), "--optimizer", "fused_adamw",
+                          "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01")
     optimizer = optim.build_optimizer(cfg.optimizer, list(default.parameters()))
     torch_adamw = optimizer.optimizer
     assert type(torch_adamw) is torch.optim.AdamW and torch_adamw.defaults["fused"] is True
@@ -205,14 +198,10 @@ def test_host_counts_that_disagree_with_the_batch_are_refused():
 
 def built_optimizer(data_bin, model, *flags):
     """The optimizer fairseq-train builds from these flags for this model's parameters (fp32, unflattened)."""
-    from fairseq import optim, options
-    from fairseq.dataclass.utils import convert_namespace_to_omegaconf
+    from fairseq import optim
 
-    from biofairseq.user_dir import USER_DIR
-
-    args = options.parse_args_and_arch(options.get_training_parser(), [
-        str(data_bin), "--user-dir", USER_DIR, *mlm("bio_roberta_tiny"), "--adam-betas", "(0.9,0.98)", *flags])
-    return optim.build_optimizer(convert_namespace_to_omegaconf(args).optimizer, list(model.parameters()))
+    cfg = training_config(data_bin, *mlm("bio_roberta_tiny"), "--adam-betas", "(0.9,0.98)", *flags)
+    return optim.build_optimizer(cfg.optimizer, list(model.parameters()))
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "fused_adamw"])

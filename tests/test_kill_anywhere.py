@@ -5,7 +5,6 @@ import json
 import os
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
@@ -13,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import command_server
-
+import inprocess
 from biofairseq.samples import BIN, REPO, _write_documents, clinical_lines, kill_group, read_documents
 
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable,
@@ -65,7 +64,7 @@ def cleaned(tmp_path_factory):
     """120 clinical cases cleaned in ~100 shards, uninterrupted: the reference."""
     root = tmp_path_factory.mktemp("clean")
     (root / "cases.jsonl").write_text("".join(clinical_lines(0, 120)), encoding="utf-8")
-    run(clean(root / "cases.jsonl", root / "reference") + ["--quiet"])
+    inprocess.run("python", *clean(root / "cases.jsonl", root / "reference")[1:], "--quiet")
     return root
 
 
@@ -103,18 +102,16 @@ def corpus(tmp_path_factory):
     (root / "clean").mkdir()
     _write_documents(root / "clean" / "train.txt", read_documents(0, 40))
     _write_documents(root / "clean" / "valid.txt", read_documents(40, 5))
-    run([sys.executable, str(REPO / "preprocess" / "train_vocab.py"), "--input", str(root / "clean" / "train.txt"),
-         "--type", "bytelevel-bpe", "--vocab-size", "500", "--output-dir", str(root / "vocab"), "--workers", "1"])
+    inprocess.run("python", REPO / "preprocess" / "train_vocab.py", "--input", root / "clean" / "train.txt",
+                  "--type", "bytelevel-bpe", "--vocab-size", "500", "--output-dir", root / "vocab", "--workers", "1")
     return root
 
 
 def served(args):
     """args run by bash, the Python steps served in this process (tests/command_server.py): what is tested of a run
     that is not killed is what it leaves."""
-    with tempfile.TemporaryFile("w+") as log:
-        code = command_server.run(args, ENV, log, log)
-        log.seek(0)
-        assert code == 0, log.read()[-3000:]
+    proc = command_server.completed(args, ENV)
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
 
 
 def binarize(root, data_bin):

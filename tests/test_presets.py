@@ -6,7 +6,6 @@ import torch
 
 from biofairseq.samples import expected_parameters
 
-pytestmark = pytest.mark.fast  # make test-fast
 
 PRESETS = {  # name: (layers, width, FFN, heads, pre-LN)
     "bio_megatron_345m": (24, 1024, 4096, 16, True),
@@ -36,7 +35,10 @@ def build(arch, vocabulary, tmp_path, *flags):
     return model, cfg
 
 
-@pytest.mark.parametrize("arch", PRESETS)
+LARGE = ("bio_megatron_345m", "bio_megatron_800m", "bio_megatron_1_2b")  # 1-2 s each: make test only
+
+
+@pytest.mark.parametrize("arch", [pytest.param(a, marks=[] if a in LARGE else [pytest.mark.fast]) for a in PRESETS])
 def test_presets_have_the_papers_shapes_and_parameter_counts(arch, tmp_path):
     layers, width, ffn, heads, pre_ln = PRESETS[arch]
     vocabulary = VOCABULARY[arch]
@@ -52,6 +54,7 @@ def test_presets_have_the_papers_shapes_and_parameter_counts(arch, tmp_path):
     assert nominal is None or abs(count - nominal) / nominal < 0.1, f"{count:,}"
 
 
+@pytest.mark.fast
 def test_activation_checkpointing_recomputes_the_same_gradients(tmp_path):
     """--checkpoint-activations (BioMegatron's large shapes) changes memory, not the numbers."""
     from fairseq.data import Dictionary

@@ -12,7 +12,6 @@ import os
 import shlex
 import shutil
 import subprocess
-import tempfile
 
 import pytest
 
@@ -30,11 +29,7 @@ def recipe(run_dir, check=True, script=RECIPE, served=False, **variables):
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
            "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "RUN_DIR": str(run_dir), **variables}
     if served:
-        with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-            code = command_server.run(["bash", str(script)], env, out, err, cwd=REPO)
-            out.seek(0)
-            err.seek(0)
-            proc = subprocess.CompletedProcess(["bash", str(script)], code, out.read(), err.read())
+        proc = command_server.completed(["bash", script], env, cwd=REPO)
     else:
         proc = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:

@@ -92,7 +92,7 @@ def test_ner_windows_compares_windowings_on_dev_and_resumes(modernbert, tmp_path
 
     run_dir, _ = modernbert
     data = tmp_path / "pharmaconer"
-    for split, count in (("train", 6), ("valid", 3)):
+    for split, count in (("train", 3), ("valid", 2)):
         (data / split).mkdir(parents=True)
         for text in sorted((PHARMACONER / split).glob("*.txt"))[:count]:
             for part in (text, text.with_suffix(".ann")):
