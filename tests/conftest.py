@@ -66,9 +66,22 @@ TINY = [
 
 
 def bpe_flags(data_bin):
-    """What the docs and the recipes add to fairseq-train: the data-bin's BPE, recorded in every checkpoint."""
-    out = subprocess.run([sys.executable, "-m", "biofairseq.bpe_flags", str(data_bin)], capture_output=True, text=True, check=True)
-    return out.stdout.split("\n")[:-1]
+    """What the docs and the recipes add to fairseq-train (``python -m biofairseq.bpe_flags DATA_BIN``): the data-bin's
+    BPE, recorded in every checkpoint."""
+    from biofairseq.bpe_flags import flags
+
+    return flags(data_bin)
+
+
+@pytest.fixture(autouse=True)
+def fast_tests_start_no_process(request, monkeypatch):
+    """A test marked fast runs in this process: a process of its own (seconds of imports) would not fit the edit-test
+    loop's minute. Forks (a pool's workers) are not processes started anew and pass."""
+    if request.node.get_closest_marker("fast"):
+        def refuse(self, args, *rest, **kwargs):
+            raise AssertionError(f"a test marked fast starts a process ({args}): run it in-process (tests/inprocess.py) "
+                                 "or drop the mark")
+        monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse)
 
 
 @pytest.fixture(scope="session")

@@ -8,10 +8,8 @@ import re
 import pytest
 import torch
 from fairseq.modules.multihead_attention import MultiheadAttention
-from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
 from biofairseq.models.attention import SdpaSelfAttention
-from biofairseq.models.compiled_layers import compile_layers
 from biofairseq.samples import build_in_process, training_config, valid_batch
 from conftest import TINY
 
@@ -72,14 +70,9 @@ def test_flags_select_the_fast_path_and_the_default_is_fairseqs(bytebpe_corpus):
 
     _, default, _ = build_in_process(bytebpe_corpus.data_bin, *mlm("bio_roberta_tiny"))
     assert all(type(m) is MultiheadAttention for m in self_attentions(default))
-    for flags, layers in ((mlm("bio_roberta_tiny"), 2), (ELECTRA, 4)):
+    for flags in (mlm("bio_roberta_tiny"), ELECTRA):
         _, model, _ = build_in_process(bytebpe_corpus.data_bin, *flags, "--attention", "sdpa")
         assert all(type(m) is SdpaSelfAttention for m in self_attentions(model))
-        # biofairseq-train --compile (a compiled run: test_training.py): every layer, both towers', parameter names kept
-        names = list(model.state_dict())
-        compiled = [m for m in compile_layers(model, "aot_eager").modules() if getattr(m, "_compiled_call_impl", None)]
-        assert len(compiled) == layers and all(isinstance(m, TransformerEncoderLayerBase) for m in compiled)
-        assert list(model.state_dict()) == names
 
     cfg = training_config(bytebpe_corpus.data_bin, *mlm("bio_roberta_tiny"), "--optimizer", "fused_adamw",
                           "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01")

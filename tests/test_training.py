@@ -132,6 +132,23 @@ def test_masked_token_accuracy_counts_real_tokens_of_a_hand_built_batch(trained,
     assert int(logged["n_correct"]) == int((predicted.eq(tokens) & real).sum())
 
 
+def test_compile_wraps_every_layer_of_both_towers_and_keeps_the_parameter_names(bytebpe_corpus):
+    """What biofairseq-train --compile compiles (the compiled run is the resume test above). Not in make test-fast:
+    importing torch's compiler takes seconds."""
+    from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
+
+    from biofairseq.models.compiled_layers import compile_layers
+    from biofairseq.samples import build_in_process
+    from test_fast_path import ELECTRA, mlm
+
+    for flags, layers in ((mlm("bio_roberta_tiny"), 2), (ELECTRA, 4)):
+        _, model, _ = build_in_process(bytebpe_corpus.data_bin, *flags, "--attention", "sdpa")
+        names = list(model.state_dict())
+        compiled = [m for m in compile_layers(model, "aot_eager").modules() if getattr(m, "_compiled_call_impl", None)]
+        assert len(compiled) == layers and all(isinstance(m, TransformerEncoderLayerBase) for m in compiled)
+        assert list(model.state_dict()) == names
+
+
 def test_checkpoint_with_unsafe_objects_fails_in_one_line(trained, bytebpe_corpus, tmp_path):
     from fairseq import checkpoint_utils
 
