@@ -9,8 +9,8 @@ in four windowings:
 The batches are chosen so that each windowing makes about as many updates an epoch on PharmaCoNER train (249-268
 with the ModernBERT pilot's byte-level BPE of 8,000: its sentences average 33 sub-tokens, its documents 543, and
 consecutive windows of a document overlap, `--window-overlap`), one update a step (no accumulation): what differs is
-how much of its document a word sees. --batches changes them. Each run is a real `biofairseq-ner train` process (`python -m
-biofairseq.finetune.cli train`); --parallel of them run at once (on one GPU they share it). A run folder that holds
+how much of its document a word sees. --batches changes them. Each run is a real `biofairseq-ner train` process (`$PYTHON -m
+biofairseq.finetune.cli train`, this Python if PYTHON is unset); --parallel of them run at once (on one GPU they share it). A run folder that holds
 metrics.json is kept, so running the command again resumes.
 
     python benchmarks/ner_windows.py --model runs/pilot_modernbert/hf/modernbert --data path/to/pharmaconer --work runs/ner_windows \
@@ -43,7 +43,8 @@ WINDOWINGS = {  # name: (context, max length, batch)
 
 
 def command(args, context, max_length, batch, seed, out):
-    return [sys.executable, "-m", "biofairseq.finetune.cli", "train", "--model", str(args.model), "--train", str(args.train), "--dev", str(args.dev),
+    # $PYTHON as in the recipes (this Python if unset)
+    return [os.environ.get("PYTHON") or sys.executable, "-m", "biofairseq.finetune.cli", "train", "--model", str(args.model), "--train", str(args.train), "--dev", str(args.dev),
             "--output-dir", str(out), "--lr", "1e-3", "--seed", str(seed), "--epochs", str(args.epochs),
             "--warmup-ratio", "0.1", "--batch-size", str(batch), "--gradient-accumulation", "1", "--max-length", str(max_length), "--context", context,
             "--no-save-model", *args.extra]

@@ -83,9 +83,11 @@ def test_the_model_converts_with_parity_past_the_window_and_fine_tunes_as_modern
 def test_ner_windows_compares_windowings_on_dev_and_resumes(modernbert, tmp_path):
     """benchmarks/ner_windows.py on the recipe's model: document windows of 128 and whole documents, one seed, one
     epoch, on a few BRAT documents; a second run keeps the finished runs; a wrong --batches stops it."""
+    import os
     import shutil
     import sys
 
+    import command_server
     import inprocess
 
     from biofairseq.samples import PHARMACONER
@@ -100,14 +102,16 @@ def test_ner_windows_compares_windowings_on_dev_and_resumes(modernbert, tmp_path
     windows = [sys.executable, str(REPO / "benchmarks" / "ner_windows.py"), "--model", str(run_dir / "hf" / "modernbert"),
                "--data", str(data), "--work", str(tmp_path / "work"), "--seeds", "1", "--epochs", "1",
                "--only", "windows of 128,whole", "--batches", "whole=1"]
-    first = inprocess.run(*windows, cwd=tmp_path)
+    # the benchmark is a process, its fine-tuning runs ($PYTHON -m biofairseq.finetune.cli train) are served here
+    first = command_server.completed(windows, dict(os.environ), cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-3000:]
     rows = {line.split("|")[1].strip(): line.split("|") for line in first.stdout.splitlines() if line.startswith("| ")}
     assert set(rows) == {"windowing", "documents, windows of 128", "whole documents (up to 8,192)"}
     assert rows["whole documents (up to 8,192)"][2].strip() == "1" and float(rows["documents, windows of 128"][5].strip(" *")) >= 0
     finished = sorted((tmp_path / "work").glob("*/seed1/metrics.json"))
     assert [m.parent.parent.name for m in finished] == ["document-128-batch23", "document-8192-batch1"]
     stamps = [m.stat().st_mtime_ns for m in finished]
-    again = inprocess.run(*windows, cwd=tmp_path)
+    again = command_server.completed(windows, dict(os.environ), cwd=tmp_path)
     assert again.returncode == 0 and [m.stat().st_mtime_ns for m in finished] == stamps
-    wrong = inprocess.run(*windows[:-2], "--batches", "windows=4", cwd=tmp_path, check=False)
+    wrong = inprocess.run(*windows[:-2], "--batches", "windows=4", cwd=tmp_path, check=False)  # stops before any run
     assert wrong.returncode == 1 and "--batches 'windows=4': give WORDS=BATCH" in wrong.stderr
