@@ -29,16 +29,23 @@ from fairseq.trainer import Trainer
 
 import biofairseq  # noqa: F401  (registers the tasks, models, criterions and optimizers)
 from biofairseq.models.compiled_layers import COMPILE_CHOICES, compile_layers
+from biofairseq.optim.grad_norm import clip_grad_norm_, plain
 
 logger = logging.getLogger("biofairseq.train")
 _fairseq_main = fairseq_train.main
 
 
 class MeteredTrainer(Trainer):
-    """fairseq's Trainer whose updates leave their metrics on the device until something prints them."""
+    """fairseq's Trainer whose updates leave their metrics on the device until something prints them, and whose
+    gradient norm takes a few multi-tensor launches instead of one a tensor (biofairseq.optim.grad_norm)."""
 
     def __init__(self, cfg, task, model, criterion, quantizer=None, compile="none"):
         super().__init__(cfg, task, compile_layers(model, compile), criterion, quantizer)
+
+    def clip_grad_norm(self, clip_norm):
+        if self.is_fsdp or not plain(self.optimizer):  # FSDP aggregates the norm across ranks; fp16 unscales first
+            return super().clip_grad_norm(clip_norm)
+        return clip_grad_norm_(self.optimizer.params, clip_norm)
 
     def _reduce_and_log_stats(self, logging_outputs, sample_size, grad_norm=None):
         # train_step passes grad_norm here only when it was finite: otherwise it raised (FloatingPointError) or

@@ -83,6 +83,44 @@ def test_flags_select_the_fast_path_and_the_default_is_fairseqs(bytebpe_corpus):
     assert optimizer.supports_flat_params  # or --fp16 (fairseq's flat fp32 master copy) refuses it
 
 
+@pytest.mark.parametrize("clip", [0.0, 0.5], ids=["norm", "clipped"])
+def test_the_multi_tensor_gradient_norm_is_fairseqs_in_a_few_calls(bytebpe_corpus, clip):
+    """biofairseq-train's gradient norm and clipping (biofairseq.optim.grad_norm) against fairseq's clip_grad_norm_,
+    on the gradients of a real ELECTRA batch (both towers: 79 tensors); the operators each dispatches counted (on a GPU
+    each is a kernel launch, a multi-tensor one for the _foreach_ operators)."""
+    from fairseq import utils
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from biofairseq.optim.grad_norm import clip_grad_norm_
+
+    class Calls(TorchDispatchMode):
+        count = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            Calls.count += func is not torch.ops.aten.detach.default  # a view: no kernel
+            return func(*args, **(kwargs or {}))
+
+    task, model, criterion = build_in_process(bytebpe_corpus.data_bin, *ELECTRA)
+    loss, _, _ = criterion(model, valid_batch(task))
+    loss.backward()
+    params = [p for p in model.parameters() if p.grad is not None]
+    grads = [p.grad.clone() for p in params]
+    found = {}
+    for name, clip_norm in (("fairseq", utils.clip_grad_norm_), ("ours", clip_grad_norm_)):
+        for p, g in zip(params, grads):
+            p.grad = g.clone()
+        Calls.count = 0
+        with Calls():
+            total = clip_norm(params, clip)
+        found[name] = total, [p.grad.clone() for p in params], Calls.count
+    (theirs, their_grads, their_calls), (ours, our_grads, our_calls) = found["fairseq"], found["ours"]
+    assert ours.dtype == torch.float32 and len(params) > 60
+    torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=0)
+    for a, b in zip(our_grads, their_grads):
+        torch.testing.assert_close(a, b, rtol=1e-6, atol=1e-9)
+    assert ours > clip and our_calls <= 12 < len(params) < their_calls, (our_calls, their_calls)
+
+
 def test_fused_adamw_takes_the_steps_of_fairseqs_adam(bytebpe_corpus):
     """Five steps on real gradients, weight decay on. eps is tiny here: fairseq's adam adds it before the bias
     correction and torch's after, the one place where the two differ."""
