@@ -39,6 +39,9 @@ ELECTRA = {
     "electra_tiny": dict(layers=2, width=128, heads=2, embedding_dim=128, fraction=1 / 2),
     # the pilot's deeper and wider discriminator: bio_roberta_small's shape (4 x 256), for ELECTRA against masked LM
     "electra_l4_h256": dict(layers=4, width=256, heads=4, embedding_dim=256, fraction=1 / 2),
+    # bioelectra.sh's PRESET=one_gpu: the discriminator of bsc_bio_es.sh's one_gpu masked LM (bio_roberta_l6_h512), so
+    # that both compare with one random-init twin; the generator 1/4 as wide, as the CPU pilots chose
+    "electra_l6_h512": dict(layers=6, width=512, heads=8, embedding_dim=512, fraction=1 / 4),
     "electra_small": dict(layers=12, width=256, heads=4, embedding_dim=128, fraction=1 / 4),
     "electra_base": dict(layers=12, width=768, heads=12, embedding_dim=768, fraction=1 / 3),
     "electra_large": dict(layers=24, width=1024, heads=16, embedding_dim=1024, fraction=1 / 4),

@@ -272,3 +272,28 @@ def test_an_annealing_without_a_positive_end_or_a_length_is_refused_in_one_line(
     with pytest.raises(ValueError) as error:
         build(bytebpe_corpus.data_bin, *flags)
     assert str(error.value).startswith(start) and "\n" not in str(error.value)
+
+
+def test_the_one_gpu_preset_trains_the_masked_lm_one_gpu_shape_as_its_discriminator(bytebpe_corpus):
+    """bioelectra.sh's PRESET=one_gpu (its recipe.env: tests/data/recipe_env/bioelectra.one_gpu.env) against
+    bsc_bio_es.sh's: the discriminator's layers are the masked LM's, parameter for parameter, so one random-init twin
+    serves both; the generator at 1/4 is 128 wide; an update of that shape trains on the CPU with clipping."""
+    from biofairseq.samples import trainer_in_process
+
+    env = dict(line.split("=", 1) for line in (REPO / "tests" / "data" / "recipe_env" / "bioelectra.one_gpu.env").read_text().splitlines())
+    mlm = dict(line.split("=", 1) for line in (REPO / "tests" / "data" / "recipe_env" / "bsc_bio_es.one_gpu.env").read_text().splitlines())
+    shape = ["--tokens-per-sample", "64", "--batch-size", "2", "--cpu", "--seed", "1", "--optimizer", "adam", "--lr", "1e-4",
+             "--lr-scheduler", "polynomial_decay", "--total-num-update", "10", "--clip-norm", "1.0"]
+    _, roberta, _ = build_in_process(bytebpe_corpus.data_bin, "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
+                                     "--arch", mlm["ARCH"], *shape)
+    trainer = trainer_in_process(bytebpe_corpus.data_bin, "--task", "electra", "--criterion", "electra", "--arch", env["ARCH"],
+                                 "--generator-width-fraction", env["GENERATOR_FRACTION"],
+                                 "--sampling-temperature", env["SAMPLING_TEMPERATURE"], *shape)
+    electra = trainer.model
+    layers = lambda encoder: [(n.split(".", 1)[1], p.shape) for n, p in encoder.named_parameters() if n.startswith("layers.")]
+    assert layers(electra.discriminator) == layers(roberta.encoder.sentence_encoder)
+    assert electra.generator.layers[0].embed_dim == 128
+    before = [p.detach().clone() for p in electra.parameters()]
+    log = trainer.train_step([valid_batch(trainer.task, size=2)])
+    assert log is not None and math.isfinite(float(trainer.get_meter("gnorm").avg))
+    assert all(not torch.equal(a, b) for a, b in zip(before, electra.parameters()) if b.requires_grad)
