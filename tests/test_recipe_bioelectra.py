@@ -102,3 +102,19 @@ def test_the_variants_table_reads_a_pilot_folder_as_the_report_does(electra_run)
     last = report["pretraining"]["validations"][-1]
     assert row[:2] == ["tiny", "20"] and row[5].startswith(f"{last['disc_loss'] / last['disc_trivial']:.3f} / ")
     assert row[7] == f"{100 * report['ner']['pharmaconer'][0]['dev_f1']['mean']:.2f} ± 0.00 (1)" and row[8] == "-"
+
+
+def test_the_one_gpu_preset_runs_on_the_cpu_at_a_tiny_shape(sample, tmp_path):
+    """PRESET=one_gpu with electra_tiny as its discriminator and 10 updates (its own shape trains an update in
+    test_electra.py), NER left out: pretraining takes the preset's packed rows, fused AdamW, clipping, generator and
+    temperature (bf16 is a GPU's: on a CPU fp32), and the discriminator converts."""
+    run_dir = tmp_path / "one_gpu"
+    proc = recipe(run_dir, script=BIOELECTRA, served=True, **{
+        **sample, "PRESET": "one_gpu", "ARCH": "electra_tiny", "SEQUENCES_PER_UPDATE": "32", "BATCH_PER_DEVICE": "32",
+        "MAX_UPDATE": "10", "WARMUP_UPDATES": "5", "SAVE_INTERVAL_UPDATES": "10", "NER_DATA": ""})
+    train, = [c for c in commands(proc.stderr) if c[0] == "biofairseq-train"]
+    value = lambda flag: train[train.index(flag) + 1]
+    assert (value("--optimizer"), value("--clip-norm"), value("--generator-width-fraction"), value("--sampling-temperature")) == \
+        ("fused_adamw", "1.0", "0.25", "2")
+    assert {"--cpu", "--pack-documents"} <= set(train) and value("--tokens-per-sample") == "128"  # bf16 is the GPU's
+    assert json.loads((run_dir / "hf" / "bioelectra" / "conversion.json").read_text())["parity"]["ids_identical"]
