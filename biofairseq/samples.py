@@ -159,11 +159,15 @@ def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, v
     return corpus
 
 
+def script_env():
+    """The environment a preprocess/ script runs in: this environment's tools first on PATH, and its Python."""
+    return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable, "PYTHONWARNINGS": "ignore"}
+
+
 def run_script(script, *args, check=True, **kwargs):
     """Runs a preprocess/ script of the repository with this environment's tools on PATH."""
     cmd = ["bash" if script.endswith(".sh") else sys.executable, str(REPO / script), *map(str, args)]
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable, "PYTHONWARNINGS": "ignore"}
-    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, **kwargs)
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=script_env(), **kwargs)
     if check and proc.returncode != 0:
         raise AssertionError(f"{script} failed ({proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
     return proc
@@ -185,10 +189,11 @@ def expected_parameters(vocabulary, layers, width, ffn, pre_ln, positions=514):
 _CONFIGS = {}
 
 
-def training_config(data_bin, *flags):
-    """The configuration fairseq-train builds from ``DATA_BIN --user-dir biofairseq FLAGS``. Composing it (fairseq's
-    convert_namespace_to_omegaconf, through hydra) takes about 0.4 s, most of building a tiny model, so each is
-    composed once a process and every call gets its own copy."""
+def fairseq_train_config(data_bin, *flags):
+    """The configuration fairseq-train builds from ``DATA_BIN --user-dir biofairseq FLAGS`` (checkpoints.training_config
+    is the conversion's, of a document_mlm model). Composing it (fairseq's convert_namespace_to_omegaconf, through
+    hydra) takes about 0.4 s, most of building a tiny model, so each is composed once a process and every call gets
+    its own copy."""
     import copy
     from argparse import Namespace
 
@@ -216,7 +221,7 @@ def _built_in_process(data_bin, flags, split):
     import torch
     from fairseq import tasks
 
-    cfg = training_config(data_bin, *flags)
+    cfg = fairseq_train_config(data_bin, *flags)
     task = tasks.setup_task(cfg.task)
     torch.manual_seed(0)
     model = task.build_model(cfg.model)

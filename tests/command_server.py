@@ -65,12 +65,11 @@ def completed(args, env, cwd=None):
 def script(path, *args, check=True, cwd=None):
     """A preprocess/ script of the repository as biofairseq.samples.run_script runs it (this environment's tools on
     PATH), in this process: a Python script directly, a bash script with its commands served here."""
-    from biofairseq.samples import BIN, REPO
+    from biofairseq.samples import REPO, script_env
 
     if path.endswith(".py"):
         return inprocess.run("python", REPO / path, *args, check=check, cwd=cwd)
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHONWARNINGS": "ignore"}
-    proc = completed(["bash", REPO / path, *args], env, cwd=cwd)
+    proc = completed(["bash", REPO / path, *args], script_env(), cwd=cwd)  # run() sets PYTHON to its stand-in
     if check and proc.returncode != 0:
         raise AssertionError(f"{path} failed ({proc.returncode}):\n{proc.stderr[-4000:]}\n{proc.stdout[-2000:]}")
     return proc

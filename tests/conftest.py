@@ -4,7 +4,6 @@ import os
 import pickle
 import socket
 import subprocess
-import sys
 
 # Nothing in the tests may reach the network: transformers and huggingface_hub read these at import.
 os.environ["HF_HUB_OFFLINE"] = "1"
@@ -18,6 +17,7 @@ import pytest  # noqa: E402
 
 import command_server  # noqa: E402
 import inprocess  # noqa: E402
+from biofairseq.bpe_flags import flags as bpe_flags  # noqa: E402  (what `python -m biofairseq.bpe_flags` prints)
 from biofairseq.samples import BIN, REPO, build_corpus  # noqa: E402
 
 
@@ -63,14 +63,6 @@ TINY = [
     "--cpu", "--num-workers", "0", "--seed", "1", "--log-format", "json", "--log-interval", "1",
     "--no-epoch-checkpoints",
 ]
-
-
-def bpe_flags(data_bin):
-    """What the docs and the recipes add to fairseq-train (``python -m biofairseq.bpe_flags DATA_BIN``): the data-bin's
-    BPE, recorded in every checkpoint."""
-    from biofairseq.bpe_flags import flags
-
-    return flags(data_bin)
 
 
 @pytest.fixture(autouse=True)

@@ -10,7 +10,7 @@ import torch
 from fairseq.modules.multihead_attention import MultiheadAttention
 
 from biofairseq.models.attention import SdpaSelfAttention
-from biofairseq.samples import build_in_process, training_config, valid_batch
+from biofairseq.samples import build_in_process, fairseq_train_config, valid_batch
 from conftest import TINY
 
 pytestmark = pytest.mark.fast  # make test-fast
@@ -74,8 +74,8 @@ def test_flags_select_the_fast_path_and_the_default_is_fairseqs(bytebpe_corpus):
         _, model, _ = build_in_process(bytebpe_corpus.data_bin, *flags, "--attention", "sdpa")
         assert all(type(m) is SdpaSelfAttention for m in self_attentions(model))
 
-    cfg = training_config(bytebpe_corpus.data_bin, *mlm("bio_roberta_tiny"), "--optimizer", "fused_adamw",
-                          "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01")
+    cfg = fairseq_train_config(bytebpe_corpus.data_bin, *mlm("bio_roberta_tiny"), "--optimizer", "fused_adamw",
+                               "--adam-betas", "(0.9,0.98)", "--adam-eps", "1e-6", "--weight-decay", "0.01")
     optimizer = optim.build_optimizer(cfg.optimizer, list(default.parameters()))
     torch_adamw = optimizer.optimizer
     assert type(torch_adamw) is torch.optim.AdamW and torch_adamw.defaults["fused"] is True
@@ -231,7 +231,7 @@ def built_optimizer(data_bin, model, *flags):
     """The optimizer fairseq-train builds from these flags for this model's parameters (fp32, unflattened)."""
     from fairseq import optim
 
-    cfg = training_config(data_bin, *mlm("bio_roberta_tiny"), "--adam-betas", "(0.9,0.98)", *flags)
+    cfg = fairseq_train_config(data_bin, *mlm("bio_roberta_tiny"), "--adam-betas", "(0.9,0.98)", *flags)
     return optim.build_optimizer(cfg.optimizer, list(model.parameters()))
 
 

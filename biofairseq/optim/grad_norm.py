@@ -18,15 +18,12 @@ def plain(optimizer):
 
 def clip_grad_norm_(params, max_norm):
     """fairseq.utils.clip_grad_norm_(params, max_norm), without the aggregation only FSDP uses."""
-    params = [p for p in params if p is not None and p.grad is not None]
-    grads = [p.grad for p in params if not hasattr(p, "expert")]  # get_total_norm runs without autograd
+    params = list(params)
+    with_grads = [p for p in params if p is not None and p.grad is not None]
+    grads = [p.grad.float() for p in with_grads if not hasattr(p, "expert")]  # fp32 norms, as fairseq's; fp32 is kept
     if not grads:
         return params[0].new_tensor(0.0) if params else torch.tensor(0.0)
-    if len(grads) == 1:
-        total = torch.norm(grads[0], p=2, dtype=torch.float32)
-    else:
-        total = torch.nn.utils.get_total_norm([g.float() if g.dtype != torch.float32 else g for g in grads], 2.0,
-                                              foreach=True)
+    total = torch.nn.utils.get_total_norm(grads, 2.0, foreach=True)  # runs without autograd
     if max_norm > 0:
-        torch.nn.utils.clip_grads_with_norm_(params, float(max_norm), total, foreach=True)
+        torch.nn.utils.clip_grads_with_norm_(with_grads, float(max_norm), total, foreach=True)
     return total
