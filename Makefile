@@ -29,7 +29,7 @@ test: $(INSTALLED)
 test-fast: $(INSTALLED)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m fast --durations=5
 
-# The bundled end-to-end recipe on the sample in examples/: about 7 minutes on 2 CPU cores. RUN_DIR, NUM_GPUS
+# The bundled end-to-end recipe on the sample in examples/: about 11 minutes on 2 CPU cores. RUN_DIR, NUM_GPUS
 # and the recipe's other variables pass through the environment (see the top of recipes/bsc_bio_es.sh).
 demo: $(INSTALLED)
 	PATH="$(abspath $(BIN)):$$PATH" PYTHON="$(abspath $(BIN))/python" PRESET=tiny bash recipes/bsc_bio_es.sh
