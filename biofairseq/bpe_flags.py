@@ -28,6 +28,9 @@ def flags(vocab_dir):
     """The same as fairseq-train flags."""
     from biofairseq.corpus.vocab import VocabError
 
+    if not os.path.isdir(vocab_dir):
+        sys.exit(f"error: {vocab_dir}: no such folder; give the data-bin of preprocess/binarize.sh (or a vocabulary "
+                 "folder of preprocess/train_vocab.py)")
     try:
         args = bpe_args(vocab_dir)
     except (VocabError, FileNotFoundError) as error:

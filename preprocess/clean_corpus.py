@@ -2,8 +2,8 @@
 """Raw sources -> cleaned documents: train.txt, valid.txt and stats.json, as fairseq-lm text.
 
 Each --source NAME=PATH is a file or a folder (searched recursively) of JSON lines (.jsonl/.json/.ndjson, the
-text in --text-field), plain text (.txt: documents separated by blank lines, or one per file with
---text-docs file) or BRAT (.txt beside .ann: the .txt side), optionally compressed (.gz/.bz2/.xz/.zst).
+text in --text-field), plain text (.txt: documents separated by blank lines, or one a line with --text-docs line,
+or one a file with --text-docs file) or BRAT (.txt beside .ann: the .txt side), optionally compressed (.gz/.bz2/.xz/.zst).
 Each document is repaired (ftfy, NFC), split into sentences, checked for its language, filtered for noisy
 sentences and deduplicated, per source and then across sources. The output has one sentence per line and a
 blank line between documents; the --valid-docs documents of smallest hash (seeded with --seed) go to valid.txt,
@@ -16,6 +16,12 @@ unfinished shards, and the outputs appear atomically.
 
 import argparse
 import sys
+
+try:  # run by a Python without the project (the venv not active): one line, not a traceback
+    import biofairseq  # noqa: F401
+except ModuleNotFoundError as missing:
+    sys.exit(f"{sys.argv[0]}: error: {missing.name} not found; run 'make install' and 'source .venv/bin/activate', "
+             "then run this again")
 
 from biofairseq.arguments import OneLineParser, at_least
 from biofairseq.corpus.checks import language_problem, output_problem, source_problem
@@ -44,8 +50,8 @@ def parse_args(argv=None):
     p.add_argument("--workers", type=at_least(1), default=1, help="parallel shards (local processes or array tasks)")
     p.add_argument("--text-field", default="text", help="the text field of JSON lines (default: text)")
     p.add_argument("--text-docs", choices=TEXT_DOCS, default="blank-line",
-                   help="plain text: documents separated by blank lines (nothing but spaces, tabs, CR), or one "
-                        "document per file")
+                   help="plain text: documents separated by blank lines (nothing but spaces, tabs, CR; default), "
+                        "one document per line, or one per file")
     p.add_argument("--shard-size", type=at_least(1), default=64 << 20, help="bytes of raw input per shard (default: 64 MiB)")
     p.add_argument("--strict", action="store_true",
                    help="stop at the first unreadable file or record (default: skip it and count it in the stats)")
@@ -74,8 +80,9 @@ def parse_args(argv=None):
     if len(set(names)) != len(names):
         p.error(f"--source names must be unique: {names}")
     # every setting before any work: a wrong one would otherwise surface as "0 documents left" at the end
-    problems = [source_problem(name, path) for name, path in args.sources]
-    problems += [output_problem(args.output_dir, args.sources), args.langid != "off" and language_problem(args.lang)]
+    problems = [source_problem(name, path, args.text_docs, args.text_field) for name, path in args.sources]
+    problems += [output_problem(args.output_dir, args.sources),
+                 args.langid != "off" and language_problem(args.lang, args.min_words)]
     problem = next((x for x in problems if x), None)
     if problem:
         p.error(problem)

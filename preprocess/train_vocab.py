@@ -10,10 +10,17 @@ Either way <s> <pad> </s> <unk> <mask> take ids 0-4 and a fairseq index equals t
 import argparse
 import codecs
 import os
+import re
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+
+try:  # run by a Python without the project (the venv not active): one line, not a traceback
+    import biofairseq  # noqa: F401
+except ModuleNotFoundError as missing:
+    sys.exit(f"{sys.argv[0]}: error: {missing.name} not found; run 'make install' and 'source .venv/bin/activate', "
+             "then run this again")
 
 from biofairseq.arguments import OneLineParser, at_least
 
@@ -83,10 +90,18 @@ def main(argv=None):
                                              args.max_sentences)
             info = vocab.write_info(tmp, args.type, size, lowercase=args.lowercase)
         else:
-            size = vocab.train_sentencepiece(
-                args.input, tmp, args.vocab_size, args.model_type, args.max_sentences, args.workers,
-                args.character_coverage, args.byte_fallback, args.normalization,
-            )
+            try:
+                size = vocab.train_sentencepiece(
+                    args.input, tmp, args.vocab_size, args.model_type, args.max_sentences, args.workers,
+                    args.character_coverage, args.byte_fallback, args.normalization,
+                )
+            except RuntimeError as error:
+                most = re.search(r"Vocabulary size (?:is )?too high \(\d+\)\. Please set it to a value <= (\d+)", str(error))
+                if not most:
+                    raise
+                sys.exit(f"error: --vocab-size {args.vocab_size}: {' '.join(args.input)} allows a SentencePiece "
+                         f"{args.model_type} vocabulary of at most {int(most.group(1)):,} entries; give --vocab-size "
+                         f"{most.group(1)} or less (VOCAB_SIZE, or VOCAB_SIZES, in the recipes), or more text")
             info = vocab.write_info(tmp, args.type, size, model_type=args.model_type, normalization=args.normalization)
         out.parent.mkdir(parents=True, exist_ok=True)
         os.replace(tmp, out)

@@ -12,6 +12,12 @@ import json
 import sys
 from pathlib import Path
 
+try:  # run by a Python without the project (the venv not active): one line, not a traceback
+    import biofairseq  # noqa: F401
+except ModuleNotFoundError as missing:
+    sys.exit(f"{sys.argv[0]}: error: {missing.name} not found; run 'make install' and 'source .venv/bin/activate', "
+             "then run this again")
+
 
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)

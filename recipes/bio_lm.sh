@@ -16,6 +16,7 @@
 # distillation and its control DISTIL_UPDATES, DISTIL_LR, DISTIL_WARMUP_UPDATES, ALPHA_MLM, ALPHA_KL, TEMPERATURE and
 # ALPHA_COS (0: the paper's "distill" row without alignment); CORPUS_LANG. It pretrains at one length from scratch
 # (no PHASE2_*, no INIT_FROM), and every model keeps its final checkpoint.
+[ -n "${BASH_VERSION:-}" ] || { echo "bio_lm.sh: error: a bash script; run it as bash recipes/bio_lm.sh" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=bio_lm
@@ -24,7 +25,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
 recipe_settings
 KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 
-recipe_corpus "$CORPUS_LANG" bytelevel-bpe
+recipe_corpus bytelevel-bpe
 
 # ---- 4-5. pretrain base and large (section 5.1: 15% masking, AdamW (0.9, 0.98, 1e-6), weight decay 0.01,
 # dropout 0.1, 5% warm-up then linear decay), then distil large into base and train base longer, each kept at its end

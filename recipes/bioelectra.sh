@@ -13,6 +13,7 @@
 # 30,522 entries, which is not one of ours: the paper preset learns SentencePiece of that size), MASK_PROB,
 # SAMPLING_TEMPERATURE (and _FINAL, annealed over MAX_UPDATE), GENERATOR_FRACTION, CORPUS_LANG, NER_LAYERWISE_DECAY.
 # There is no INIT_FROM: an ELECTRA does not start from a RoBERTa-family masked LM.
+[ -n "${BASH_VERSION:-}" ] || { echo "bioelectra.sh: error: a bash script; run it as bash recipes/bioelectra.sh" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=bioelectra
@@ -21,7 +22,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
 recipe_settings
 KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
 
-recipe_corpus "$CORPUS_LANG" "$VOCAB_TYPE"
+recipe_corpus "$VOCAB_TYPE"
 
 # ---- 4. pretrain with biofairseq-train --task electra --criterion electra (Table 5)
 

@@ -17,6 +17,7 @@
 # (the paper gives none of it): Adam (0.9, 0.999, 1e-8), weight decay 0.01 (none on LayerNorms and biases), clipping
 # 1.0, linear decay; BioMegatron trained "about one epoch" of 6.1B words: set MAX_UPDATE for your corpus. The final
 # checkpoint is kept.
+[ -n "${BASH_VERSION:-}" ] || { echo "biomegatron.sh: error: a bash script; run it as bash recipes/biomegatron.sh" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=biomegatron
@@ -28,7 +29,7 @@ KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
 # ---- 1-3b. clean; per vocabulary size, a cased SentencePiece vocabulary and its data-bin (or INIT_FROM's vocabulary);
 # the vocabularies' entity break-out rates on each NER training set
 
-recipe_clean "$CORPUS_LANG"
+recipe_clean
 if [[ -n $INIT_FROM ]]; then
     recipe_init_from
     recipe_binarize
@@ -39,7 +40,7 @@ else
         recipe_binarize
     done
 fi
-recipe_breakout "$CORPUS_LANG"
+recipe_breakout
 
 # ---- 4-6. one pre-LN encoder per vocabulary, kept at its end and converted
 

@@ -24,6 +24,8 @@
 # inputs and outputs:
 #   SOURCES        pretraining text, space-separated NAME=PATH; a PATH is a file or folder of JSON lines, plain
 #                  text or BRAT, optionally compressed (see preprocess/clean_corpus.py --help)
+#   CORPUS_LANG    the corpus language (default es; en, pt, ...: a code of fastText's lid.176): the cleaning keeps it
+#   TEXT_DOCS      plain text's documents: blank-line (default: separated by blank lines), line (one a line), file
 #   NER_DATA       NER data sets, space-separated NAME=DIR; DIR holds train, valid (or dev, devel) and test
 #                  (optional), each a BRAT folder or a CoNLL file (.conll, .tsv, .bio). NER_DATA=: pretrain and
 #                  convert only
@@ -33,6 +35,7 @@
 #   INIT_FROM      continual pretraining from a transformers RoBERTa-family folder or a fairseq checkpoint (.pt)
 #
 # The stage machinery is recipes/lib/stages.sh, shared with the other recipes.
+[ -n "${BASH_VERSION:-}" ] || { echo "bsc_bio_es.sh: error: a bash script; run it as bash recipes/bsc_bio_es.sh" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=bsc_bio_es
@@ -44,7 +47,7 @@ KEEP=best BEST_METRIC=ppl BEST_MAXIMIZE=0  # the paper's: the lowest validation 
 # ---- 1-3. clean the sources (sentence split, language id, noisy sentences, dedup; VALID_DOCS held out), learn the
 # byte-level BPE (50,262 entries in the paper), encode and binarize
 
-recipe_corpus es bytelevel-bpe
+recipe_corpus bytelevel-bpe
 
 # ---- 4. pretrain with biofairseq-train --task document_mlm
 

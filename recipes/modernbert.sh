@@ -22,6 +22,7 @@
 # instead of StableAdamW, a linear decay from the peak instead of the warm-up-stable-decay (trapezoidal) schedule, fixed
 # batches (ours: 4,096 x 1,024 tokens, then 512 x 8,192) instead of a batch-size warm-up, and a corpus of your own
 # rather than 1.7T tokens of English and code.
+[ -n "${BASH_VERSION:-}" ] || { echo "modernbert.sh: error: a bash script; run it as bash recipes/modernbert.sh" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=modernbert
@@ -33,7 +34,7 @@ KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0  # a fixed number of updates; the fina
 
 # ---- 1-3. clean, a byte-level BPE vocabulary (or INIT_FROM's), encode and binarize
 
-recipe_corpus "$CORPUS_LANG" bytelevel-bpe
+recipe_corpus bytelevel-bpe
 
 # ---- 4. masked LM at MASK_PROB on packed rows, in one or two length phases
 

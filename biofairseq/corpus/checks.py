@@ -4,12 +4,14 @@ numpy, no fastText): the error paths must not cost an import of the cleaning mac
 
 import difflib
 import importlib.util
+import json
 import lzma
 import os
 import re
 from pathlib import Path
 
-from biofairseq.corpus.sources import _COMPRESSED, _JSONL, _TEXT, open_compressed
+from biofairseq.corpus.sources import _TEXT_FORMAT, _format_of, open_compressed, walk
+from biofairseq.text.documents import is_blank
 
 KINDS = "JSON lines (.jsonl, .json, .ndjson), text (.txt) or BRAT (.txt beside .ann), optionally .gz/.bz2/.xz/.zst"
 
@@ -88,51 +90,130 @@ def unknown_language(lang, setting):
     return f"not a language of the language identifier (fastText lid.176); {fix}"
 
 
-def language_problem(lang):
-    """None if lid.176 knows --lang, else the one line saying what to use."""
+# lid.176's languages written without spaces between words: a whitespace word is a whole sentence in them
+WITHOUT_SPACES = ("zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue")
+
+
+def language_problem(lang, min_words=0):
+    """None if lid.176 knows --lang and the word filter can count its words, else the one line saying what to use."""
     problem = unknown_language(lang, "--lang ")
-    return problem and f"--lang {lang}: {problem}, or --langid off"
+    if problem:
+        return f"--lang {lang}: {problem}, or --langid off"
+    if lang in WITHOUT_SPACES and min_words > 1:
+        return (f"--lang {lang}: written without spaces between words, so --min-words {min_words} (words between "
+                "spaces) would drop every sentence; give --min-words 0")
+    return None
 
 
-def _has_text(path):
-    """Whether a (possibly compressed) file holds anything but whitespace at its start; an OSError if unreadable."""
+HEAD = 1 << 16  # bytes of a file looked at before any work: enough lines to tell what it holds
+_BINARY = {b"%PDF": "a PDF", b"PK\x03\x04": "a zip (or .docx, .xlsx) archive", b"\xd0\xcf\x11\xe0": "an Office file",
+           b"\x89PNG": "a PNG image", b"\xff\xd8\xff": "a JPEG image", b"SQLite format 3": "an SQLite database"}
+_TAG = re.compile(r"(O|[BIESLU][-_]\S+)")  # an IOB/BIOES tag, CoNLL's last column
+_ANN = re.compile(r"([TREAMN]\d+|#\d*)\t")  # a BRAT standoff line: T1<TAB>Type 0 5<TAB>mention, #1<TAB>note
+ONE_DOCUMENT_LINES = 100  # lines without a blank one that make a text file suspect of being many documents read as one
+
+
+def _head(path):
+    """The file's first HEAD bytes, decompressed; an OSError (or EOFError, LZMAError) if unreadable."""
     with open_compressed(path) as f:
-        return bool(f.read(1 << 16).strip())
+        return f.read(HEAD)
 
 
-def source_problem(name, path):
+def _options(recipe):
+    """How the fix names the cleaning's options: clean_corpus.py's flags, or the recipes' settings."""
+    return ("TEXT_DOCS=", "TEXT_FIELD=") if recipe else ("--text-docs ", "--text-field ")
+
+
+def not_text(head, fmt, text_field="text", recipe=False):
+    """What a file's start looks like instead of the documents its format (jsonl, text, text-line, text-file) reads,
+    and the fix; None if it looks right. Pretraining text that is NER columns, annotations or a binary file would
+    otherwise be cleaned into the corpus without a word (or removed as noise)."""
+    text_docs, field = _options(recipe)
+    if b"\x00" in head or head.startswith(tuple(_BINARY)):
+        what = next((name for magic, name in _BINARY.items() if head.startswith(magic)), "binary data (NUL bytes)")
+        return f"{what}, not text; convert it to UTF-8 text first"
+    every = head.decode("utf-8", "replace").split("\n")
+    every = every[:-1] if len(head) == HEAD else every  # the last line may be cut
+    lines = [line.rstrip("\r") for line in every if line.strip()][:200]
+    if not lines:
+        return None
+    if sum(bool(_ANN.match(line)) for line in lines) >= 0.9 * len(lines):
+        return ("BRAT annotations (T1<TAB>Type start end<TAB>mention), not text; give the .txt files, or the folder "
+                "that holds each X.txt beside its X.ann")
+    if fmt == "jsonl":
+        try:
+            record = json.loads(lines[0])
+        except json.JSONDecodeError:
+            if lines[0].lstrip()[:1] in "[{":
+                return "one JSON document over several lines, not JSON lines; write one JSON object per line"
+            return "not JSON lines (its first line is not JSON); give .jsonl with one JSON object per line, or .txt"
+        if not isinstance(record, dict) or not isinstance(record.get(text_field), str):
+            fields = ", ".join(record) if isinstance(record, dict) else type(record).__name__
+            return (f'JSON lines without a "{text_field}" string field (its first line has: {fields}); name the text\'s '
+                    f"field with {field}NAME")
+        return None
+    columns = [line.split("\t") if "\t" in line else line.split() for line in lines]
+    tagged = sum(len(c) >= 2 and bool(_TAG.fullmatch(c[-1])) for c in columns)
+    if len(lines) >= 3 and tagged >= 0.9 * len(lines) and any(c[-1] != "O" for c in columns if len(c) >= 2):
+        return ("CoNLL/IOB columns (token, then tag), not running text; NER data goes to biofairseq-ner (NER_DATA in "
+                "the recipes), and pretraining takes the text itself")
+    if fmt == "text" and len(lines) >= ONE_DOCUMENT_LINES and not any(map(is_blank, every[1:-1])):
+        return (f"{len(lines)}{'+' if len(lines) == 200 else ''} lines and no blank line, so one document (a blank line separates documents in text); "
+                f"if each line is a document, give {text_docs}line; if the file is one document, {text_docs}file")
+    return None
+
+
+def source_problem(name, path, text_docs="blank-line", text_field="text", recipe=False):
     """None if --source NAME=PATH can give documents, else the one line naming it and the fix: a missing path, an
-    empty or unreadable file, a folder with no non-empty file of a supported kind."""
-    where = f"--source {name}={path}"
+    empty or unreadable file, a file that is not the text its format reads (not_text), a folder with no non-empty
+    file of a supported kind. A folder's files are each looked at, up to 20 of them."""
+    where = f"SOURCES: '{name}={path}'" if recipe else f"--source {name}={path}"
     p = Path(path)
     if not p.exists():
         return f"{where}: no such file or folder; fix the PATH"
     if p.is_file():
-        try:
-            if not _has_text(p):
-                return f"{where}: an empty file; give a file that holds documents"
-        except (OSError, EOFError, lzma.LZMAError) as e:
-            return f"{where}: can't read it ({e}); check the file"
-        return None
+        fmt = "brat" if p.suffix == ".ann" else _format_of(p, text_docs) or _TEXT_FORMAT[text_docs]
+        return _file_problem(where, p, fmt, text_field, recipe, alone=True)
     if not p.is_dir():
         return f"{where}: not a file or a folder; give {KINDS}"
-    seen = 0
-    for root, dirs, files in os.walk(p):
-        dirs.sort()
-        for f in sorted(files):
-            stem = f[: -len(Path(f).suffix)] if f.endswith(_COMPRESSED) else f
-            if stem.endswith(_JSONL + _TEXT):
-                seen += 1
-                try:
-                    if _has_text(Path(root, f)):
-                        return None
-                except (OSError, EOFError, lzma.LZMAError):
-                    continue
+    seen, readable = 0, 0
+    for root, dirs, files in walk(p):
+        brat = any(f.endswith(".ann") for f in files)
+        for f in files:
+            fmt = "text-file" if brat else _format_of(Path(f), text_docs)
+            if fmt is None or (brat and not f.endswith(".txt")):
+                continue
+            seen += 1
+            problem = _file_problem(f"{where}: {Path(root, f)}", Path(root, f), fmt, text_field, recipe)
+            if problem is None:
+                readable += 1
+            elif not problem.endswith(_EMPTY):
+                return problem
+            if seen >= 20 and readable:
+                return None
+    if readable:
+        return None
     if seen:
         return f"{where}: its {seen} .txt/.jsonl file(s) are empty or unreadable; check the PATH"
     if not any(p.iterdir()):
         return f"{where}: an empty folder; fix the PATH"
     return f"{where}: a folder with no {KINDS} inside; check the PATH"
+
+
+_EMPTY = "give a file that holds documents"
+
+
+def _file_problem(where, path, fmt, text_field, recipe, alone=False):
+    try:
+        head = _head(path)
+    except (OSError, EOFError, lzma.LZMAError) as e:
+        return f"{where}: can't read it ({e}); check the file"
+    if not head.strip():
+        return f"{where}: an empty file; {_EMPTY}"
+    if fmt == "brat":
+        return f"{where}: a BRAT annotation file; give the .txt files, or the folder that holds each X.txt beside its X.ann"
+    problem = not_text(head, fmt if alone or fmt != "text" else "text-file", text_field, recipe)
+    return problem and f"{where}: {problem}"
 
 
 def output_problem(output_dir, sources):

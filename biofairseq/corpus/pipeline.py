@@ -22,8 +22,8 @@ from biofairseq.atomic import write_text
 from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
 from biofairseq.corpus.dedup import ShardHashes, find_repeats
 from biofairseq.corpus.processes import map_jobs
-from biofairseq.corpus.sources import (InputError, Shard, discover, needs_splitting, plan_shards, read_documents,
-                                      split_compressed)
+from biofairseq.corpus.sources import (InputError, Shard, discover, needs_splitting, open_compressed, plan_shards,
+                                      read_documents, split_compressed, walk)
 from biofairseq.text.documents import is_blank
 from biofairseq.text.tables import markdown_table
 
@@ -91,8 +91,8 @@ def _read_docs(path):
 def _fingerprint(args, config, sources):
     inputs = []
     for name, path in sources:
-        for root, _, files in os.walk(path) if os.path.isdir(path) else [(os.path.dirname(path), [], [os.path.basename(path)])]:
-            for f in sorted(files):
+        for root, _, files in walk(path) if os.path.isdir(path) else [(os.path.dirname(path), [], [os.path.basename(path)])]:
+            for f in files:
                 p = os.path.join(root, f)
                 if os.path.isfile(p):
                     st = os.stat(p)
@@ -306,6 +306,21 @@ def _nothing_left(total, errors, lang):
     return f"no document left after cleaning: of {read:,} read, {said}"
 
 
+def _few_documents(shards, per_source):
+    """Where text read at blank lines gave far fewer documents than it has lines: how they were told apart, and the
+    option that reads a document a line ('' if no source looks so)."""
+    for name, counts in per_source.items():
+        pieces = {p.path: p for s in shards if s.source == name for p in s.pieces if p.fmt == "text"}
+        lines = 0
+        for path in pieces:
+            with open_compressed(path) as f:
+                lines += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
+        if pieces and lines >= 10 * max(1, counts["docs_in"]):
+            return (f" ({name}: {lines:,} lines of text read as {counts['docs_in']:,} document(s), since a blank line "
+                    "separates documents; if each line is a document, clean with --text-docs line, TEXT_DOCS=line in the recipes)")
+    return ""
+
+
 def _clean(args, config, sources, output_dir, work, plan, fingerprint):
     clock = time.perf_counter()
     seconds = {}
@@ -354,8 +369,9 @@ def _clean(args, config, sources, output_dir, work, plan, fingerprint):
     if n_docs == 0:
         raise InputError(_nothing_left(total, errors, args.lang))
     if n_docs <= args.valid_docs:
-        raise InputError(f"--valid-docs {args.valid_docs}: only {n_docs:,} documents left after cleaning; "
-                         f"use --valid-docs {max(1, n_docs // 10)} (below {n_docs:,}), or give more text")
+        fix = f"use --valid-docs {max(1, n_docs // 10)} (below {n_docs:,}), or give more text" if n_docs > 1 else "give more text"
+        raise InputError(f"--valid-docs {args.valid_docs}: only {n_docs:,} document{'s' * (n_docs > 1)} left after "
+                         f"cleaning{_few_documents(shards, per_source)}; {fix}")
     _split(work, output_dir, n_docs, args.valid_docs, args.seed)
     seconds["split"] = time.perf_counter() - clock
     stats = {

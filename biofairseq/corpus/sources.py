@@ -11,7 +11,7 @@ from pathlib import Path
 
 from biofairseq.text.documents import BLANK_LINE, is_blank
 
-TEXT_DOCS = ("blank-line", "file")
+TEXT_DOCS = ("blank-line", "line", "file")  # plain text's documents: between blank lines, a line each, a file each
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 _JSONL = (".jsonl", ".json", ".ndjson")
 _TEXT = (".txt", ".text")
@@ -72,13 +72,29 @@ def open_compressed(path):
     return open(path, "rb")
 
 
+_TEXT_FORMAT = {"blank-line": "text", "line": "text-line", "file": "text-file"}
+
+
+def walk(path):
+    """os.walk that follows links to folders (data folders are often built of links), each real folder once."""
+    seen = set()
+    for root, dirs, files in os.walk(path, followlinks=True):
+        real = os.path.realpath(root)
+        if real in seen:  # a link back up the tree, or a second link to one folder
+            dirs[:] = []
+            continue
+        seen.add(real)
+        dirs.sort()
+        yield root, dirs, sorted(files)
+
+
 def _format_of(path, text_docs):
     name = path.name[: -len(path.suffix)] if path.suffix in _COMPRESSED else path.name
     suffix = Path(name).suffix
     if suffix in _JSONL:
         return "jsonl"
     if suffix in _TEXT:
-        return "text" if text_docs == "blank-line" else "text-file"
+        return _TEXT_FORMAT[text_docs]
     return None
 
 
@@ -88,11 +104,9 @@ def discover(path, text_docs):
     if not path.exists():
         return [], [f"{path}: no such file or directory; fix the path in --source NAME=PATH"]
     if path.is_file():
-        return [Piece(str(path), _format_of(path, text_docs) or ("text" if text_docs == "blank-line" else "text-file"))], []
+        return [Piece(str(path), _format_of(path, text_docs) or _TEXT_FORMAT[text_docs])], []
     pieces, errors = [], []
-    for root, dirs, files in os.walk(path):
-        dirs.sort()
-        files = sorted(files)
+    for root, dirs, files in walk(path):
         if any(f.endswith(".ann") for f in files):  # a BRAT folder: its .txt side, one document per file
             txt = {f[:-4] for f in files if f.endswith(".txt")}
             ann = {f[:-4] for f in files if f.endswith(".ann")}
@@ -113,12 +127,15 @@ def discover(path, text_docs):
     return pieces, errors
 
 
+_LINE_BASED = ("jsonl", "text", "text-line")  # formats whose records end at a line end (or a blank line)
+
+
 def _cut(piece, shard_size):
     """Splits a large uncompressed line-based file at record boundaries, with the line number of each cut."""
     size = os.path.getsize(piece.path)
-    if piece.fmt not in ("jsonl", "text") or piece.path.endswith(_COMPRESSED) or size <= shard_size:
+    if piece.fmt not in _LINE_BASED or piece.path.endswith(_COMPRESSED) or size <= shard_size:
         return [piece]
-    pattern = re.compile(rb"\n") if piece.fmt == "jsonl" else BLANK_LINE
+    pattern = BLANK_LINE if piece.fmt == "text" else re.compile(rb"\n")
     cuts = [0]
     with open(piece.path, "rb") as f:
         while cuts[-1] + shard_size < size:
@@ -146,7 +163,7 @@ def _cut(piece, shard_size):
 def needs_splitting(piece, shard_size):
     """A compressed line-based file that likely holds more than a shard (text compresses 3-10x): one worker would
     read it alone, for hours at 100 GB."""
-    return (piece.fmt in ("jsonl", "text") and piece.path.endswith(_COMPRESSED)
+    return (piece.fmt in _LINE_BASED and piece.path.endswith(_COMPRESSED)
             and 4 * os.path.getsize(piece.path) > shard_size)
 
 
@@ -164,13 +181,13 @@ def split_compressed(piece, shard_size, folder):
                     out.close()
                     out = None
                 if out is None:
-                    path = folder / f"{len(pieces):05d}{'.jsonl' if piece.fmt == 'jsonl' else '.txt'}"
+                    path = folder / f"{len(pieces):05d}{'.jsonl' if piece.fmt == 'jsonl' else '.txt'}"  # (read as piece.fmt)
                     out, size = open(path, "wb"), 0
                     pieces.append(Piece(str(path), piece.fmt, first_line=line, origin=piece.path))
                 out.write(raw)
                 size += len(raw)
                 line += 1
-                boundary = piece.fmt == "jsonl" or is_blank(raw)
+                boundary = piece.fmt != "text" or is_blank(raw)
     except (OSError, EOFError, lzma.LZMAError):
         return [piece]  # read whole by one worker, which reports what is wrong with it
     finally:
@@ -249,6 +266,11 @@ def read_documents(piece, text_field="text"):
                     yield "error", f'{piece.named}:{line}: no "{text_field}" string field; name the field with --text-field'
                     continue
                 yield "doc", f"{piece.named}:{line}", text
+        elif piece.fmt == "text-line":  # a document a line
+            for line, raw in _lines(piece):
+                if not is_blank(raw):
+                    seen = True
+                    yield _text_document(piece.named, line, [raw])
         else:  # text, documents separated by blank lines
             doc, first = [], None
             for line, raw in _lines(piece):

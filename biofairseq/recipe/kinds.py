@@ -15,6 +15,10 @@ def text(value):
     return None
 
 
+def name(value):
+    return None if value.strip() else "empty; give a name"
+
+
 def whole(value):
     if re.fullmatch(r"[0-9]+", value):
         if len(value) > LONGEST_WHOLE:
@@ -101,9 +105,14 @@ def length(most, why):
 
 
 def language(value):
-    """A code of the cleaning's language identifier (fastText lid.176), checked before any work."""
-    from biofairseq.corpus.checks import unknown_language
+    """A code of the cleaning's language identifier (fastText lid.176) written with spaces between words, which the
+    recipes' cleaning (its word filters), whole-word masking and whole-word NER labels count on."""
+    from biofairseq.corpus.checks import WITHOUT_SPACES, unknown_language
 
+    if value in WITHOUT_SPACES:
+        return ("written without spaces between words, which the recipes' cleaning (words per sentence), whole-word "
+                "masking and NER labels count on; not supported by the recipes (preprocess/clean_corpus.py cleans it "
+                "with --min-words 0)")
     return unknown_language(value, "CORPUS_LANG=")
 
 

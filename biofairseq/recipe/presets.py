@@ -73,6 +73,8 @@ SHARED = {  # every recipe's
     "WORKERS": Derived(lambda v: cores(), "all cores"),
     "NER_GPU": "0",
     "DISTRIBUTED_PORT": "12345",
+    "TEXT_DOCS": "blank-line",
+    "TEXT_FIELD": "text",
     "SHARD_MB": "0",
     "INIT_FROM": "",
     "PHASE2_SHARE": "0",
@@ -160,6 +162,7 @@ class Recipe:
 BSC_BIO_ES = Recipe(
     "bsc_bio_es",
     defaults={
+        "CORPUS_LANG": ("es", "Spanish clinical and biomedical text"),
         "CLIP_NORM": ("0.0", "Table 3: no clipping"),
     },
     presets={

@@ -20,6 +20,7 @@ from datetime import datetime
 from pathlib import Path
 
 from biofairseq.atomic import write_text
+from biofairseq.corpus.checks import source_problem
 from biofairseq.finetune import splits
 from biofairseq.model_shapes import ELECTRA_SHARING
 from biofairseq.recipe import kinds
@@ -75,6 +76,9 @@ SETTINGS = [  # recipe.env's order
     Setting("NER_DATA", kinds.or_empty(kinds.named_paths("DIR, DIR a folder with train and valid (or dev)", "folder")), "ner",
             help="NER data sets, space-separated NAME=DIR, DIR holding train, valid (or dev, devel) and optionally test, "
                  "each a BRAT folder or a CoNLL file (.conll, .tsv, .bio); empty: pretrain and convert only"),
+    Setting("TEXT_DOCS", kinds.one_of("blank-line", "line", "file"), "clean",
+            help="plain text's documents: separated by blank lines, one per line, or one per file"),
+    Setting("TEXT_FIELD", kinds.name, "clean", help="the text's field in JSON lines"),
     Setting("VALID_DOCS", kinds.positive, "clean", help="documents held out for validation"),
     # 256 bytes and the special symbols at least
     Setting("VOCAB_SIZE", kinds.whole_between(300), "vocabulary", help="entries of the learned vocabulary"),
@@ -123,7 +127,7 @@ SETTINGS = [  # recipe.env's order
     Setting("WEAK_PRETRAINING", kinds.one_of("stop", "continue"),
             help="stop before fine-tuning a model no better than word frequencies (stop), or say so and go on"),
     Setting("CLIP_NORM", kinds.number_in(0, None), "pretrain", help="gradient clipping (0: none)"),
-    Setting("CORPUS_LANG", kinds.language, "clean", help="the corpus language, for the cleaning's language filter"),
+    Setting("CORPUS_LANG", kinds.language, "clean", help="the corpus language (a code of fastText's lid.176, as en): the cleaning keeps its documents"),
     Setting("MASK_PROB", kinds.number_in(0, 1, low_open=True, high_open=True), "pretrain", help="the share of tokens masked"),
     Setting("WEIGHT_DECAY", kinds.number_in(0, None), "pretrain", help="AdamW's weight decay"),
     Setting("VOCAB_TYPE", kinds.one_of("bytelevel-bpe", "sentencepiece"), "vocabulary", help="the vocabulary's kind"),
@@ -284,6 +288,11 @@ def resolve(recipe, environ, repo, script="recipe"):
     for name, other, holds, fix in TOGETHER:
         if name in own and other in own and not holds(values[name], values[other]):
             raise SettingsError(f"{name}={values[name]}: must be {fix} ({other}={values[other]})")
+    if "SOURCES" in own:  # what each source holds, as the cleaning will read it: text, not NER columns or a PDF
+        for pair in values["SOURCES"].split():
+            problem = source_problem(*pair.split("=", 1), values["TEXT_DOCS"], values["TEXT_FIELD"], recipe=True)
+            if problem:
+                raise SettingsError(problem)
     return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}
 
 

@@ -91,20 +91,21 @@ recipe_force() {  # FORCE=1: every stage's output goes before the first stage ru
 
 # ---- 1-3. corpus, vocabulary (or INIT_FROM's), data-bin
 
-recipe_corpus() {  # recipe_corpus LANG VOCAB_TYPE: stages 1-3 of a recipe with one vocabulary
-    recipe_clean "$1"
+recipe_corpus() {  # recipe_corpus VOCAB_TYPE: stages 1-3 of a recipe with one vocabulary
+    recipe_clean
     if [[ -n ${INIT_FROM:-} ]]; then
         recipe_init_from
     else
-        recipe_vocabulary "$2" "$VOCAB_SIZE"
+        recipe_vocabulary "$1" "$VOCAB_SIZE"
     fi
     recipe_binarize
 }
 
-recipe_clean() {  # recipe_clean LANG
+recipe_clean() {  # the sources in CORPUS_LANG
     local source
     if stage 1 "clean the sources" "$CLEAN" "$CLEAN/stats.json"; then
-        local clean_args=(--output-dir "$CLEAN" --lang "$1" --valid-docs "$VALID_DOCS" --workers "$WORKERS")
+        local clean_args=(--output-dir "$CLEAN" --lang "$CORPUS_LANG" --valid-docs "$VALID_DOCS" --workers "$WORKERS"
+            --text-docs "$TEXT_DOCS" --text-field "$TEXT_FIELD")
         for source in $SOURCES; do clean_args+=(--source "$source"); done
         run "$PYTHON" "$REPO/preprocess/clean_corpus.py" "${clean_args[@]}"
     fi
@@ -128,7 +129,7 @@ recipe_binarize() {
     fi
 }
 
-recipe_breakout() {  # recipe_breakout LANG: each vocabulary's entity break-out rate on each NER training set
+recipe_breakout() {  # each vocabulary's entity break-out rate on each NER training set
     # (BioMegatron's Table 3: sub-tokens per Moses word over the entity mentions), for the report
     local i name vocabs=() out
     for name in "${VOCAB_NAMES[@]}"; do vocabs+=("$name=$RUN_DIR/vocab/$name"); done
@@ -137,7 +138,7 @@ recipe_breakout() {  # recipe_breakout LANG: each vocabulary's entity break-out 
         out=$RUN_DIR/breakout/${NER_NAMES[$i]}
         if stage 3b "entity break-out rates of the vocabularies on ${NER_NAMES[$i]}" "$out.json"; then
             mkdir -p "$RUN_DIR/breakout"
-            run "$PYTHON" "$REPO/preprocess/vocab_stats.py" --vocab "${vocabs[@]}" --ner "${NER_TRAIN[$i]}" --lang "$1" \
+            run "$PYTHON" "$REPO/preprocess/vocab_stats.py" --vocab "${vocabs[@]}" --ner "${NER_TRAIN[$i]}" --lang "$CORPUS_LANG" \
                 --output "$out"
         fi
         BREAKOUT_ARGS+=(--breakout "${NER_NAMES[$i]}=$out.json")
