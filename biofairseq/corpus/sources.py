@@ -295,3 +295,18 @@ def _text_document(path, first, lines):
         return "doc", f"{path}:{first}", _decode(b"".join(lines), path, first)
     except InputError as e:
         return "error", str(e)
+
+
+def sample_text(paths, text_docs="blank-line", text_field="text", chars=1 << 16):
+    """About ``chars`` characters of the first documents of the sources, as the cleaning reads them, for checks that
+    need the words themselves before any work (whether a model's vocabulary knows them)."""
+    taken, size = [], 0
+    for path in paths:
+        for piece in discover(path, text_docs)[0]:
+            for kind, *rest in read_documents(piece, text_field):
+                if kind == "doc":
+                    taken.append(rest[1][:chars - size])
+                    size += len(taken[-1])
+                if size >= chars:
+                    return "\n".join(taken)
+    return "\n".join(taken)

@@ -293,7 +293,41 @@ def resolve(recipe, environ, repo, script="recipe"):
             problem = source_problem(*pair.split("=", 1), values["TEXT_DOCS"], values["TEXT_FIELD"], recipe=True)
             if problem:
                 raise SettingsError(problem)
+        if "INIT_FROM" in own and values["INIT_FROM"]:
+            problem = init_vocabulary_problem(values)
+            if problem:
+                raise SettingsError(problem)
     return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}
+
+
+UNKNOWN_SHARE = 0.01  # of the corpus's tokens that INIT_FROM's vocabulary may leave unknown
+
+
+def init_vocabulary_problem(values):
+    """None, or why INIT_FROM's vocabulary cannot serve the corpus: a transformers folder without a tokenizer, or one
+    that leaves more than 1% of the tokens of the corpus's start unknown (an English WordPiece on Greek text), which
+    continual pretraining would then learn as one token. A fairseq checkpoint's vocabulary is byte-level or has byte
+    fallback (preprocess/train_vocab.py's), so it knows every text."""
+    init, lang = values["INIT_FROM"], values["CORPUS_LANG"]
+    if init.endswith(".pt"):
+        return None
+    from biofairseq.convert.vocabulary import TOKENIZER_FILES, has_tokenizer
+    from biofairseq.corpus.sources import sample_text
+
+    if not has_tokenizer(init):
+        return (f"INIT_FROM={init}: no tokenizer in the folder ({TOKENIZER_FILES}); save it there with "
+                "tokenizer.save_pretrained, as the model was")
+    import transformers
+
+    tokenizer = transformers.AutoTokenizer.from_pretrained(init)
+    paths = [pair.split("=", 1)[1] for pair in values["SOURCES"].split()]
+    ids = tokenizer(sample_text(paths, values["TEXT_DOCS"], values["TEXT_FIELD"]), add_special_tokens=False)["input_ids"]
+    unknown = ids.count(tokenizer.unk_token_id) / max(1, len(ids)) if tokenizer.unk_token_id is not None else 0
+    if unknown > UNKNOWN_SHARE:
+        return (f"INIT_FROM={init}: its vocabulary leaves {unknown:.0%} of the tokens of the corpus's start unknown "
+                f"({tokenizer.unk_token}), so it cannot serve CORPUS_LANG={lang}; continue a model whose vocabulary "
+                "covers the language, or pretrain from scratch (INIT_FROM=)")
+    return None
 
 
 # ---- what the recipe needs besides the settings: the devices, the NER data's splits, INIT_FROM as an absolute path

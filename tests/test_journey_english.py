@@ -1,0 +1,102 @@
+"""A second user's journey: an English biomedical researcher with their own files, in a working folder outside the
+repository built of links (as data folders often are), on the English excerpt the repository ships (NCBI-disease:
+sentences for pretraining, one a line, and its CoNLL NER files). They first give the text as it is (one sentence a
+line, no blank lines), are told it would be one document and how to say what it is, then run bsc_bio_es.sh's tiny
+preset end to end with CORPUS_LANG=en, shrunk as test_recipe.py shrinks it; every other recipe's settings step takes
+the same inputs; continual pretraining starts from the model just made, given as a link (INIT_FROM).
+
+bash runs the recipes; their commands run in this process (tests/command_server.py). The mistakes of this journey
+also stand in the catalogue (test_mistakes.py)."""
+
+import json
+import os
+
+import pytest
+
+import command_server
+from biofairseq.recipe import settings
+from biofairseq.recipe.presets import RECIPES
+from biofairseq.samples import BIN, RECIPE_SMALL, REPO
+
+ENGLISH = REPO / "tests" / "data" / "ncbi_disease_text" / "sentences.txt"
+NCBI = REPO / "tests" / "data" / "ncbi_disease"
+INPUTS = {"SOURCES": "abstracts=raw/abstracts.txt", "NER_DATA": "ncbi=data/ncbi", "CORPUS_LANG": "en"}
+
+
+def recipe(name, folder, **variables):
+    """recipes/NAME.sh run by bash from the user's folder, its commands served here."""
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
+           "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "NUM_GPUS": "0", **variables}
+    return command_server.completed(["bash", REPO / "recipes" / f"{name}.sh"], env, cwd=folder)
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory):
+    """The user's folder: raw/abstracts.txt a link to the text, data/ncbi a folder of links to the CoNLL splits, and
+    data/linked a link to that folder."""
+    work = tmp_path_factory.mktemp("english")
+    (work / "raw").mkdir()
+    (work / "raw" / "abstracts.txt").symlink_to(ENGLISH)
+    (work / "data" / "ncbi").mkdir(parents=True)
+    for split in ("train", "devel", "test"):
+        (work / "data" / "ncbi" / f"{split}.tsv").symlink_to(NCBI / f"{split}.tsv")
+    (work / "data" / "linked").symlink_to(work / "data" / "ncbi", target_is_directory=True)
+    return work
+
+
+@pytest.fixture(scope="module")
+def journey(folder):
+    """The text given as it is first (refused), then with TEXT_DOCS=line: the recipe end to end."""
+    first = recipe("bsc_bio_es", folder, **INPUTS, STOP_AFTER="settings", RUN_DIR="runs/first")
+    run = recipe("bsc_bio_es", folder, **INPUTS, **RECIPE_SMALL, NER_SEEDS="1", TEXT_DOCS="line", RUN_DIR="runs/en")
+    assert run.returncode == 0, run.stderr[-5000:]
+    return first, run, folder / "runs" / "en"
+
+
+def test_a_document_a_line_is_named_before_any_work_with_the_setting_that_reads_it(journey, folder):
+    first, _, _ = journey
+    lines = [line for line in first.stderr.splitlines() if line.strip()]
+    assert first.returncode == 1 and lines == [
+        "bsc_bio_es.sh: error: SOURCES: 'abstracts=raw/abstracts.txt': 200+ lines and no blank line, so one document (a "
+        "blank line separates documents in text); if each line is a document, give TEXT_DOCS=line; if the file is one "
+        "document, TEXT_DOCS=file"]
+    assert not (folder / "runs" / "first").exists()
+
+
+def test_the_tiny_preset_runs_end_to_end_on_english_text_and_conll_ner(journey):
+    _, run, run_dir = journey
+    env = dict(line.split("=", 1) for line in (run_dir / "recipe.env").read_text().splitlines())
+    assert env["CORPUS_LANG"] == "en" and env["TEXT_DOCS"] == "line"
+    stats = json.loads((run_dir / "clean" / "stats.json").read_text())
+    # a sentence a document, English kept: the language filter drops at most a few (gene lists, formulas)
+    assert stats["total"]["docs_in"] == 1000 and stats["total"]["other_language_docs"] < 50
+    assert stats["train_docs"] > 900 and stats["valid_docs"] == 10
+    report = json.loads((run_dir / "report.json").read_text())
+    ner = report["ner"]["ncbi"]
+    assert [s["model"] for s in ner] == ["model=bsc_bio_es", "model=random_init"]
+    assert all(s["runs"] == 1 and s["split"] == "test" for s in ner)
+    assert "## NER: ncbi" in run.stdout and "Disease" in (run_dir / "ner" / "ncbi" / "report.md").read_text()
+
+
+def test_every_other_recipe_takes_the_english_inputs(folder, monkeypatch):
+    monkeypatch.chdir(folder)
+    for name in RECIPES:
+        environ = {**INPUTS, "NER_DATA": "ncbi=data/linked", "TEXT_DOCS": "line", "NUM_GPUS": "0",
+                   "STOP_AFTER": "settings", "RUN_DIR": f"runs/{name}", "PATH": os.environ["PATH"]}
+        text = settings.shell(name, environ, REPO, f"recipes/{name}.sh", say=lambda line: None)
+        assert "CORPUS_LANG=en\n" in text and "NER_TRAIN=(" in text, name
+    assert not (folder / "runs" / "beto").exists()
+
+
+def test_continual_pretraining_starts_from_the_model_just_made_given_as_a_link(journey, folder):
+    _, _, run_dir = journey
+    (folder / "models").mkdir()
+    (folder / "models" / "mine").symlink_to(run_dir / "hf" / "bsc_bio_es", target_is_directory=True)
+    proc = recipe("bsc_bio_es", folder, **INPUTS, **RECIPE_SMALL, TEXT_DOCS="line", INIT_FROM="models/mine",
+                  STOP_AFTER="binarize", RUN_DIR="runs/continued")
+    assert proc.returncode == 0, proc.stderr[-5000:]
+    continued = folder / "runs" / "continued"
+    conversion = json.loads((continued / "init" / "conversion.json").read_text())
+    assert conversion["fairseq_flags"][:2] == ["--arch", "bio_roberta_tiny"]
+    # the data-bin is encoded with the model's own vocabulary, not one learned again
+    assert (continued / "data-bin" / "dict.txt").read_text() == (run_dir / "data-bin" / "dict.txt").read_text()
