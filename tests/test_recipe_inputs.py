@@ -43,6 +43,10 @@ LAYOUTS = {
     "conll train.conll valid.bio": lambda d: [d.mkdir(), shutil.copy(NCBI / "train.tsv", d / "train.conll"),
                                               shutil.copy(NCBI / "devel.tsv", d / "valid.bio")],
     "splits and a README.md": lambda d: [LAYOUTS["train valid test"](d), (d / "README.md").write_text("PharmaCoNER\n")],
+    # splits that are links to the folders of a release unpacked beside them (train -> release/train-set/ner)
+    "train and valid links to BRAT folders": lambda d: [
+        brat(d / "release" / "train-set" / "ner", "train"), brat(d / "release" / "dev-set" / "ner", "valid"),
+        (d / "train").symlink_to("release/train-set/ner"), (d / "valid").symlink_to(d / "release" / "dev-set" / "ner")],
     "no splits, BRAT files alone": lambda d: brat(d, "train"),
     "an empty train folder": lambda d: [(d / "train").mkdir(parents=True), brat(d / "valid", "valid")],
     "a file": lambda d: shutil.copy(NCBI / "train.tsv", d),
@@ -56,6 +60,7 @@ EXPECTED = {
     "conll train.tsv devel.tsv test.tsv": "train ner/train.tsv, valid ner/devel.tsv, test ner/test.tsv",
     "conll train.conll valid.bio": "train ner/train.conll, valid ner/valid.bio, test none",
     "splits and a README.md": "train ner/train, valid ner/valid, test ner/test",
+    "train and valid links to BRAT folders": "train ner/train, valid ner/valid, test none",
     "no splits, BRAT files alone": "error: NER_DATA: 'x=ner': ner has no train split; it needs train and valid (or dev)",
     "an empty train folder": "error: NER_DATA: 'x=ner': ner/train: a folder without .txt files; a split is a BRAT folder",
     "a file": "error: NER_DATA: 'x=ner': ner: not a folder; give the folder that holds train and valid (or dev)",
@@ -102,3 +107,19 @@ def test_whole_document_ner_on_conll_data_stops_before_any_work(flag, tmp_path, 
         "modernbert.sh: error: NER_DATA: 'x=ner': ner/train.tsv: a CoNLL file, and NER_EXTRA asks for --context document, "
         "which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop --context document\n"))
     assert [p.name for p in tmp_path.iterdir()] == ["ner"]
+
+
+def test_a_corpus_folder_of_links_is_read_through_them_and_a_link_loop_once(tmp_path, monkeypatch):
+    """Sources built of links: a linked file, a linked folder inside the source folder, and a link back up the tree."""
+    from biofairseq.corpus.sources import discover
+
+    corpus, elsewhere = tmp_path / "corpus", tmp_path / "elsewhere"
+    brat(elsewhere / "brat", "train")
+    corpus.mkdir()
+    (corpus / "cases.jsonl.gz").symlink_to(REPO / "examples" / "data" / "clinical_cases.jsonl.gz")
+    (corpus / "brat").symlink_to(elsewhere / "brat", target_is_directory=True)
+    (corpus / "brat" / "loop").symlink_to(elsewhere, target_is_directory=True)
+    monkeypatch.chdir(tmp_path)
+    pieces, errors = discover("corpus", "blank-line")
+    assert errors == [] and sorted(p.fmt for p in pieces) == ["brat", "brat", "jsonl"]
+    assert step("bsc_bio_es", SOURCES="notes=corpus", RUN_DIR="run")[0] == 0
