@@ -320,14 +320,54 @@ def trained(model, tmp_path_factory):
     dev = brat_sample(root / "dev", "valid", 10)
     test = brat_sample(root / "test", "test", 5)  # fewer windows than dev: scored apart from the dev metrics
     assert add_nested_mentions(test) > 5
+    add_unseen_type(test)  # accepted with --allow-unseen-types: the model cannot learn it, the scores count it
     out = root / "run"
     # the card biofairseq-convert to-hf gives a converted model: the fine-tuned model's card inherits its language and license
     (model / "README.md").write_text("---\nlanguage: es\nlicense: apache-2.0\n---\n\nA tiny RoBERTa.\n", encoding="utf-8")
     proc = ner("train", "--model", model, "--train", train, "--dev", dev, "--test", test, "--output-dir", out, "--lr", 3e-3,
                "--epochs", 5, "--warmup-ratio", 0.1, "--batch-size", 8, "--gradient-accumulation", 1, "--max-length", 64,
-               "--window-overlap", 16, "--dataset", "PlanTL-GOB-ES/pharmaconer")
+               "--window-overlap", 16, "--dataset", "PlanTL-GOB-ES/pharmaconer", "--allow-unseen-types")
     (root / "train.stderr").write_text(proc.stderr, encoding="utf-8")
     return out, dev, test
+
+
+UNSEEN = "SPECIES"  # another data set's type (LINNAEUS, S800): a test set training never saw it in
+
+
+def add_unseen_type(folder, documents=2):
+    """The first entity of the first ``documents`` documents that have one, retyped UNSEEN."""
+    anns = [ann for ann in sorted(folder.glob("*.ann")) if "\nT" in "\n" + ann.read_text(encoding="utf-8")]
+    for ann in anns[:documents]:
+        lines = ann.read_text(encoding="utf-8").splitlines()
+        first = next(i for i, line in enumerate(lines) if line.startswith("T"))
+        name, span, mention = lines[first].split("\t")
+        lines[first] = "\t".join([name, f"{UNSEEN} {span.split(' ', 1)[1]}", mention])
+        ann.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def test_a_type_training_never_saw_is_kept_with_the_flag_and_named_in_every_result(trained, tmp_path):
+    """--allow-unseen-types: the model's labels are the types it trained on; the test's UNSEEN mentions stay gold, so
+    they count as missed, as the official scorer counts them (test_brat_scores_count_every_gold_mention...), and the
+    run's log, metrics.json, model card and report name the type."""
+    out, _, test = trained
+    m = json.loads((out / "metrics.json").read_text())
+    assert m["unseen_types"] == {"test": [UNSEEN]} and not any(UNSEEN in label for label in m["labels"])
+    assert m["test"]["per_type"][UNSEEN]["support"] >= 2 and m["test"]["per_type"][UNSEEN]["recall"] == 0
+    said = [line for line in (out.parent / "train.stderr").read_text(encoding="utf-8").splitlines() if UNSEEN in line]
+    assert len(said) == 1 and f"test {test}" in said[0] and "never seen in training" in said[0]
+    assert f"{UNSEEN} (never seen in training)" in (out / "model" / "README.md").read_text(encoding="utf-8")
+    table = ner("report", out, "--output-dir", tmp_path / "report").stdout
+    assert f"never seen in training: {UNSEEN}" in table
+    assert f" {UNSEEN} (never seen in training) |" in (tmp_path / "report" / "report.md").read_text(encoding="utf-8")
+    assert json.loads((tmp_path / "report" / "report.json").read_text())[0]["unseen_types"] == [UNSEEN]
+    # predict scores the same test set as the run did, with the same flag
+    args = ["predict", "--model", out, "--input", test, "--max-length", 64, "--window-overlap", 16]
+    refused = ner(*args, "--output-dir", tmp_path / "refused", check=False)
+    error = [line for line in refused.stderr.splitlines() if "error:" in line]  # after the nested mentions' warning
+    assert refused.returncode == 1 and len(error) == 1 and UNSEEN in error[0] and "--allow-unseen-types" in error[0]
+    ner(*args, "--output-dir", tmp_path / "pred", "--allow-unseen-types")
+    predicted = json.loads((tmp_path / "pred" / "metrics.json").read_text())
+    assert predicted["scores"]["f1"] == pytest.approx(m["test"]["f1"]) and predicted["unseen_types"] == [UNSEEN]
 
 
 def test_finetuning_improves_dev_f1_over_the_untrained_head(trained):
@@ -413,9 +453,15 @@ def test_sweep_on_conll_writes_both_statistics_and_resumes(model, tmp_path):
     # a sentence whose entity starts with I-: read as B- (conlleval's rule), which the sweep must say, once
     train.write_text("fever\tO\nleukemia\tI-Disease\n\n" + train.read_text(encoding="utf-8"), encoding="utf-8")
     dev = conll_sample(tmp_path / "dev.tsv", "devel", 20)
-    args = ["sweep", "--model", model, "--train", train, "--dev", dev, "--test", dev, "--output-dir", tmp_path / "sweep",
+    # the test set: dev with a typo in one sentence's type, a type training never saw, accepted with the flag
+    sentences = dev.read_text(encoding="utf-8").split("\n\n")
+    typo = next(i for i, sentence in enumerate(sentences) if "B-Disease" in sentence)
+    sentences[typo] = sentences[typo].replace("-Disease", "-Diseases")
+    test = tmp_path / "test.tsv"
+    test.write_text("\n\n".join(sentences), encoding="utf-8")
+    args = ["sweep", "--model", model, "--train", train, "--dev", dev, "--test", test, "--output-dir", tmp_path / "sweep",
             "--lrs", "1e-3,3e-3", "--seeds", "1,2", "--epochs", 1, "--batch-size", 16, "--gradient-accumulation", 1,
-            "--max-length", 64, "--no-save-model"]
+            "--max-length", 64, "--allow-unseen-types"]
     first = ner(*args)
     report = json.loads((tmp_path / "sweep" / "report.json").read_text())[0]
     assert report["runs"] == 4 and report["lrs"] == [1e-3, 3e-3] and report["seeds"] == [1, 2]
@@ -437,6 +483,16 @@ def test_sweep_on_conll_writes_both_statistics_and_resumes(model, tmp_path):
     assert m["data_problems"]["train"] == {"count": 1, "dropped": 0, "repaired": 1} and m["data_problems"]["dev"]["count"] == 0
     # per type, as seqeval's classification_report gives them
     assert m["test"]["scorer"] == "seqeval" and set(m["test"]["per_type"]["Disease"]) == {"precision", "recall", "f1", "support"}
+    # the type training never saw: said once, recorded in every run, named by the report
+    assert sum("never seen in training" in line for line in first.stderr.splitlines()) == 1
+    assert m["unseen_types"] == {"test": ["Diseases"]} and m["test"]["per_type"]["Diseases"]["recall"] == 0
+    assert "never seen in training: Diseases" in first.stdout and report["unseen_types"] == ["Diseases"]
+    # predict given the sweep folder, not one of its runs: pointed to the best-on-dev run's model
+    best = tmp_path / "sweep" / f"lr={report['best_on_dev']['lr']:g}" / f"seed={report['best_on_dev']['seed']}" / "model"
+    proc = ner("predict", "--model", tmp_path / "sweep", "--input", dev, "--output-dir", tmp_path / "tagged", check=False)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert f"--model {tmp_path / 'sweep'}: a biofairseq-ner sweep folder" in proc.stderr and f"{best}" in proc.stderr
+    assert (best / "config.json").is_file() and not (tmp_path / "tagged").exists()
 
 
 # ---- scores as the official scorers count them, prediction on new notes, CRLF files, reports
@@ -585,6 +641,10 @@ def test_a_sweep_redoes_the_runs_of_a_model_that_changed(model, tmp_path):
         m = json.loads((tmp_path / "sweep" / "lr=0.001" / f"seed={seed}" / "metrics.json").read_text())
         assert m["model_sha256"] == weights_sha256(copy) != first
     assert (tmp_path / "sweep" / "model.sha256").read_text().strip() == weights_sha256(copy)
+    # a sweep of --no-save-model has no model to tag with: said, with the way to get one
+    proc = ner("predict", "--model", tmp_path / "sweep", "--input", dev, "--output-dir", tmp_path / "tagged", check=False)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    assert "a biofairseq-ner sweep folder" in proc.stderr and "--no-save-model" in proc.stderr
 
 
 # ---- what a new user meets: raw text, warnings, --help, reports, model cards, Hub ids, stray files, one-line errors
@@ -692,7 +752,7 @@ def test_report_has_a_per_type_table_over_runs_with_its_scorer(trained, tmp_path
     text = (tmp_path / "model" / "report.md").read_text()
     assert "Per entity type, test set" in text and "scorer: brat" in text and "official scorers" in text
     f1 = m["test"]["per_type"][kind]["f1"]
-    row = next(line for line in text.splitlines() if f"| {kind} " in line)
+    row = next(line for line in text.splitlines() if [cell.strip() for cell in line.split("|")][2:3] == [kind])
     assert f"{100 * (f1 + 0.05):.2f} ± {100 * 0.1 / 2 ** 0.5:.2f}" in row and f"{m['test']['per_type'][kind]['support']:,}" in row
     summary = json.loads((tmp_path / "model" / "report.json").read_text())[0]
     assert summary["scorer"] == "brat" and set(summary["per_type"]) == set(m["test"]["per_type"])
@@ -833,6 +893,34 @@ USER_MISTAKES = [  # (arguments, exit status, a fragment of the one line on stde
     (["report", "{o}"], 1, "no finished run"),
     (["convert", "{d}/valid", "{o}.txt"], 1, "give the CoNLL file to write a .conll, .tsv or .bio name"),
 ]
+
+
+@pytest.mark.fast
+@pytest.mark.parametrize("command", ["train", "sweep"])
+@pytest.mark.parametrize("split", ["dev", "test"])
+def test_a_type_training_never_saw_stops_train_and_sweep_in_one_line(command, split, model, tmp_path):
+    """A dev or test type that training lacks (a typo, another data set's types) would be a label the model never
+    learns, scored 0: it stops before any training, naming the file, the types and the flag that accepts it."""
+    train = conll_sample(tmp_path / "train.tsv", "train", 20)
+    dev = conll_sample(tmp_path / "dev.tsv", "devel", 20)
+    typo = tmp_path / f"{split}_typo.tsv"
+    typo.write_text(dev.read_text(encoding="utf-8").replace("-Disease", "-Diseases"), encoding="utf-8")
+    paths = {"dev": dev, "test": dev, split: typo}
+    out = tmp_path / "out"
+    proc = ner(command, "--model", model, "--train", train, "--dev", paths["dev"], "--test", paths["test"], "--output-dir",
+               out, check=False)
+    assert proc.returncode == 1 and proc.stderr.count("\n") == 1, proc.stderr
+    for said in (f"{typo}: {split} entity types never seen in training: Diseases", f"{train} has Disease",
+                 "--allow-unseen-types"):
+        assert said in proc.stderr, proc.stderr
+    assert not out.exists()
+
+
+@pytest.mark.fast
+def test_a_recipe_passes_allow_unseen_types_through_ner_extra():
+    from biofairseq.recipe.kinds import ner_flags
+
+    assert ner_flags("--allow-unseen-types") is None
 
 
 @pytest.mark.fast

@@ -97,10 +97,12 @@ def body(report, source, name, paths):
     ]
     for s in splits:
         per_type = report[s].get("per_type", {})
+        unseen = report.get("unseen_types", {}).get(s, [])  # --allow-unseen-types: no label for them, all missed
         if per_type:
             lines += [f"{s} per entity type ({used}):", "",
                       markdown_table(["type", "P", "R", "F1", "support"],
-                                     [[t, pct(v["precision"]), pct(v["recall"]), pct(v["f1"]), f"{v['support']:,}"] for t, v in per_type.items()]), ""]
+                                     [[t + (" (never seen in training)" if t in unseen else ""), pct(v["precision"]), pct(v["recall"]),
+                                       pct(v["f1"]), f"{v['support']:,}"] for t, v in per_type.items()]), ""]
     head = "linear (transformers')" if o["num_fc_layers"] == 1 else f"Linear + ReLU + Linear, {o['fc_hidden_size'] or 'encoder'} wide (BioMegatron's)"
     settings = [
         ["learning rate", f"{o['lr']:g}"], ["seed", str(o["seed"])], ["epochs", f"{o['epochs']:g}"],

@@ -47,7 +47,14 @@ class NERData:
         return all(s.tags is not None for s in self.sentences)
 
     def types(self):
+        """The entity types of the BIO tags: what training on this set teaches."""
         return {kind for s in self.sentences if s.tags for _, _, kind in iob2.spans(s.tags)}
+
+    def gold_types(self):
+        """The entity types its scores count: of every gold mention of a BRAT set (nested ones too), of the tags of CoNLL."""
+        if self.is_brat:
+            return {e.type for d in self.documents if d.annotated for e in d.entities}
+        return self.types()
 
     def statistics(self):
         """What the conversion found and did, as printed by ``biofairseq-ner convert`` and saved beside its output."""

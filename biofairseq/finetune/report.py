@@ -4,7 +4,8 @@ Each run's scores are those of its best-on-dev checkpoint. Per model (a sweep fo
 - mean ± sample standard deviation of the test F1, P and R over every run (all LRs and seeds);
 - the run that is best on dev (ties: the earlier LR, then seed), with its test F1, LR and epoch;
 - the median of the test F1 over the seeds of the LR whose median dev F1 is highest (bio-lm's statistic);
-- per entity type, the mean ± std of the test P, R and F1 over every run, by the same scorer as the overall scores.
+- per entity type, the mean ± std of the test P, R and F1 over every run, by the same scorer as the overall scores;
+- the types never seen in training (runs with --allow-unseen-types): no label for them, so their mentions count as missed.
 
 Runs are grouped by the value of their learning rate, not its spelling (1e-3 and 0.001 are one).
 
@@ -41,7 +42,7 @@ def runs(folder):
         if not isinstance(m, dict) or "history" not in m or "options" not in m:  # biofairseq-ner predict's, not a training run's
             continue
         out.append({"path": str(path.parent), "lr": setting(m["options"]["lr"]), "seed": int(m["options"]["seed"]), "best": m["best"],
-                    "dev": m["dev"], "test": m.get("test"), "history": m["history"]})
+                    "dev": m["dev"], "test": m.get("test"), "history": m["history"], "unseen": m.get("unseen_types") or {}})
     if not out:
         raise NERFormatError(f"{folder}: no finished training run below it (only biofairseq-ner predict outputs); give a sweep or run folder")
     return out
@@ -85,6 +86,7 @@ def summarize(name, model_runs):
         "median_over_seeds": {"f1": statistics.median(r[split]["f1"] for r in by_lr[median_lr]), "lr": median_lr, "seeds": len(by_lr[median_lr])},
         "scorer": model_runs[0][split].get("scorer", "seqeval"),
         "per_type": per_type(model_runs, split),
+        "unseen_types": sorted({t for r in model_runs for t in r["unseen"].get(split, [])}),  # never learned: all missed
     }
 
 
@@ -107,13 +109,17 @@ def markdown(summaries):
         header.append(f"{split} F1, seqeval on BIO")
         for row, s in zip(rows, summaries):
             row.append(pct(s["seqeval_f1"]) if s["seqeval_f1"] else "-")
-    return markdown_table(header, rows)
+    unseen = [s for s in summaries if s.get("unseen_types")]
+    return markdown_table(header, rows) + "".join(
+        f"\n\n{s['model']}: {split} entity types never seen in training: {', '.join(s['unseen_types'])}; the model has no "
+        "label for them, so their gold mentions count as missed in these scores (trained with --allow-unseen-types)." for s in unseen)
 
 
 def per_type_markdown(summaries):
     """Per entity type, mean ± std of P, R and F1 over each model's runs, with the scorer named."""
     pct = lambda s: f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f}"
-    rows = [[s["model"], kind, f"{v['support']:,}", pct(v["precision"]), pct(v["recall"]), pct(v["f1"])]
+    unseen = lambda s, kind: " (never seen in training)" if kind in s.get("unseen_types", ()) else ""
+    rows = [[s["model"], kind + unseen(s, kind), f"{v['support']:,}", pct(v["precision"]), pct(v["recall"]), pct(v["f1"])]
             for s in summaries for kind, v in s.get("per_type", {}).items()]
     if not rows:
         return ""

@@ -21,6 +21,30 @@ def run_folder(root, lr, seed):
     return Path(root) / f"lr={lr:g}" / f"seed={seed}"
 
 
+def runs(root):
+    """The run folders of a sweep folder (lr=X/seed=Y), finished or not; none for any other folder."""
+    return sorted(p for p in Path(root).glob("lr=*/seed=*") if p.is_dir())
+
+
+def which_model(root, folders):
+    """How to pick one model of a sweep (``--model`` wants one): the best-on-dev run's, as the sweep's report.json
+    names it, else the runs that saved one."""
+    models = [f / "model" for f in folders if (f / "model" / "config.json").is_file()]
+    if not models:
+        return ("its runs saved no model (swept with --no-save-model, or unfinished); train the configuration you want "
+                "with biofairseq-ner train, without --no-save-model, and give its folder")
+    try:
+        summaries = json.loads((Path(root) / "report.json").read_text(encoding="utf-8"))
+        best = summaries[0]["best_on_dev"] if len(summaries) == 1 else None
+        best = run_folder(root, best["lr"], best["seed"]) / "model" if best else None
+    except (OSError, ValueError, KeyError, TypeError, IndexError):  # no report yet, or not one a sweep wrote
+        best = None
+    if best in models:
+        return f"give one run's model, as the best on dev (its report.json): {best}"
+    shown = ", ".join(map(str, models[:3])) + (f", ... ({len(models)} in all)" if len(models) > 3 else "")
+    return f"give one run's model: {shown} (biofairseq-ner report {root} names the best on dev)"
+
+
 def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_LRS, seeds=PAPER_SEEDS, log=print,
           warn=training.stderr, card=None):
     """Runs every (lr, seed) not yet finished; returns the run folders in grid order. The data's warnings are said
@@ -38,9 +62,9 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
             warn(line)
 
     # the data too, before the first run starts: a wrong path is one line, not a line after the first run's
-    for path, role in ((train_path, "training"), (dev_path, "dev"), (test_path, "test")):
-        if path is not None:
-            training.read_annotated(path, role, warn_once)
+    paths = {"train": train_path, "dev": dev_path, **({"test": test_path} if test_path else {})}
+    sets = {name: training.read_annotated(path, {"train": "training"}.get(name, name), warn_once) for name, path in paths.items()}
+    training.unseen_types(sets, paths, options.allow_unseen_types, warn_once)
 
     # 1e-3 and 0.001 are one setting: one folder (lr=0.001), run once
     grid = list({(f"{lr:g}", seed): (lr, seed) for lr in lrs for seed in seeds}.values())

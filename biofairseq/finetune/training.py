@@ -73,6 +73,10 @@ class TrainOptions:
     save_model: bool = option(True, "keep metrics and predictions only (default: the best model and its card are saved "
                               "in model/)", flag="--no-save-model")
     keep_checkpoints: bool = option(False, "keep Trainer's checkpoints (optimizer state) after a run")
+    allow_unseen_types: bool = option(False, "go on when the dev, test or input data have entity types that training never "
+                                      "saw (stopped otherwise: a typo, another data set's types): the model has no label "
+                                      "for them, so their gold mentions count as missed; the results name them",
+                                      prediction=True)
 
 
 def load_tokenizer(model_dir):
@@ -101,6 +105,12 @@ def model_folder(path):
             return candidate
     if (path / "metrics.json").is_file():
         raise NERFormatError(f"--model {path}: a run trained with --no-save-model (no model/ folder); give a run that saved its model, or train again without --no-save-model")
+    from biofairseq.finetune import sweep
+
+    runs = sweep.runs(path)
+    if runs:
+        raise NERFormatError(f"--model {path}: a biofairseq-ner sweep folder ({len(runs)} run{'s' if len(runs) > 1 else ''}, "
+                             f"lr=X/seed=Y), not a model; {sweep.which_model(path, runs)}")
     raise NERFormatError(f"--model {path}: a folder without config.json, not a model; give a transformers model folder (biofairseq-convert to-hf writes one) or a train output folder")
 
 
@@ -254,8 +264,10 @@ class Predictor:
 
     def __init__(self, dataset, tokenizer, labels, max_length, options):
         self.data, self.labels = dataset, labels
-        self.windows = windows.build(dataset.sentences, tokenizer, {l: i for i, l in enumerate(labels)},
-                                     max_length, options.label_scheme, options.window_overlap)
+        ids = {l: i for i, l in enumerate(labels)}
+        # gold of a type the model has no label for (--allow-unseen-types): no loss on it; it stays gold in the scores
+        ids.update({f"{p}-{t}": windows.IGNORE for t in dataset.types() if f"B-{t}" not in ids for p in "BI"})
+        self.windows = windows.build(dataset.sentences, tokenizer, ids, max_length, options.label_scheme, options.window_overlap)
         # Longest first, so that each evaluation batch holds windows of similar length (little padding).
         self.windows.sort(key=lambda w: -len(w.input_ids))
         self.inputs = [{"input_ids": w.input_ids, "attention_mask": [1] * len(w.input_ids), "labels": w.labels} for w in self.windows]
@@ -319,6 +331,27 @@ def read_annotated(path, role, warn=stderr):
     for line in dataset.warnings(role):
         warn(line)
     return dataset
+
+
+def unseen_types(sets, paths, allowed, warn=stderr):
+    """{split: its gold entity types that no training entity has}. The model gets labels for the types it trains on
+    only; the others' mentions stay gold, so they count as missed, as the official scorers count them. Unasked for, such
+    types are a typo or another data set's, which would be scored 0 in silence: they stop here, before any training,
+    unless ``allowed``."""
+    trained = sets["train"].types()
+    if not trained:
+        raise NERFormatError(f"{paths['train']}: the training set has no entities; give annotated data")
+    unseen = {name: sorted(d.gold_types() - trained) for name, d in sets.items() if name != "train" and d.gold_types() - trained}
+    if unseen and not allowed:
+        (name, types), *others = unseen.items()
+        also = "".join(f"; the {other} set {paths[other]} too: {', '.join(more)}" for other, more in others)
+        raise NERFormatError(f"{paths[name]}: {name} entity types never seen in training: {', '.join(types)} (the training set "
+                             f"{paths['train']} has {', '.join(sorted(trained))}){also}; fix the type names, or pass "
+                             "--allow-unseen-types to keep them (the model gets no label for them: their mentions count as missed)")
+    for name, types in unseen.items():
+        warn(f"note: {name} {paths[name]}: entity types never seen in training: {', '.join(types)}; the model has no label "
+             "for them, so their gold mentions count as missed (--allow-unseen-types)")
+    return unseen
 
 
 def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inputs=None, compute_metrics=None, callbacks=()):
@@ -387,9 +420,8 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     sets = {name: read_annotated(path, {"train": "training"}.get(name, name), warn) for name, path in paths.items()}
     if options.context == "document":
         sets = {name: data.by_document(d, paths[name]) for name, d in sets.items()}
-    labels = iob2.label_list(set().union(*(d.types() for d in sets.values())))
-    if not sets["train"].types():
-        raise NERFormatError(f"{train_path}: the training set has no entities; give annotated data")
+    unseen = unseen_types(sets, paths, options.allow_unseen_types, warn)
+    labels = iob2.label_list(sets["train"].types())  # what the model can learn; unseen types stay gold only
 
     transformers.set_seed(options.seed)
     tokenizer = load_tokenizer(source)
@@ -442,6 +474,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
             "train_tokens_per_epoch": train_tokens, "train_tokens_per_second": round(train_tokens * options.epochs / result.metrics["train_runtime"], 1),
             # what reading the data changed (entities dropped, kept by their offsets, trimmed...), as the warnings said
             "data_problems": {name: d.problem_counts() for name, d in sets.items()},
+            "unseen_types": unseen,  # dev and test types training never saw (--allow-unseen-types): never predicted
         }
         predictions_dir = output_dir / "predictions"
         for name in ("dev", "test"):
@@ -450,7 +483,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
                 with staged_folder(predictions_dir / name, True, NERFormatError) as staging:
                     predictors[name].write(tags, staging)
                 report[name] = predictors[name].scores(tags, predictions_dir / name)
-                log(metrics.line(name, report[name]))
+                log(metrics.line(name, report[name]) + (f"; never seen in training, so missed: {', '.join(unseen[name])}" if name in unseen else ""))
         if options.save_model:
             from biofairseq.finetune import card as model_card
 
@@ -504,9 +537,13 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
         warn(line)
     if options.context == "document":
         dataset = data.by_document(dataset, input_path)
-    unknown = dataset.types() - {l[2:] for l in labels if l != "O"}
+    unknown = sorted(dataset.gold_types() - {l[2:] for l in labels if l != "O"})
+    if unknown and not options.allow_unseen_types:
+        raise NERFormatError(f"{input_path}: entity types {unknown} are not among the model's labels {labels}; give data with the model's types, "
+                             "or pass --allow-unseen-types to score them as missed")
     if unknown:
-        raise NERFormatError(f"{input_path}: entity types {sorted(unknown)} are not among the model's labels {labels}; give data with the model's types")
+        warn(f"note: input {input_path}: entity types never seen in training: {', '.join(unknown)}; the model has no label "
+             "for them, so their gold mentions count as missed (--allow-unseen-types)")
     tokenizer = load_tokenizer(source)
     model = head.load(source)
     limit = position_limit(model.config, options.max_length)
@@ -525,7 +562,7 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
         predictor.write(tags, staging / "predictions")
         report = {"model": str(source), "input": str(input_path), "seconds": round(seconds, 2),
                   "words": sum(len(s.tokens) for s in dataset.sentences), "windows": len(predictor.windows),
-                  "data_problems": dataset.problem_counts()}
+                  "data_problems": dataset.problem_counts(), "unseen_types": unknown}
         scores = predictor.scores(tags, staging / "predictions")
         if scores is not None:
             report["scores"] = scores
