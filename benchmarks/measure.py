@@ -263,7 +263,7 @@ def cases_data_bin(args, kind="bytebpe", train_docs=400, vocab_size=8000):
 
 def vocabulary(data_bin, specials=4):
     """The model's vocabulary size: dict.txt's entries and fairseq's special symbols."""
-    with open(data_bin / "dict.txt") as f:
+    with open(data_bin / "dict.txt", encoding="utf-8", newline="\n") as f:  # a line a symbol, ended at "\n" alone
         return sum(1 for _ in f) + specials
 
 

@@ -109,8 +109,9 @@ def test_round_trip_gives_identical_state_dicts_and_passes_parity(name, checkpoi
     assert original.keys() == back.keys()
     assert all(torch.equal(original[k], back[k]) for k in original)
     data_bin = checkpoints[name][1]
-    symbols = lambda path: [line.split()[0] for line in path.read_text(encoding="utf-8").splitlines()]
-    assert symbols(fairseq_dir / "dict.txt") == symbols(data_bin / "dict.txt")  # the data-bin's also has counts
+    from biofairseq.corpus.vocab import read_dict
+
+    assert read_dict(fairseq_dir / "dict.txt")[0] == read_dict(data_bin / "dict.txt")[0]  # the data-bin's has counts
 
 
 def test_layouts_pick_the_transformers_class_with_the_same_layer_order(converted):
@@ -229,6 +230,7 @@ def test_fairseq_roberta_base_with_gpt2_bpe_and_a_renumbered_dictionary(bytebpe_
 
     from biofairseq import checkpoints as checkpoint_io
     from biofairseq.convert import vocabulary
+    from biofairseq.corpus.vocab import read_dict, write_dict
 
     gpt2 = tmp_path / "gpt2"
     gpt2.mkdir()
@@ -262,8 +264,8 @@ def test_fairseq_roberta_base_with_gpt2_bpe_and_a_renumbered_dictionary(bytebpe_
     assert dictionary.index(str(de)) != de  # renumbered
     lacking = tmp_path / "lacking" / "dict.txt"
     lacking.parent.mkdir()
-    lines = (tmp_path / "bin" / "dict.txt").read_text().splitlines(keepends=True)
-    lacking.write_text("".join(lines[:-8]) + "".join(f"madeupword{i:04d} 0\n" for i in range(8)))
+    symbols, counts = read_dict(tmp_path / "bin" / "dict.txt")
+    write_dict(lacking, symbols[:-8] + [f"madeupword{i:04d}" for i in range(8)], counts[:-8] + [0] * 8)
     message = fails(capsys, "to-hf", checkpoint, tmp_path / "hf2", "--dict", lacking)
     assert "lacks 8 BPE tokens" in message and "<unk>" in message and not (tmp_path / "hf2").exists()
 
@@ -316,6 +318,8 @@ def test_a_checkpoint_of_another_architecture_fails_clearly(bytebpe_corpus, tmp_
 
 
 def test_missing_files_and_a_wrong_dictionary_fail_clearly(checkpoints, tmp_path, capsys):
+    from biofairseq.corpus.vocab import read_dict, write_dict
+
     checkpoint, data_bin = checkpoints["bytebpe"]
     # the data-bin was moved away: the dictionary, then the vocabulary, are asked for by their flags
     state = torch.load(checkpoint)
@@ -336,30 +340,41 @@ def test_missing_files_and_a_wrong_dictionary_fail_clearly(checkpoints, tmp_path
     assert convert("to-hf", moved, tmp_path / "out", "--dict", data_bin / "dict.txt", "--vocab", data_bin) == 0
     assert "classification heads not converted: triage" in report(tmp_path / "out")["notes"]
     short = tmp_path / "dict.txt"
-    short.write_text("".join((data_bin / "dict.txt").read_text().splitlines(keepends=True)[:100]))
+    write_dict(short, *(column[:100] for column in read_dict(data_bin / "dict.txt")))
     message = fails(capsys, "to-hf", checkpoint, tmp_path / "other", "--dict", short)
     assert str(short) in message and "104 entries" in message and "2000 rows" in message and "--dict" in message
     assert not (tmp_path / "other").exists()
 
 
-def test_a_failed_parity_check_exits_non_zero_and_leaves_no_output(converted, tmp_path, capsys):
-    """A transformers model with BERT's LayerNorm epsilon (1e-12) and small embeddings: fairseq's LayerNorm
-    (epsilon 1e-5) computes something else, the check says so, and nothing is written."""
-    from transformers import AutoModelForMaskedLM
+def test_another_layer_norm_epsilon_is_refused_before_converting_and_named_where_parity_fails(tmp_path, capsys):
+    """A tiny model of transformers' default RobertaConfig (layer_norm_eps 1e-12, type_vocab_size 2): fairseq's
+    LayerNorm (epsilon 1e-5, no other) computes another model. One line names the setting and the way out before any
+    conversion work, and nothing is written; --no-verify converts it with a note, and that conversion's parity check
+    fails naming the setting. With epsilon 1e-5 the same defaults convert exactly (token type 0 folded in)."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-    model = AutoModelForMaskedLM.from_pretrained(converted["bytebpe"][0])
-    model.config.layer_norm_eps = 1e-12
-    with torch.no_grad():
-        model.roberta.embeddings.word_embeddings.weight.mul_(1e-3)
-        model.roberta.embeddings.position_embeddings.weight.mul_(1e-3)
-    model.save_pretrained(tmp_path / "eps")
-    for name in ("tokenizer.json", "tokenizer_config.json"):
-        (tmp_path / "eps" / name).write_bytes((converted["bytebpe"][0] / name).read_bytes())
-    message = fails(capsys, "from-hf", tmp_path / "eps", tmp_path / "out")
-    assert "fails the parity check" in message and "token ids identical" in message
+    from biofairseq import checkpoints as checkpoint_io
+    from biofairseq.convert import ConvertError, from_hf, parity, vocabulary
+    from test_mistakes import tiny_roberta
+
+    tiny_roberta(tmp_path)
+    hf_dir = tmp_path / "default-roberta"
+    message = fails(capsys, "from-hf", hf_dir, tmp_path / "out")
+    assert all(s in message for s in (f"{hf_dir}: layer_norm_eps 1e-12", "fairseq's LayerNorms use 1e-5",
+                                      "cannot be converted exactly", "--no-verify")), message
     assert not (tmp_path / "out").exists() and list(tmp_path.glob(".out*")) == []
-    assert convert("from-hf", tmp_path / "eps", tmp_path / "out", "--no-verify") == 0
+    assert convert("from-hf", hf_dir, tmp_path / "out", "--no-verify") == 0
     assert "layer_norm_eps 1e-12" in " ".join(report(tmp_path / "out")["notes"])
+    model = AutoModelForMaskedLM.from_pretrained(hf_dir).eval()
+    fairseq = checkpoint_io.load(tmp_path / "out" / "model.pt", tmp_path / "out" / "dict.txt")
+    encode = vocabulary.FairseqEncoding(vocabulary.from_folder(tmp_path / "out"), fairseq.dictionary)
+    with pytest.raises(ConvertError, match=r"fails the parity check.*layer_norm_eps 1e-12 \(fairseq's LayerNorms use 1e-5\)"):
+        parity.verify(fairseq.model, encode, model, AutoTokenizer.from_pretrained(hf_dir), fairseq.dictionary, {},
+                      lambda _: None, str(hf_dir), differs=from_hf.differences(model.config, False))
+    tiny_roberta(tmp_path / "eps", layer_norm_eps=1e-5)
+    assert convert("from-hf", tmp_path / "eps" / "default-roberta", tmp_path / "exact") == 0
+    assert report(tmp_path / "exact")["parity"]["max_abs_diff_logits"] < 1e-5
+    assert any("type_vocab_size 2" in note for note in report(tmp_path / "exact")["notes"])
 
 
 def test_from_hf_refuses_a_model_outside_the_roberta_family(tmp_path, capsys):

@@ -231,7 +231,7 @@ def test_byte_level_bpe_learns_from_a_bounded_seeded_sample(cleaned, tmp_path):
     from biofairseq.corpus.vocab import sample_lines, train_bytelevel_bpe
 
     train = cleaned[0] / "train.txt"
-    lines = [line for line in train.read_text(encoding="utf-8").splitlines(True) if line != "\n"]
+    lines = [line + "\n" for line in train.read_bytes().decode("utf-8").split("\n")[:-1] if line]  # at "\n" alone
     sample = sample_lines([train], 300)
     assert len(sample) == 300 and set(sample) <= set(lines) and sample == sample_lines([train], 300)  # seeded
     assert sample_lines([train], len(lines)) is None  # no more lines than the bound: the files are read whole
@@ -475,6 +475,50 @@ def test_irregular_sentencepiece_pieces_binarize_as_fairseq_reads_their_text(tmp
     assert_binarized_alike(tmp_path / "new", tmp_path / "reference", shards=2)
 
 
+# What str.splitlines() cuts a line at besides "\n" (and "\r", which fairseq's own readers cut at too)
+LINE_BREAKS = "\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029\r"
+
+
+@pytest.mark.parametrize("byte_fallback", [True, False], ids=["byte-fallback", "no-byte-fallback"])
+def test_sentencepiece_pieces_of_line_breaking_characters_binarize_as_the_reference(byte_fallback, tmp_path):
+    """A SentencePiece vocabulary learnt (identity normalisation) on text holding them has pieces of them: dict.txt
+    keeps one line a piece, and fairseq loads it. Without byte fallback, what the vocabulary lacks is an unknown
+    piece that encode.py writes as its text, which fairseq looks up (a piece of whitespace: no token at all)."""
+    import sentencepiece as spm
+    from fairseq.data import Dictionary
+
+    from biofairseq.corpus.vocab import train_sentencepiece, write_info
+
+    lines = [f"{c}campo{c}{i}{c}valor {c * 2}fin {c}{i % 7}{c}" for i in range(400) for c in LINE_BREAKS[i % 9]]
+    odd = tmp_path / "clean"
+    odd.mkdir()
+    text = "".join(f"{a}\n{b}\n\n" for a, b in zip(lines[::2], lines[1::2]))
+    (odd / "train.txt").write_text(text, encoding="utf-8", newline="")
+    vocab = tmp_path / "vocab"
+    vocab.mkdir()
+    size = train_sentencepiece([odd / "train.txt"], vocab, 80 + 260 * byte_fallback, model_type="bpe",
+                               byte_fallback=byte_fallback)
+    write_info(vocab, "sentencepiece", size)
+    sp = spm.SentencePieceProcessor(model_file=str(vocab / "sentencepiece.model"))
+    pieces = sp.id_to_piece(list(range(size)))
+    assert {c for c in LINE_BREAKS if any(c in p and p.isspace() for p in pieces)} == set(LINE_BREAKS)
+    lacked = ODD_DOCUMENT + "\n\nun\u3000espacio\u3000ideográfico\n\u3000\n"  # characters the vocabulary lacks
+    unknown = {p for line in lacked.split("\n") for p, i in zip(sp.encode(line, out_type=str), sp.encode(line))
+               if i == sp.unk_id()}
+    assert any(p.isspace() for p in unknown) != byte_fallback
+    with open(odd / "train.txt", "a", encoding="utf-8", newline="") as f:
+        f.write(lacked)
+    (odd / "valid.txt").write_text("\n".join(lines[:9]) + "\n\n" + lacked, encoding="utf-8", newline="")
+    dictionary = Dictionary.load(str(vocab / "dict.txt"))
+    assert len(dictionary) == size  # fairseq's 4 specials, then a line per piece: a fairseq index is the piece's id
+    assert all(dictionary.index(p) == i for i, p in enumerate(pieces) if i > 3 and "\r" not in p)
+    megabytes = two_shards(odd, vocab, tmp_path)
+    binarize_here(odd, vocab, tmp_path / "new", "--shard-mb", megabytes)
+    run_script("preprocess/binarize.sh", "--reference", odd, vocab, tmp_path / "reference", 2, megabytes)
+    assert_binarized_alike(tmp_path / "new", tmp_path / "reference", shards=2)
+    assert len(Dictionary.load(str(tmp_path / "new" / "shard1" / "dict.txt"))) == size
+
+
 def test_the_byte_level_word_cache_gives_the_tokenizers_ids_for_every_character(vocab_and_bin):
     """Each character of the Basic Multilingual Plane at a line's start, inside a word, after and before a single
     space and at the line's end (the places where the cache may cut): the cache splits at single spaces only where
@@ -516,6 +560,7 @@ def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each
     from fairseq.data import data_utils
     from fairseq.data import Dictionary
 
+    from biofairseq.corpus.vocab import read_dict
     from biofairseq.data_bin import fairseq_path, shards
 
     odd, vocab, sharded, _ = odd_binarized
@@ -534,7 +579,7 @@ def test_a_sharded_data_bin_holds_the_same_documents_and_trains_an_epoch_on_each
     assert all(piece[-1] == [dictionary.eos()] for piece in pieces[:-1])  # each cut is at a document's end
     counts = np.bincount(np.concatenate(sum(pieces, [])), minlength=len(dictionary))[4:len(dictionary)]
     for folder in folders:  # every shard's dict.txt has the counts of all
-        assert [int(line.split()[-1]) for line in (folder / "dict.txt").read_text().splitlines()] == counts.tolist()
+        assert read_dict(folder / "dict.txt")[1] == counts.tolist()
     # fairseq's Trainer as fairseq-train drives it: an epoch's iterator loads its shard, and a step trains on it
     from fairseq.trainer import Trainer
 

@@ -67,10 +67,12 @@ def test_alpha_cos_0_turns_the_alignment_off(bytebpe_corpus, trained_bytebpe):
 
 
 def test_a_teacher_of_another_dictionary_fails_with_one_line(bytebpe_corpus, trained_bytebpe, tmp_path):
-    lines = (bytebpe_corpus.data_bin / "dict.txt").read_text().splitlines()
-    lines[7] = "changed " + lines[7].split()[1]
+    from biofairseq.corpus.vocab import read_dict, write_dict
+
+    symbols, counts = read_dict(bytebpe_corpus.data_bin / "dict.txt")
+    symbols[7] = "changed"
     other = tmp_path / "dict.txt"
-    other.write_text("\n".join(lines) + "\n")
+    write_dict(other, symbols, counts)
     with pytest.raises(ValueError) as error:
         build(bytebpe_corpus.data_bin, teacher_checkpoint(trained_bytebpe), "--teacher-dict", str(other))
     message = str(error.value)

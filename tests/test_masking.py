@@ -160,8 +160,9 @@ def test_frequency_weighted_replacement_draws_frequent_tokens(bytebpe_corpus, tm
     # a data-bin whose dict.txt has no counts (all 1) refuses the flag instead of drawing uniformly
     for name in ("train.bin", "train.idx", "vocab_info.json", "vocab.json", "merges.txt"):
         shutil.copy(bytebpe_corpus.data_bin / name, tmp_path / name)
-    symbols = [line.split()[0] for line in (bytebpe_corpus.data_bin / "dict.txt").read_text().splitlines()]
-    (tmp_path / "dict.txt").write_text("".join(f"{s} 1\n" for s in symbols))
+    from biofairseq.corpus.vocab import read_dict, write_dict
+
+    write_dict(tmp_path / "dict.txt", read_dict(bytebpe_corpus.data_bin / "dict.txt")[0])  # every count 1
     bare = dataclasses.replace(bytebpe_corpus, data_bin=tmp_path)
     with pytest.raises(ValueError, match=r"--freq-weighted-replacement: .*dict.txt holds no token counts"):
         make_task(bare, freq_weighted_replacement=True)

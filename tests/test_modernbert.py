@@ -186,6 +186,7 @@ def test_from_hf_modernbert_renumbers_its_ids_and_its_vocabulary_binarizes_text_
 
     from biofairseq import checkpoints
     from biofairseq.corpus.binarize import binarize
+    from biofairseq.corpus.vocab import read_dict
 
     checkpoint, log = trained
     first_loss = float(json_logs(log, "train_inner")[0]["loss"])
@@ -197,7 +198,7 @@ def test_from_hf_modernbert_renumbers_its_ids_and_its_vocabulary_binarizes_text_
     parity = report["parity"]
     assert parity["ids_identical"] and max(parity["max_abs_diff_logits"], parity["max_abs_diff_hidden"]) <= 1e-4
     assert parity["batch_shape"][1] > LOCAL_WINDOW
-    symbols = [line.split()[0] for line in (tmp_path / "fairseq" / "dict.txt").read_text().splitlines()]
+    symbols = read_dict(tmp_path / "fairseq" / "dict.txt")[0]
     assert symbols[-1] == "<mask>" and len(symbols) + 4 == len(new_id)
 
     # what preprocess/binarize.sh runs (the script itself, on this folder: test_recipe_modernbert.py)

@@ -59,9 +59,10 @@ def test_continual_pretraining_from_a_modernbert_folder_on_packed_rows_in_two_le
     assert value(phase1, "--finetune-from-model") == str(run_dir / "init" / "model.pt")
     assert (value(phase1, "--tokens-per-sample"), value(phase2, "--tokens-per-sample")) == ("128", "512")
     # the data-bin was binarized with ModernBERT's vocabulary, renumbered: the mask token is fairseq's <mask>
-    assert (run_dir / "data-bin" / "dict.txt").read_text().splitlines()[-1].startswith("<mask> ")
-    symbols = lambda path: [line.split()[0] for line in path.read_text(encoding="utf-8").splitlines()]
-    assert symbols(run_dir / "data-bin" / "dict.txt") == symbols(run_dir / "init" / "dict.txt")  # the model's, in its order
+    from biofairseq.corpus.vocab import read_dict
+
+    symbols = read_dict(run_dir / "data-bin" / "dict.txt")[0]
+    assert symbols[-1] == "<mask>" and symbols == read_dict(run_dir / "init" / "dict.txt")[0]  # the model's, in its order
     assert not [c for c in printed if c[1:2] and c[1].endswith("train_vocab.py")]  # no vocabulary learned
     assert "Continual pretraining: the weights and the vocabulary are those of `INIT_FROM=" in proc.stdout
 

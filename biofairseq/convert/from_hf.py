@@ -16,25 +16,51 @@ FAIRSEQ_LAYER_NORM_EPS = 1e-5  # fairseq's LayerNorm has no other
 VOCABULARY_ROWS = ("word_embeddings.weight", "tok_embeddings.weight", "decoder.weight", "decoder.bias", "lm_head.bias")
 
 
+def _other_eps(config, modernbert):
+    """The setting and value of a transformers model's LayerNorm epsilon where it is not fairseq's, else None."""
+    name = "norm_eps" if modernbert else "layer_norm_eps"
+    return (name, getattr(config, name)) if getattr(config, name) != FAIRSEQ_LAYER_NORM_EPS else None
+
+
+def differences(config, modernbert):
+    """The settings of a transformers model that its conversion computes otherwise, named for the messages: its
+    LayerNorm epsilon (fairseq's is 1e-5 only). The parity check tells whether that matters for these weights."""
+    other = _other_eps(config, modernbert)
+    return [f"{other[0]} {other[1]} (fairseq's LayerNorms use 1e-5)"] if other else []
+
+
+def _refuse(hf_dir, problems, config, modernbert):
+    """One line naming every setting no fairseq model of the family computes (and the epsilon, where it differs too)."""
+    named = "; ".join(problems + differences(config, modernbert))
+    return ConvertError(
+        f"{hf_dir}: {named}: no fairseq {'bio_modernbert' if modernbert else 'RoBERTa'} computes this model, so it "
+        "cannot be converted (its weights were trained with these settings: editing config.json would change the model)"
+    )
+
+
 def _settings(config, layout, hf_dir):
+    """The fairseq settings of a transformers RoBERTa-family model, or one line naming what no fairseq RoBERTa
+    computes. Token types are not among them: fairseq has none, and transformers without token_type_ids uses
+    type 0 only, which the conversion folds into the positions."""
     act = {v: k for k, v in layouts.ACTIVATIONS.items()}.get(config.hidden_act)
-    problems = []
-    if act is None:
-        problems.append(f"hidden_act {config.hidden_act}")
-    if getattr(config, "position_embedding_type", "absolute") != "absolute":
-        problems.append(f"position_embedding_type {config.position_embedding_type}")
-    if config.type_vocab_size != 1:
-        problems.append(f"type_vocab_size {config.type_vocab_size} (fairseq RoBERTa has no token types)")
-    if config.pad_token_id != 1:
-        problems.append(f"pad_token_id {config.pad_token_id} (fairseq's positions need 1)")
-    if getattr(config, "is_decoder", False):
-        problems.append("is_decoder")
+    pad, rows = config.pad_token_id, config.max_position_embeddings
+    problems = [name for name, wrong in (
+        (f"hidden_act {config.hidden_act} (fairseq computes {', '.join(layouts.ACTIVATIONS.values())} only)",
+         act is None),
+        (f"position_embedding_type {getattr(config, 'position_embedding_type', None)} (fairseq has learned absolute "
+         "positions only)", getattr(config, "position_embedding_type", None) not in (None, "absolute")),
+        (f"pad_token_id {pad} (RoBERTa's learned positions start at pad_token_id + 1, fairseq's at 2: it needs 1)",
+         pad != 1),
+        (f"max_position_embeddings {rows} (positions start at pad_token_id + 1 = 2: it leaves none)",
+         pad == 1 and rows <= 2),
+        ("is_decoder (causal attention; fairseq's encoder attends both ways)", getattr(config, "is_decoder", False)),
+    ) if wrong]
     if problems:
-        raise ConvertError(f"{hf_dir}: {', '.join(problems)}: no fairseq RoBERTa computes this model")
+        raise _refuse(hf_dir, problems, config, False)
     return {
         "encoder_layers": config.num_hidden_layers, "encoder_embed_dim": config.hidden_size,
         "encoder_ffn_embed_dim": config.intermediate_size, "encoder_attention_heads": config.num_attention_heads,
-        "max_positions": config.max_position_embeddings - config.pad_token_id - 1, "activation_fn": act,
+        "max_positions": rows - pad - 1, "activation_fn": act,
         "encoder_normalize_before": layout.normalize_before, "layernorm_embedding": layout.layernorm_embedding,
         "untie_weights_roberta": not config.tie_word_embeddings, "dropout": config.hidden_dropout_prob,
         "attention_dropout": config.attention_probs_dropout_prob,
@@ -60,7 +86,7 @@ def _modernbert_settings(config, hf_dir):
         ("rope scaling", any(rope[t].get("rope_type", "default") != "default" for t in rope)),
     ) if wrong]
     if problems:
-        raise ConvertError(f"{hf_dir}: {', '.join(problems)}: no fairseq bio_modernbert computes this model")
+        raise _refuse(hf_dir, problems, config, True)
     return {
         "encoder_layers": config.num_hidden_layers, "encoder_embed_dim": config.hidden_size,
         "encoder_ffn_embed_dim": config.intermediate_size, "encoder_attention_heads": config.num_attention_heads,
@@ -101,16 +127,31 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
     if flags is None:
         raise ConvertError(f"{hf_dir}: no fairseq RoBERTa architecture has these settings: {settings}")
     notes = []
-    eps_name = "norm_eps" if modernbert else "layer_norm_eps"
-    if getattr(config, eps_name) != FAIRSEQ_LAYER_NORM_EPS:
-        notes.append(f"{eps_name} {getattr(config, eps_name)} becomes fairseq's 1e-5")
     if any(k.startswith(("lm_head.", "head.", "decoder.")) for k in info["missing_keys"]):
         notes.append("the model has no trained LM head: fairseq gets transformers' random initialisation")
+    if getattr(config, "type_vocab_size", 1) > 1:
+        notes.append(f"type_vocab_size {config.type_vocab_size}: only token type 0 is kept (fairseq has no token types; "
+                     "transformers uses type 0 without token_type_ids, and a RoBERTa tokenizer gives none)")
+    if not vocabulary.has_tokenizer(hf_dir):
+        raise ConvertError(f"{hf_dir}: no tokenizer: looked for {vocabulary.TOKENIZER_FILES}; save the model's "
+                           f"tokenizer into the folder too (tokenizer.save_pretrained(\"{hf_dir}\"))")
     try:
         tokenizer = transformers.AutoTokenizer.from_pretrained(hf_dir)
     except (ValueError, OSError, KeyError, TypeError) as error:
         raise ConvertError(f"{hf_dir}: no tokenizer transformers can load ({first_line(error)}); the folder "
                            "needs the model's tokenizer files (save the tokenizer with save_pretrained too)") from None
+    other = _other_eps(config, modernbert)
+    if other:  # what that alone changes, measured on the transformers model before any conversion work
+        (name, eps), moved = other, parity.layer_norm_eps_effect(model, tokenizer, FAIRSEQ_LAYER_NORM_EPS,
+                                                                  layout.long_context)
+        if verify and moved > parity.TOLERANCE:
+            raise ConvertError(
+                f"{hf_dir}: {name} {eps} in config.json, and fairseq's LayerNorms use 1e-5 (there is no other): with "
+                f"1e-5 this model's outputs move by {moved:.2e} (tolerance {parity.TOLERANCE:.0e}), so it cannot be "
+                f"converted exactly; setting 1e-5 in config.json changes the transformers model as much (its weights "
+                f"were trained with {eps}); --no-verify converts it anyway, that difference included"
+            )
+        notes.append(f"{name} {eps} becomes fairseq's 1e-5: outputs move by {moved:.2e}")
     order = vocabulary.export_fairseq_vocabulary(tokenizer, config.vocab_size, hf_dir, output, renumber=modernbert)
     if order[:4] != [0, 1, 2, 3]:
         notes.append(f"token ids renumbered for fairseq's dictionary: ids {order[:4]} are now <s>, <pad>, </s>, <unk> "
@@ -147,5 +188,6 @@ def convert(hf_dir, output, final_output, verify=True, log=print):
         reloaded = checkpoints.load(output / "model.pt", output / "dict.txt")
         encode = vocabulary.FairseqEncoding(vocabulary.from_folder(output), reloaded.dictionary)
         parity.verify(reloaded.model, encode, model, tokenizer, dictionary, report, log,
-                      f"{hf_dir}: the converted checkpoint", long=layout.long_context, hf_ids=order)
+                      f"{hf_dir}: the converted checkpoint", long=layout.long_context, hf_ids=order,
+                      differs=differences(config, modernbert))
     return report

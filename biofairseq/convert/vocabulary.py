@@ -19,6 +19,7 @@ SPECIALS = corpus_vocab.SPECIALS
 # fairseq's name for the filler symbols that pad a dictionary to a multiple of 8.
 FILLER = "madeupword{:04d}"
 LOOKED_FOR = "vocab_info.json, vocab.json + merges.txt, encoder.json + vocab.bpe, or a SentencePiece .model"
+TOKENIZER_FILES = "tokenizer.json, vocab.json + merges.txt, vocab.txt or a SentencePiece .model"
 
 
 @dataclass
@@ -154,8 +155,9 @@ def _specials(dictionary):
 
 
 def _read_merges(path):
-    with open(path, encoding="utf-8") as f:
-        lines = [l.rstrip("\n") for l in f]
+    """The merges, lines cut at "\\n" alone (and a "\\r" before it dropped), as tokenizers reads merges.txt."""
+    with open(path, encoding="utf-8", newline="\n") as f:
+        lines = [l.removesuffix("\n").removesuffix("\r") for l in f]
     return [tuple(l.split(" ")) for l in lines if l and not l.startswith("#version")]
 
 
@@ -193,8 +195,10 @@ def _sentencepiece_parts(vocabulary, dictionary):
     with open(vocabulary.files["model"], "rb") as f:
         proto.ParseFromString(f.read())
     NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
-    scores = {p.piece: p.score for p in proto.pieces}
-    missing = [p.piece for p in proto.pieces if p.type in (NORMAL, USER_DEFINED, BYTE) and p.piece not in dictionary.indices]
+    named = corpus_vocab.dict_symbol  # a piece holding "\r" has a stand-in name in dict.txt
+    scores = {named(p.piece): p.score for p in proto.pieces}
+    missing = [p.piece for p in proto.pieces
+               if p.type in (NORMAL, USER_DEFINED, BYTE) and named(p.piece) not in dictionary.indices]
     if missing:
         raise _lacking(vocabulary, dictionary, missing, "pieces")
     floor = min(scores.values()) - 10.0  # dictionary symbols SentencePiece never produces
@@ -208,6 +212,7 @@ def _sentencepiece_parts(vocabulary, dictionary):
 
         spm_order = {p.piece: i for i, p in enumerate(proto.pieces)}
         merges = generate_merges(spm_order, [(p.piece, p.score) for p in proto.pieces])
+        merges = [(named(a), named(b)) for a, b in merges]  # the names of the vocabulary's tokens, as dict.txt's
         model = models.BPE({s: i for i, s in enumerate(symbols)}, merges, unk_token="<unk>", fuse_unk=True,
                            byte_fallback=byte_fallback)
     else:
@@ -261,6 +266,14 @@ def build_tokenizer(vocabulary, dictionary, max_length):
 # ---- transformers tokenizer -> dict.txt and vocabulary files (from-hf)
 
 
+def has_tokenizer(hf_dir):
+    """Whether a transformers folder holds a tokenizer's vocabulary. Without one, AutoTokenizer still builds a
+    tokenizer from config.json alone: its special tokens only, at ids that would mislead every later message."""
+    hf_dir = Path(hf_dir)
+    return ((hf_dir / "tokenizer.json").is_file() or (hf_dir / "vocab.txt").is_file() or any(hf_dir.glob("*.model"))
+            or ((hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file()))
+
+
 def fairseq_order(tokenizer, vocab_size, hf_dir, renumber=False):
     """The transformers id at each fairseq index: fairseq's Dictionary holds <s>, <pad>, </s>, <unk> at 0-3. A
     RoBERTa-layout tokenizer already has them there (the identity). With ``renumber`` (ModernBERT, whose special
@@ -309,7 +322,7 @@ def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir, renumber=F
         else:
             symbols.append(FILLER.format(fillers))
             fillers += 1
-    if len(set(symbols)) != len(symbols):
+    if len(set(map(corpus_vocab.dict_symbol, symbols))) != len(symbols):
         raise ConvertError(f"{hf_dir}: two token ids share a symbol; dict.txt needs one symbol per id")
     corpus_vocab.write_dict(out_dir / "dict.txt", symbols)
     lowercase = '"Lowercase"' in json.dumps(backend.get("normalizer") or {})

@@ -48,7 +48,9 @@ class Indices:
     ``table[id]`` is the index fairseq looks up for the symbol encode.py writes for the tokenizer's ``id``
     (``Dictionary.index``: <unk> when dict.txt lacks it), and ``text_bytes[id]`` that symbol's size in the encoded
     text. A symbol that fairseq does not read as one token (a SentencePiece piece holding whitespace, or a carriage
-    return that ends fairseq's line) is irregular: a line holding one is binarized the reference's way, from its text."""
+    return that ends fairseq's line) is irregular: a line holding one is binarized the reference's way, from its text.
+    So is SentencePiece's unknown piece, which encode.py writes as the text it covers, not as <unk>: fairseq looks
+    that text up, and a piece of whitespace (without byte fallback, a space the vocabulary lacks) gives no token."""
 
     def __init__(self, vocab_dir, dictionary):
         info = read_info(vocab_dir)
@@ -73,6 +75,8 @@ class Indices:
             self.irregular[i] = len(found) != 1 or "\r" in symbol
             self.table[i] = found[0] if len(found) == 1 else dictionary.unk()
             self.text_bytes[i] = len(symbol.encode("utf-8"))
+        if self.type == "sentencepiece" and self.sp.unk_id() >= 0:
+            self.irregular[self.sp.unk_id()] = True
         self.dtype = np.dtype(_fairseq_dtype(len(dictionary)))
         # The cache holds words as index bytes, and finds the encoded text's size from the indices: it needs every id
         # regular and the ids of one index of one size, as a byte-level BPE's are (its ids 0-4 are not in dict.txt:
@@ -142,10 +146,12 @@ class Indices:
                 tail.update(fresh[1])
         return np.frombuffer(b"".join(parts), self.dtype), np.add.reduceat(sizes // self.dtype.itemsize, starts)
 
-    def reference(self, ids):
-        """(text bytes, blank, items) of one line the reference's way: its symbols joined as encode.py writes them,
-        read back by fairseq (universal newlines: a "\\r" ends a line) and looked up by its Dictionary."""
-        symbols = " ".join(self.symbols[i] for i in ids)
+    def reference(self, text, ids):
+        """(text bytes, blank, items) of one line (``text``, whose ids are ``ids``) the reference's way: its symbols
+        joined as encode.py writes them (SentencePiece's pieces as it gives them, an unknown one as the text it
+        covers), read back by fairseq (universal newlines: a "\\r" ends a line) and looked up by its Dictionary."""
+        pieces = self.sp.encode(text, out_type=str) if self.type == "sentencepiece" else [self.symbols[i] for i in ids]
+        symbols = " ".join(pieces)
         items = [self.dictionary.encode_line(line, add_if_not_exist=False).numpy()
                  for line in io.StringIO(symbols + "\n", newline=None)]
         return len(symbols.encode("utf-8")) + 1, is_blank(symbols), items
@@ -191,7 +197,7 @@ class Indices:
             else:
                 ids = next(id_lines)
                 if k in odd_lines:
-                    text_size, ends, items = self.reference(ids)
+                    text_size, ends, items = self.reference(line, ids)
                 else:
                     items = [np.append(self.table[np.asarray(ids, np.int64)], self.dictionary.eos())]
                     text_size, ends = int(line_text[k]), False

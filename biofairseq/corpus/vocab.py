@@ -10,6 +10,7 @@ data-bin carrying it is enough to find the BPE later.
 import json
 import os
 import shutil
+from collections import Counter
 from pathlib import Path
 
 from biofairseq.atomic import write_text
@@ -25,22 +26,36 @@ class VocabError(Exception):
     pass
 
 
+def dict_symbol(symbol):
+    """A symbol's name in dict.txt. fairseq reads dict.txt with universal newlines, where a "\\r" or "\\n" would cut
+    the symbol's line in two: it is written as a space. fairseq never looks such a symbol up (its text reader cuts
+    the line there too, and its tokenizer splits at spaces), so the entry only keeps the index; a SentencePiece piece
+    holds no space ("\u2581" stands for it), so the name is no other piece's."""
+    return symbol.replace("\r", " ").replace("\n", " ")
+
+
 def write_dict(path, symbols, counts=None):
-    """dict.txt with these symbols in this order (with their counts, else 1), written atomically."""
+    """dict.txt with these symbols in this order (with their counts, else 1), one line each, written atomically."""
+    names = [dict_symbol(s) for s in symbols]
+    twice = [name for name, n in Counter(names).items() if n > 1]
+    if twice:
+        raise VocabError(f"{path}: symbols {twice[:3]} would be written twice; fairseq refuses a repeated one")
     tmp = Path(f"{path}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        for i, symbol in enumerate(symbols):
-            f.write(f"{symbol} {counts[i] if counts is not None else 1}\n")
+    with open(tmp, "w", encoding="utf-8", newline="\n") as f:
+        for i, name in enumerate(names):
+            f.write(f"{name} {counts[i] if counts is not None else 1}\n")
     os.replace(tmp, path)
 
 
 def read_dict(path):
-    """(symbols, counts) of a dict.txt."""
+    """(symbols, counts) of a dict.txt, its lines cut at "\\n" alone, where write_dict ends them: a piece may hold
+    U+2028, U+0085, "\\x0b" and the like, which str.splitlines() also cuts at."""
     symbols, counts = [], []
-    for line in Path(path).read_text(encoding="utf-8").splitlines():
-        symbol, _, count = line.rpartition(" ")
-        symbols.append(symbol or count)
-        counts.append(int(count) if symbol else 1)
+    lines = Path(path).read_bytes().decode("utf-8").split("\n")
+    for line in lines[:-1] if lines[-1] == "" else lines:
+        symbol, space, count = line.rpartition(" ")
+        symbols.append(symbol if space else count)
+        counts.append(int(count) if space else 1)
     return symbols, counts
 
 
@@ -101,12 +116,13 @@ def recorded_counts(data_bin, split="train"):
 
 def sample_lines(files, max_lines, seed=1):
     """A seeded uniform sample of ``max_lines`` of the files' non-empty lines (reservoir sampling: one pass, memory
-    for the sample only), or None when they hold no more than that (then the files are read whole)."""
+    for the sample only), or None when they hold no more than that (then the files are read whole). Lines end at
+    "\\n" alone ("\\r" kept), where tokenizers cuts the files it reads whole: the sample learns the same bytes."""
     import random
 
     rng, sample, seen = random.Random(seed), [], 0
     for name in files:
-        with open(name, encoding="utf-8") as f:
+        with open(name, encoding="utf-8", newline="\n") as f:
             for line in f:
                 if line == "\n":
                     continue
