@@ -142,7 +142,7 @@ def json_logs(output, tag):
 LONGEST_FIRST = (
     "test_corpus_preparation.py", "test_convert.py", "test_electra.py", "test_recipe.py", "test_pretrain_speed.py",
     "test_recipe_modernbert.py", "test_training.py", "test_recipe_bio_lm.py", "test_fast_path.py",
-    "test_recipe_biomegatron.py", "test_ner.py", "test_package.py", "test_distillation.py", "test_recipe_bioelectra.py",
+    "test_recipe_biomegatron.py", "test_journey_english.py", "test_ner.py", "test_package.py", "test_distillation.py", "test_recipe_bioelectra.py",
     "test_kill_anywhere.py", "test_corpus_boundaries.py", "test_masking.py", "test_recipe_beto.py",
     "test_modernbert.py", "test_dedup_bound.py", "test_presets.py", "test_quick_starts.py", "test_electra_convert.py",
     "test_packing.py", "test_cleaning_identical.py", "test_host_syncs.py", "test_document_blocks.py",

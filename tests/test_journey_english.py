@@ -46,21 +46,26 @@ def folder(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def journey(folder):
-    """The text given as it is first (refused), then with TEXT_DOCS=line: the recipe end to end."""
-    first = recipe("bsc_bio_es", folder, **INPUTS, STOP_AFTER="settings", RUN_DIR="runs/first")
-    run = recipe("bsc_bio_es", folder, **INPUTS, **RECIPE_SMALL, NER_SEEDS="1", TEXT_DOCS="line", RUN_DIR="runs/en")
+    """The text given as it is, without the corpus language (refused), then with TEXT_DOCS=line (refused: the recipe's
+    language is Spanish), then with CORPUS_LANG=en: the recipe end to end."""
+    given = {name: value for name, value in INPUTS.items() if name != "CORPUS_LANG"}
+    tries = [recipe("bsc_bio_es", folder, **given, **more, STOP_AFTER="settings", RUN_DIR="runs/try")
+             for more in ({}, {"TEXT_DOCS": "line"})]
+    run = recipe("bsc_bio_es", folder, **INPUTS, **{**RECIPE_SMALL, "NER_SEEDS": "1"}, TEXT_DOCS="line", RUN_DIR="runs/en")
     assert run.returncode == 0, run.stderr[-5000:]
-    return first, run, folder / "runs" / "en"
+    return tries, run, folder / "runs" / "en"
 
 
-def test_a_document_a_line_is_named_before_any_work_with_the_setting_that_reads_it(journey, folder):
-    first, _, _ = journey
-    lines = [line for line in first.stderr.splitlines() if line.strip()]
-    assert first.returncode == 1 and lines == [
-        "bsc_bio_es.sh: error: SOURCES: 'abstracts=raw/abstracts.txt': 200+ lines and no blank line, so one document (a "
-        "blank line separates documents in text); if each line is a document, give TEXT_DOCS=line; if the file is one "
-        "document, TEXT_DOCS=file"]
-    assert not (folder / "runs" / "first").exists()
+def test_a_document_a_line_and_the_language_are_named_before_any_work_with_the_settings_that_fix_them(journey, folder):
+    tries, _, _ = journey
+    said = [[line for line in proc.stderr.splitlines() if line.strip()] for proc in tries]
+    assert [proc.returncode for proc in tries] == [1, 1] and said == [
+        ["bsc_bio_es.sh: error: SOURCES: 'abstracts=raw/abstracts.txt': 200+ lines and no blank line, so one document (a "
+         "blank line separates documents in text); if each line is a document, give TEXT_DOCS=line; if the file is one "
+         "document, TEXT_DOCS=file"],
+        ["bsc_bio_es.sh: error: SOURCES: 'abstracts=raw/abstracts.txt': 100 of its first 100 documents are identified as "
+         "en and 0 as es, so the cleaning would remove nearly all of it; set CORPUS_LANG=en"]]
+    assert not (folder / "runs" / "try").exists()
 
 
 def test_the_tiny_preset_runs_end_to_end_on_english_text_and_conll_ner(journey):

@@ -19,7 +19,7 @@ import pytest
 
 from test_docs import run_script
 
-from biofairseq.samples import BIN, CLINICAL_CASES, PHARMACONER, REPO
+from biofairseq.samples import BIN, CLINICAL_CASES, NCBI, PHARMACONER, REPO
 
 CHECKPOINT = REPO / "tests" / "data" / "packed_checkpoint_0" / "checkpoint_1_3.pt"
 DATA_BIN = REPO / "tests" / "data" / "packed_checkpoint_0" / "data-bin"
@@ -37,8 +37,8 @@ class Mistake:
     cpu_only: bool = False  # a mistake only where torch sees no GPU
 
 
-PATHS = {"repo": REPO, "cases": CLINICAL_CASES, "checkpoint": CHECKPOINT, "data_bin": DATA_BIN,
-         "pharmaconer": PHARMACONER}
+PATHS = {"repo": REPO, "python": BIN / "python", "cases": CLINICAL_CASES, "checkpoint": CHECKPOINT, "data_bin": DATA_BIN,
+         "pharmaconer": PHARMACONER, "ncbi": NCBI}
 CLEAN = ["python", "{repo}/preprocess/clean_corpus.py"]
 VOCAB = ["python", "{repo}/preprocess/train_vocab.py"]
 RECIPE = ["bash", "{repo}/recipes/bsc_bio_es.sh"]
@@ -71,6 +71,26 @@ MISTAKES = [
     Mistake("the vocabulary from a folder", [*VOCAB, "--input", "empty", "--output-dir", "vocab"], "a folder", "vocab"),
     Mistake("the vocabulary from a missing file", [*VOCAB, "--input", "clean/train.txt", "--output-dir", "vocab"],
             "clean/train.txt: missing or empty; run preprocess/clean_corpus.py first", "vocab"),
+    Mistake("NER columns as pretraining text", [*CLEAN, "--source", "notes=ner.tsv", "--output-dir", "clean", "--lang", "en"],
+            ("notes=ner.tsv: CoNLL/IOB columns", "NER data goes to biofairseq-ner"), "clean"),
+    Mistake("BRAT annotations as pretraining text", [*CLEAN, "--source", "notes=doc.ann", "--output-dir", "clean", "--lang",
+                                                     "es"], ("notes=doc.ann: a BRAT annotation file", "give the .txt"), "clean"),
+    Mistake("JSON lines without a text field", [*CLEAN, "--source", "notes=notes.jsonl", "--output-dir", "clean", "--lang",
+                                                "en"], ('without a "text" string field (its first line has: id, body)',
+                                                        "--text-field NAME"), "clean"),
+    Mistake("a PDF as pretraining text", [*CLEAN, "--source", "notes=paper.txt", "--output-dir", "clean", "--lang", "en"],
+            ("notes=paper.txt: a PDF, not text", "convert it to UTF-8 text"), "clean"),
+    Mistake("a document a line read as one document", [*CLEAN, "--source", "notes=lines.txt", "--output-dir", "clean",
+                                                       "--lang", "en"], ("no blank line, so one document", "--text-docs line"),
+            "clean"),
+    Mistake("a language without spaces and the word filter", [*CLEAN, "--source", "notes={cases}", "--output-dir", "clean",
+                                                              "--lang", "zh"], "give --min-words 0", "clean"),
+    Mistake("a vocabulary larger than the corpus allows", [*VOCAB, "--input", "lines.txt", "--type", "sentencepiece",
+                                                           "--vocab-size", "8000", "--output-dir", "vocab"],
+            ("--vocab-size 8000: lines.txt allows a SentencePiece unigram vocabulary of at most", "VOCAB_SIZE"), "vocab"),
+    Mistake("a preprocess script without the environment", ["bash", "-c", "{python} -S {repo}/preprocess/clean_corpus.py "
+                                                            "--source notes={cases} --output-dir clean --lang es"],
+            "biofairseq not found; run 'make install' and 'source .venv/bin/activate'", "clean"),
     Mistake("binarizing a missing folder", ["bash", "{repo}/preprocess/binarize.sh", "clean", "vocab", "data-bin"],
             "clean: no such folder", "data-bin"),
     # the recipes
@@ -83,6 +103,22 @@ MISTAKES = [
             {**SETTINGS, "SOURCES": "notes=raw/notes.jsonl.gz"}),
     Mistake("a corpus language the cleaning does not know", ["bash", "{repo}/recipes/beto.sh"], "use CORPUS_LANG=es", "run",
             {**SETTINGS, "CORPUS_LANG": "spanish"}),
+    Mistake("a recipe run with sh", ["sh", "{repo}/recipes/bsc_bio_es.sh"], "a bash script; run it as bash recipes/bsc_bio_es.sh",
+            "run", SETTINGS),
+    Mistake("NER columns as a recipe's corpus", RECIPE, ("SOURCES: 'notes=ner.tsv': CoNLL/IOB columns", "NER_DATA"), "run",
+            {**SETTINGS, "SOURCES": "notes=ner.tsv", "CORPUS_LANG": "en"}),
+    Mistake("a document a line in a recipe's corpus", RECIPE, "give TEXT_DOCS=line", "run",
+            {**SETTINGS, "SOURCES": "notes=lines.txt", "CORPUS_LANG": "en"}),
+    Mistake("a corpus language written without spaces", RECIPE, "CORPUS_LANG=zh: written without spaces", "run",
+            {**SETTINGS, "CORPUS_LANG": "zh"}),
+    Mistake("a model whose vocabulary does not know the corpus language", RECIPE,
+            ("INIT_FROM=hf/english-bert: its vocabulary leaves 90% of the tokens of the corpus's start unknown ([UNK]), so it cannot serve CORPUS_LANG=el"),
+            "run", {**SETTINGS, "SOURCES": "notes=greek.txt", "CORPUS_LANG": "el", "INIT_FROM": "hf/english-bert"}),
+    Mistake("a model folder without its tokenizer to continue", RECIPE, "hf/my-model: no tokenizer in the folder", "run",
+            {**SETTINGS, "INIT_FROM": "hf/my-model"}),
+    Mistake("English text with a Spanish recipe's default language", RECIPE,
+            ("SOURCES: 'notes=lines.txt': 100 of its first 100 documents are identified as en", "set CORPUS_LANG=en"), "run",
+            {**SETTINGS, "SOURCES": "notes=lines.txt", "TEXT_DOCS": "line"}),
     Mistake("a mistyped setting", RECIPE, "MAX_UPDATE", "run", {**SETTINGS, "MAX_UPDATE": "5k"}),
     # pretraining
     Mistake("--fp16 without a GPU", ["biofairseq-train", "{data_bin}", *TRAIN, "--fp16"],
@@ -97,6 +133,8 @@ MISTAKES = [
                                                             "checkpoints/checkpoint_best.pt"], "no such checkpoint file",
             "checkpoints"),
     Mistake("BPE flags of a folder without a vocabulary", ["python", "-m", "biofairseq.bpe_flags", "empty"], "empty"),
+    Mistake("BPE flags of a folder that does not exist", ["python", "-m", "biofairseq.bpe_flags", "data-bin"],
+            "data-bin: no such folder; give the data-bin of preprocess/binarize.sh"),
     # conversion
     Mistake("a checkpoint that does not exist", ["biofairseq-convert", "to-hf", "checkpoints/checkpoint_best.pt", "converted"],
             "no such checkpoint file", "converted"),
@@ -110,6 +148,12 @@ MISTAKES = [
             "empty: no config.json", "fairseq"),
     Mistake("a flag of the other direction", ["biofairseq-convert", "from-hf", "empty", "fairseq", "--language", "es"],
             "--language", "fairseq"),
+    Mistake("a model of transformers' default RobertaConfig", ["biofairseq-convert", "from-hf", "hf/default-roberta",
+                                                               "fairseq"],
+            ("layer_norm_eps 1e-12", "fairseq's LayerNorms use 1e-5", "cannot be converted exactly", "--no-verify"),
+            "fairseq"),
+    Mistake("a model folder without its tokenizer", ["biofairseq-convert", "from-hf", "hf/no-tokenizer", "fairseq"],
+            ("hf/no-tokenizer: no tokenizer", "tokenizer.json", "tokenizer.save_pretrained"), "fairseq"),
     # NER
     Mistake("a model folder that is not a model", [*NER, "--model", "empty", *SPLITS], "a folder without config.json",
             "out"),
@@ -136,6 +180,12 @@ MISTAKES = [
                                                           "--input", "{pharmaconer}/valid", "--output-dir", "existing"],
             "--output-dir existing: already exists"),
     Mistake("a report of a folder without runs", ["biofairseq-ner", "report", "empty"], "empty: no finished run"),
+    Mistake("an NER test set of another data set's types", [*NER, "--model", "hf/my-model", *SPLITS, "--test",
+                                                           "{ncbi}/test.tsv"],
+            ("test entity types never seen in training: Disease", "--allow-unseen-types"), "out"),
+    Mistake("a sweep folder as the model to tag with", ["biofairseq-ner", "predict", "--model", "sweep", "--input",
+                                                        "{pharmaconer}/valid", "--output-dir", "tagged"],
+            ("--model sweep: a biofairseq-ner sweep folder", "sweep/lr=5e-05/seed=1/model"), "tagged"),
     Mistake("a CoNLL file named as text", ["biofairseq-ner", "convert", "{pharmaconer}/valid", "valid.txt"],
             ".conll, .tsv or .bio", "valid.txt"),
 ]
@@ -189,10 +239,36 @@ def workdir(tmp_path_factory):
         shutil.copytree(PHARMACONER / split, work / "ner_no_valid" / split)
     (work / "hf" / "my-model").mkdir(parents=True)  # as far as a model is looked at before the data are
     (work / "hf" / "my-model" / "config.json").write_text('{"model_type": "roberta"}')
+    (work / "sweep" / "lr=5e-05" / "seed=1" / "model").mkdir(parents=True)  # a biofairseq-ner sweep's folder of runs
+    (work / "sweep" / "lr=5e-05" / "seed=1" / "model" / "config.json").write_text('{"model_type": "roberta"}')
+    (work / "ner.tsv").write_text((REPO / "tests" / "data" / "ncbi_disease" / "train.tsv").read_text()[:3000])
+    (work / "doc.ann").write_text("T1\tNORMALIZABLES 10 19\tbleomicina\nT2\tPROTEINAS 40 43\tPSA\n")
+    (work / "notes.jsonl").write_text('{"id": 1, "body": "Patient with fever."}\n')
+    (work / "paper.txt").write_bytes(b"%PDF-1.4\n%\xe2\xe3\xcf\xd3\n1 0 obj\n")
+    (work / "lines.txt").write_text("".join(f"Sentence {i} of an abstract about disease {i % 7}.\n" for i in range(120)))
+    (work / "greek.txt").write_text("Ο ασθενής παρουσίασε πυρετό και βήχα για τρεις ημέρες.\n" * 20)
+    (work / "hf" / "english-bert").mkdir(parents=True)
+    (work / "hf" / "english-bert" / "config.json").write_text('{"model_type": "bert"}')
+    (work / "hf" / "english-bert" / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
+                                                                        *"abcdefghijklmnopqrstuvwxyz.,"]) + "\n")
     (work / "raw").mkdir()
     with gzip.open(CLINICAL_CASES, "rb") as f:
         (work / "raw" / "cases.jsonl").write_bytes(b"".join(next(f) for _ in range(5)))
+    tiny_roberta(work / "hf")
     return work
+
+
+def tiny_roberta(folder, **settings):
+    """A tiny model of transformers' default RobertaConfig (layer_norm_eps 1e-12, type_vocab_size 2) but for
+    ``settings``, with its tokenizer (the data-bin's 500-token BPE), and the same model saved without one."""
+    from transformers import RobertaConfig, RobertaForMaskedLM, RobertaTokenizer
+
+    config = RobertaConfig(vocab_size=500, hidden_size=32, num_hidden_layers=1, num_attention_heads=2,
+                           intermediate_size=64, **settings)
+    model = RobertaForMaskedLM(config)
+    for name in ("default-roberta", "no-tokenizer"):
+        model.save_pretrained(folder / name)
+    RobertaTokenizer(str(DATA_BIN / "vocab.json"), str(DATA_BIN / "merges.txt")).save_pretrained(folder / "default-roberta")
 
 
 @pytest.mark.parametrize("mistake", MISTAKES, ids=[m.what for m in MISTAKES])
@@ -205,7 +281,7 @@ def test_a_mistake_ends_in_one_line_that_names_it_and_leaves_nothing(mistake, wo
     monkeypatch.chdir(workdir)
     before = sorted(p.name for p in workdir.iterdir())
     argv = formatted(mistake.command)
-    if argv[0] == "bash":
+    if argv[0] in ("bash", "sh"):
         env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
                **(mistake.env or {})}
         proc = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True)

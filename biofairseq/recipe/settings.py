@@ -293,11 +293,33 @@ def resolve(recipe, environ, repo, script="recipe"):
             problem = source_problem(*pair.split("=", 1), values["TEXT_DOCS"], values["TEXT_FIELD"], recipe=True)
             if problem:
                 raise SettingsError(problem)
+            problem = language_problem(pair, values)
+            if problem:
+                raise SettingsError(problem)
         if "INIT_FROM" in own and values["INIT_FROM"]:
             problem = init_vocabulary_problem(values)
             if problem:
                 raise SettingsError(problem)
     return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}
+
+
+def language_problem(source, values):
+    """None, or the one line saying that the start of a source (NAME=PATH) is in another language than CORPUS_LANG:
+    under a tenth of its first documents in it, so the cleaning would remove nearly all of it (English text given to
+    a recipe whose default is Spanish), an hour later on a large corpus."""
+    from collections import Counter
+
+    from biofairseq.corpus.cleaning import lid_model
+    from biofairseq.corpus.sources import sample_documents
+
+    documents = sample_documents([source.split("=", 1)[1]], values["TEXT_DOCS"], values["TEXT_FIELD"])[:100]
+    found = Counter(lid_model().predict(" ".join(doc.split()))[0][0].removeprefix("__label__") for doc in documents)
+    lang = values["CORPUS_LANG"]
+    if not documents or found[lang] >= 0.1 * len(documents):
+        return None
+    other, count = found.most_common(1)[0]
+    return (f"SOURCES: '{source}': {count} of its first {len(documents)} documents are identified as {other} and "
+            f"{found[lang]} as {lang}, so the cleaning would remove nearly all of it; set CORPUS_LANG={other}")
 
 
 UNKNOWN_SHARE = 0.01  # of the corpus's tokens that INIT_FROM's vocabulary may leave unknown
@@ -312,7 +334,7 @@ def init_vocabulary_problem(values):
     if init.endswith(".pt"):
         return None
     from biofairseq.convert.vocabulary import TOKENIZER_FILES, has_tokenizer
-    from biofairseq.corpus.sources import sample_text
+    from biofairseq.corpus.sources import sample_documents
 
     if not has_tokenizer(init):
         return (f"INIT_FROM={init}: no tokenizer in the folder ({TOKENIZER_FILES}); save it there with "
@@ -321,7 +343,8 @@ def init_vocabulary_problem(values):
 
     tokenizer = transformers.AutoTokenizer.from_pretrained(init)
     paths = [pair.split("=", 1)[1] for pair in values["SOURCES"].split()]
-    ids = tokenizer(sample_text(paths, values["TEXT_DOCS"], values["TEXT_FIELD"]), add_special_tokens=False)["input_ids"]
+    text = "\n".join(sample_documents(paths, values["TEXT_DOCS"], values["TEXT_FIELD"]))
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     unknown = ids.count(tokenizer.unk_token_id) / max(1, len(ids)) if tokenizer.unk_token_id is not None else 0
     if unknown > UNKNOWN_SHARE:
         return (f"INIT_FROM={init}: its vocabulary leaves {unknown:.0%} of the tokens of the corpus's start unknown "
