@@ -3,20 +3,21 @@ standard error that names the file or setting and the fix, before any work, and 
 rerun would trip on. Run from a working folder outside the repository, with the user's relative paths.
 
 The Python commands run in this process, as their console scripts call them (their checks come before any model or
-worker is started, so one import of torch, fairseq and transformers serves them all); the shell scripts run as
-processes. docs/development.md lists the catalogue."""
+worker is started, so one import of torch, fairseq and transformers serves them all); the shell scripts run in bash,
+the Python commands they start served by this process too (tests/command_server.py), except a command that names its
+interpreter by its path (a Python without the project). docs/development.md lists the catalogue."""
 
 import gzip
 import os
 import runpy
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+import command_server
 from test_docs import run_script
 
 from biofairseq.samples import BIN, CLINICAL_CASES, NCBI, PHARMACONER, REPO
@@ -284,7 +285,7 @@ def test_a_mistake_ends_in_one_line_that_names_it_and_leaves_nothing(mistake, wo
     if argv[0] in ("bash", "sh"):
         env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
                **(mistake.env or {})}
-        proc = subprocess.run(argv, cwd=workdir, env=env, capture_output=True, text=True)
+        proc = command_server.completed(argv, env, cwd=workdir)  # its Python commands served in this process
         code, err = proc.returncode, proc.stderr
     else:
         code = run_python(argv, mistake.env)
