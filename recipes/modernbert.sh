@@ -6,8 +6,9 @@
 # checkpoint kept, ModernBertForMaskedLM, and NER with ModernBertForTokenClassification.
 #
 #   bash recipes/modernbert.sh                                   # PRESET=tiny: the bundled sample, CPU, minutes
-#   PRESET=paper SOURCES="notes=raw/notes" NER_DATA="pharmaconer=data/pharmaconer" NUM_GPUS=8 bash recipes/modernbert.sh
-#   INIT_FROM=path/to/ModernBERT-base CORPUS_LANG=en PRESET=paper MAX_UPDATE=... PEAK_LR=... ...   # continual pretraining
+#   PRESET=paper SOURCES="notes=raw/notes" NER_DATA="ncbi=data/ncbi_disease" NUM_GPUS=8 bash recipes/modernbert.sh
+#   INIT_FROM=path/to/ModernBERT-base PRESET=paper MAX_UPDATE=... PEAK_LR=... ...   # continual pretraining (English;
+#                  CORPUS_LANG=es and a Spanish corpus for Spanish clinical text)
 #                  (the paper preset is ModernBERT's schedule from scratch: for a continuation, as BioClinical ModernBERT's,
 #                  set MAX_UPDATE, PEAK_LR, WARMUP_UPDATES and PHASE2_SHARE to yours)
 #

@@ -490,7 +490,8 @@ MODERNBERT = Recipe(
         # warm-up-stable-decay, fixed batches, and your corpus
         "paper": {
             "SOURCES": sources("the raw pretraining corpora"),
-            "NER_DATA": ner_data("pharmaconer=path/to/pharmaconer with train, dev and test"),
+            "NER_DATA": NCBI,
+            "CORPUS_LANG": ("en", "ModernBERT's and BioClinical ModernBERT's corpora"),
             "VALID_DOCS": "2000",
             "VOCAB_SIZE": ("50368", "ModernBERT's"),
             "ARCH": ("bio_modernbert_base", "ModernBERT-base"),
