@@ -120,6 +120,9 @@ MISTAKES = [
     Mistake("English text with a Spanish recipe's default language", RECIPE,
             ("SOURCES: 'notes=lines.txt': 100 of its first 100 documents are identified as en", "set CORPUS_LANG=en"), "run",
             {**SETTINGS, "SOURCES": "notes=lines.txt", "TEXT_DOCS": "line"}),
+    Mistake("a recipe's NER test set of another data set's types", RECIPE,
+            ("NER_DATA: 'ner=ner_mixed': ner_mixed/test.tsv: test entity types never seen in training: Disease",
+             "set NER_EXTRA=--allow-unseen-types"), "run", {**SETTINGS, "NER_DATA": "ner=ner_mixed"}),
     Mistake("a mistyped setting", RECIPE, "MAX_UPDATE", "run", {**SETTINGS, "MAX_UPDATE": "5k"}),
     # pretraining
     Mistake("--fp16 without a GPU", ["biofairseq-train", "{data_bin}", *TRAIN, "--fp16"],
@@ -252,6 +255,10 @@ def workdir(tmp_path_factory):
     (work / "hf" / "english-bert" / "config.json").write_text('{"model_type": "bert"}')
     (work / "hf" / "english-bert" / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
                                                                         *"abcdefghijklmnopqrstuvwxyz.,"]) + "\n")
+    (work / "ner_mixed").mkdir()  # links to PharmaCoNER's train and valid, and NCBI-disease's test
+    for split in ("train", "valid"):
+        (work / "ner_mixed" / split).symlink_to(PHARMACONER / split, target_is_directory=True)
+    (work / "ner_mixed" / "test.tsv").symlink_to(NCBI / "test.tsv")
     (work / "raw").mkdir()
     with gzip.open(CLINICAL_CASES, "rb") as f:
         (work / "raw" / "cases.jsonl").write_bytes(b"".join(next(f) for _ in range(5)))

@@ -413,11 +413,29 @@ def ner_data(values, say):
                 raise SettingsError(f"NER_DATA: '{dataset}': {split}: a CoNLL file, and NER_EXTRA asks for --context "
                                     "document, which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop "
                                     "--context document")
+        if not re.search(r"--allow-unseen-types\b", values["NER_EXTRA"]):
+            _types_seen_in_training(dataset, {"train": train, "dev": dev, "test": test})
         say(f"NER_DATA: {name}: train {train}, valid {dev}, test "
             f"{test or 'none (the sweep and the report give valid scores only)'}")
         for column, value in zip(found, (name, train, dev, test or "")):
             column.append(value)
     return dict(zip(("NER_NAMES", "NER_TRAIN", "NER_DEV", "NER_TEST"), found))
+
+
+def _types_seen_in_training(dataset, paths):
+    """The sweep's check that dev and test hold no entity type train lacks (a typo, another data set's types), made
+    before pretraining rather than after it; the data's own problems are the sweep's to report."""
+    from biofairseq.finetune import NERFormatError
+    from biofairseq.finetune.training import read_annotated, unseen_types
+
+    paths = {role: path for role, path in paths.items() if path}
+    try:
+        sets = {role: read_annotated(path, role, warn=lambda line: None) for role, path in paths.items()}
+        unseen_types(sets, paths, allowed=False, warn=lambda line: None)
+    except NERFormatError as error:
+        if "never seen in training" not in str(error):
+            return
+        raise SettingsError(f"NER_DATA: '{dataset}': {str(error).replace('pass --allow-unseen-types', 'set NER_EXTRA=--allow-unseen-types')}")
 
 
 def absolute(path):
