@@ -10,7 +10,7 @@
 # seeds, NER_EPOCHS, all six runs at once on the one GPU). The number of updates is set from the speed of the
 # first 300, so that the learning rate reaches zero when the time is up. Every stage is skipped when its
 # output exists, so running it again resumes. Commands run with PYTHON (python3) and fairseq-train on PATH.
-[ -n "${BASH_VERSION:-}" ] || { echo "pretraining_vs_random_init.sh: error: a bash script; run it as bash benchmarks/pretraining_vs_random_init.sh" >&2; exit 1; }
+[ -n "${BASH_VERSION:-}" ] || { echo "pretraining_vs_random_init.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 REPO=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 PYTHON=${PYTHON:-python3}

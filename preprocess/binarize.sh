@@ -15,7 +15,7 @@
 # dict.txt with the counts of all; fairseq-train reads `python -m biofairseq.data_bin path DATA_BIN`, one shard an
 # epoch. The size is that of the text encode.py writes, whichever way binarizes; fairseq-preprocess (--reference)
 # holds a shard's index in Python lists, so there the shard size bounds its memory.
-[ -n "${BASH_VERSION:-}" ] || { echo "binarize.sh: error: a bash script; run it as bash preprocess/binarize.sh" >&2; exit 1; }
+[ -n "${BASH_VERSION:-}" ] || { echo "binarize.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 
 REFERENCE=0

@@ -12,7 +12,7 @@
 # length phase (PHASE2_*; paper: the last 55% of 2M updates at 512 tokens). The optimizer is BERT's (Adam β (0.9,
 # 0.999), ε 1e-6, weight decay 0.01 except on LayerNorms and biases, linear decay, clipping 1.0); the paper gives the
 # schedule of lengths and batches, not these.
-[ -n "${BASH_VERSION:-}" ] || { echo "beto.sh: error: a bash script; run it as bash recipes/beto.sh" >&2; exit 1; }
+[ -n "${BASH_VERSION:-}" ] || { echo "beto.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=beto

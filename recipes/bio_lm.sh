@@ -16,7 +16,7 @@
 # distillation and its control DISTIL_UPDATES, DISTIL_LR, DISTIL_WARMUP_UPDATES, ALPHA_MLM, ALPHA_KL, TEMPERATURE and
 # ALPHA_COS (0: the paper's "distill" row without alignment); CORPUS_LANG. It pretrains at one length from scratch
 # (no PHASE2_*, no INIT_FROM), and every model keeps its final checkpoint.
-[ -n "${BASH_VERSION:-}" ] || { echo "bio_lm.sh: error: a bash script; run it as bash recipes/bio_lm.sh" >&2; exit 1; }
+[ -n "${BASH_VERSION:-}" ] || { echo "bio_lm.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=bio_lm

@@ -13,7 +13,7 @@
 # 30,522 entries, which is not one of ours: the paper preset learns SentencePiece of that size), MASK_PROB,
 # SAMPLING_TEMPERATURE (and _FINAL, annealed over MAX_UPDATE), GENERATOR_FRACTION, CORPUS_LANG, NER_LAYERWISE_DECAY.
 # There is no INIT_FROM: an ELECTRA does not start from a RoBERTa-family masked LM.
-[ -n "${BASH_VERSION:-}" ] || { echo "bioelectra.sh: error: a bash script; run it as bash recipes/bioelectra.sh" >&2; exit 1; }
+[ -n "${BASH_VERSION:-}" ] || { echo "bioelectra.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=bioelectra

@@ -17,7 +17,7 @@
 # (the paper gives none of it): Adam (0.9, 0.999, 1e-8), weight decay 0.01 (none on LayerNorms and biases), clipping
 # 1.0, linear decay; BioMegatron trained "about one epoch" of 6.1B words: set MAX_UPDATE for your corpus. The final
 # checkpoint is kept.
-[ -n "${BASH_VERSION:-}" ] || { echo "biomegatron.sh: error: a bash script; run it as bash recipes/biomegatron.sh" >&2; exit 1; }
+[ -n "${BASH_VERSION:-}" ] || { echo "biomegatron.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=biomegatron

@@ -35,7 +35,7 @@
 #   INIT_FROM      continual pretraining from a transformers RoBERTa-family folder or a fairseq checkpoint (.pt)
 #
 # The stage machinery is recipes/lib/stages.sh, shared with the other recipes.
-[ -n "${BASH_VERSION:-}" ] || { echo "bsc_bio_es.sh: error: a bash script; run it as bash recipes/bsc_bio_es.sh" >&2; exit 1; }
+[ -n "${BASH_VERSION:-}" ] || { echo "bsc_bio_es.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=bsc_bio_es

@@ -23,7 +23,7 @@
 # instead of StableAdamW, a linear decay from the peak instead of the warm-up-stable-decay (trapezoidal) schedule, fixed
 # batches (ours: 4,096 x 1,024 tokens, then 512 x 8,192) instead of a batch-size warm-up, and a corpus of your own
 # rather than 1.7T tokens of English and code.
-[ -n "${BASH_VERSION:-}" ] || { echo "modernbert.sh: error: a bash script; run it as bash recipes/modernbert.sh" >&2; exit 1; }
+[ -n "${BASH_VERSION:-}" ] || { echo "modernbert.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=modernbert

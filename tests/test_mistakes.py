@@ -104,7 +104,7 @@ MISTAKES = [
             {**SETTINGS, "SOURCES": "notes=raw/notes.jsonl.gz"}),
     Mistake("a corpus language the cleaning does not know", ["bash", "{repo}/recipes/beto.sh"], "use CORPUS_LANG=es", "run",
             {**SETTINGS, "CORPUS_LANG": "spanish"}),
-    Mistake("a recipe run with sh", ["sh", "{repo}/recipes/bsc_bio_es.sh"], "a bash script; run it as bash recipes/bsc_bio_es.sh",
+    Mistake("a recipe run with sh", ["sh", "{repo}/recipes/bsc_bio_es.sh"], ("a bash script; run it with bash: bash ", "recipes/bsc_bio_es.sh"),
             "run", SETTINGS),
     Mistake("NER columns as a recipe's corpus", RECIPE, ("SOURCES: 'notes=ner.tsv': CoNLL/IOB columns", "NER_DATA"), "run",
             {**SETTINGS, "SOURCES": "notes=ner.tsv", "CORPUS_LANG": "en"}),
@@ -123,6 +123,25 @@ MISTAKES = [
     Mistake("a recipe's NER test set of another data set's types", RECIPE,
             ("NER_DATA: 'ner=ner_mixed': ner_mixed/test.tsv: test entity types never seen in training: Disease",
              "set NER_EXTRA=--allow-unseen-types"), "run", {**SETTINGS, "NER_DATA": "ner=ner_mixed"}),
+    Mistake("English NER data for a model of Spanish text", RECIPE,
+            ("NER_DATA: 'ncbi=ncbi': its training text is identified as en, not CORPUS_LANG=es", "CORPUS_LANG=en)"), "run",
+            {**SETTINGS, "NER_DATA": "ncbi=ncbi"}),
+    Mistake("the tiny preset's sample under another language", RECIPE,
+            ("SOURCES is PRESET=tiny's es sample", "give your corpus, SOURCES=NAME=PATH"), "run",
+            {**SETTINGS, "CORPUS_LANG": "en", "NER_DATA": ""}),
+    Mistake("CoNLL splits named .txt", RECIPE, ("ncbi_txt/dev.txt: a split as a .txt file", "name a CoNLL file dev.conll, "
+                                                ".tsv or .bio"), "run", {**SETTINGS, "NER_DATA": "ncbi=ncbi_txt"}),
+    Mistake("a folder of CoNLL files as a recipe's corpus", RECIPE, ("SOURCES: 'notes=ncbi': a folder of CoNLL files",
+                                                                     "NER_DATA"), "run", {**SETTINGS, "SOURCES": "notes=ncbi"}),
+    Mistake("a quoted ~ in a path", RECIPE, "~ is not expanded inside quotes: write $HOME", "run",
+            {**SETTINGS, "SOURCES": "notes=~/raw/notes.txt"}),
+    Mistake("sources separated by a comma", RECIPE, "separate NAME=PATH pairs with spaces, not commas", "run",
+            {**SETTINGS, "SOURCES": "a=raw/cases.jsonl,b=raw/cases.jsonl"}),
+    Mistake("GPUs this machine does not have", RECIPE, ("NUM_GPUS=1: torch sees 0 GPU(s) here", "NUM_GPUS=0"), "run",
+            {**SETTINGS, "NUM_GPUS": "1"}, cpu_only=True),
+    Mistake("a GPU preset without a GPU", RECIPE, ("PRESET=one_gpu is for GPUs, and torch sees none", "NUM_GPUS=0"), "run",
+            {**{k: v for k, v in SETTINGS.items() if k != "NUM_GPUS"}, "PRESET": "one_gpu", "SOURCES": "notes=raw/cases.jsonl",
+             "NER_DATA": ""}, cpu_only=True),
     Mistake("a mistyped setting", RECIPE, "MAX_UPDATE", "run", {**SETTINGS, "MAX_UPDATE": "5k"}),
     # pretraining
     Mistake("--fp16 without a GPU", ["biofairseq-train", "{data_bin}", *TRAIN, "--fp16"],
@@ -255,6 +274,10 @@ def workdir(tmp_path_factory):
     (work / "hf" / "english-bert" / "config.json").write_text('{"model_type": "bert"}')
     (work / "hf" / "english-bert" / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
                                                                         *"abcdefghijklmnopqrstuvwxyz.,"]) + "\n")
+    (work / "ncbi").symlink_to(NCBI, target_is_directory=True)
+    (work / "ncbi_txt").mkdir()  # CoNLL files named as text
+    for split, name in (("train", "train"), ("devel", "dev")):
+        shutil.copy(NCBI / f"{split}.tsv", work / "ncbi_txt" / f"{name}.txt")
     (work / "ner_mixed").mkdir()  # links to PharmaCoNER's train and valid, and NCBI-disease's test
     for split in ("train", "valid"):
         (work / "ner_mixed" / split).symlink_to(PHARMACONER / split, target_is_directory=True)

@@ -197,6 +197,10 @@ def source_problem(name, path, text_docs="blank-line", text_field="text", recipe
         return f"{where}: its {seen} .txt/.jsonl file(s) are empty or unreadable; check the PATH"
     if not any(p.iterdir()):
         return f"{where}: an empty folder; fix the PATH"
+    conll = next((Path(root, f) for root, _, files in walk(p) for f in files if f.endswith((".conll", ".tsv", ".bio"))), None)
+    if conll:
+        return (f"{where}: a folder of CoNLL files ({conll.name}), not running text; NER data goes to biofairseq-ner "
+                "(NER_DATA in the recipes), and pretraining takes the text itself")
     return f"{where}: a folder with no {KINDS} inside; check the PATH"
 
 

@@ -148,7 +148,9 @@ def named_paths(what, noun):
                 return f"'{pair}': the name {name} is given twice; give each its own name"
             names.add(name)
             if not Path(path).exists():
-                return f"'{pair}': {path}: no such {noun}; fix the path (a relative one starts from {Path.cwd()})"
+                hint = ("; ~ is not expanded inside quotes: write $HOME" if path.startswith("~") else
+                        "; separate NAME=PATH pairs with spaces, not commas" if "," in path else "")
+                return f"'{pair}': {path}: no such {noun}; fix the path (a relative one starts from {Path.cwd()}){hint}"
         return None if names else f"give NAME={what}"
     return check
 

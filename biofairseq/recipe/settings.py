@@ -293,7 +293,7 @@ def resolve(recipe, environ, repo, script="recipe"):
             problem = source_problem(*pair.split("=", 1), values["TEXT_DOCS"], values["TEXT_FIELD"], recipe=True)
             if problem:
                 raise SettingsError(problem)
-            problem = language_problem(pair, values)
+            problem = language_problem(pair, values, given="SOURCES" in environ)
             if problem:
                 raise SettingsError(problem)
         if "INIT_FROM" in own and values["INIT_FROM"]:
@@ -303,21 +303,30 @@ def resolve(recipe, environ, repo, script="recipe"):
     return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}
 
 
-def language_problem(source, values):
-    """None, or the one line saying that the start of a source (NAME=PATH) is in another language than CORPUS_LANG:
-    under a tenth of its first documents in it, so the cleaning would remove nearly all of it (English text given to
-    a recipe whose default is Spanish), an hour later on a large corpus."""
+def languages(texts):
+    """{language: how many of the texts lid.176 gives it} (the cleaning's identifier, loaded once)."""
     from collections import Counter
 
     from biofairseq.corpus.cleaning import lid_model
+
+    return Counter(lid_model().predict(" ".join(text.split()))[0][0].removeprefix("__label__") for text in texts)
+
+
+def language_problem(source, values, given=True):
+    """None, or the one line saying that the start of a source (NAME=PATH) is in another language than CORPUS_LANG:
+    under a tenth of its first documents in it, so the cleaning would remove nearly all of it (English text given to
+    a recipe whose default is Spanish), an hour later on a large corpus. ``given``: SOURCES came from the user, not
+    from the preset (the tiny preset's bundled Spanish sample)."""
     from biofairseq.corpus.sources import sample_documents
 
     documents = sample_documents([source.split("=", 1)[1]], values["TEXT_DOCS"], values["TEXT_FIELD"])[:100]
-    found = Counter(lid_model().predict(" ".join(doc.split()))[0][0].removeprefix("__label__") for doc in documents)
-    lang = values["CORPUS_LANG"]
+    found, lang = languages(documents), values["CORPUS_LANG"]
     if not documents or found[lang] >= 0.1 * len(documents):
         return None
     other, count = found.most_common(1)[0]
+    if not given:
+        return (f"SOURCES is PRESET={values['PRESET']}'s {other} sample ({source}), not in CORPUS_LANG={lang}; give "
+                f"your corpus, SOURCES=NAME=PATH, or CORPUS_LANG={other}")
     return (f"SOURCES: '{source}': {count} of its first {len(documents)} documents are identified as {other} and "
             f"{found[lang]} as {lang}, so the cleaning would remove nearly all of it; set CORPUS_LANG={other}")
 
@@ -358,10 +367,19 @@ def init_vocabulary_problem(values):
 
 def devices(values, environ):
     """NUM_GPUS (all torch sees, where empty), and the update frequency of either phase on them."""
-    if values["NUM_GPUS"] == "":
+    given = values["NUM_GPUS"]
+    trains = values["STOP_AFTER"] != "binarize"  # a run that pretrains here, or settings saying what one would use
+    if given == "" or (int(given) > 0 and int(values["NUM_NODES"]) == 1 and trains):
         import torch
 
-        values["NUM_GPUS"] = str(torch.cuda.device_count())
+        seen = torch.cuda.device_count()
+        if given == "" and seen == 0 and values["PRESET"] in ("one_gpu", "paper") and trains:
+            raise SettingsError(f"PRESET={values['PRESET']} is for GPUs, and torch sees none; NUM_GPUS=0 runs it on the "
+                                "CPU anyway (slowly), STOP_AFTER=binarize runs the corpus stages alone")
+        if given != "" and int(given) > seen:
+            raise SettingsError(f"NUM_GPUS={given}: torch sees {seen} GPU(s) here; give NUM_GPUS={seen} (0: the CPU), "
+                                "or run on a machine with more")
+        values["NUM_GPUS"] = given or str(seen)
     gpus, nodes = int(values["NUM_GPUS"]), int(values["NUM_NODES"])
     if nodes > 1:  # several machines: fairseq's launcher under srun, from inside an allocation
         if gpus == 0:
@@ -396,6 +414,12 @@ def ner_data(values, say):
             raise SettingsError(f"NER_DATA: '{dataset}': {folder}: not a folder; give the folder that holds train and "
                                 "valid (or dev)")
         train, dev, test = (splits.find(folder, role) for role in ("train", "dev", "test"))
+        misnamed = sorted(p for p in Path(folder).iterdir() if p.is_file() and p.stem in splits.NAMES
+                          and p.suffix not in splits.CONLL_SUFFIXES)
+        if misnamed and not (train and dev):  # train.txt, dev.txt: CoNLL files under a name no reader takes
+            raise SettingsError(f"NER_DATA: '{dataset}': {misnamed[0]}: a split as a {misnamed[0].suffix or 'bare'} file; "
+                                f"name a CoNLL file {misnamed[0].stem}.conll, .tsv or .bio, or give a BRAT split as a "
+                                "folder (X.txt beside X.ann)")
         if not train:
             raise SettingsError(f"NER_DATA: '{dataset}': {folder} has no train split; it needs train and valid (or dev), "
                                 "each a BRAT folder or a CoNLL file (.conll, .tsv, .bio)")
@@ -413,8 +437,7 @@ def ner_data(values, say):
                 raise SettingsError(f"NER_DATA: '{dataset}': {split}: a CoNLL file, and NER_EXTRA asks for --context "
                                     "document, which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop "
                                     "--context document")
-        if not re.search(r"--allow-unseen-types\b", values["NER_EXTRA"]):
-            _types_seen_in_training(dataset, {"train": train, "dev": dev, "test": test})
+        _check_ner_data(dataset, {"train": train, "dev": dev, "test": test}, values)
         say(f"NER_DATA: {name}: train {train}, valid {dev}, test "
             f"{test or 'none (the sweep and the report give valid scores only)'}")
         for column, value in zip(found, (name, train, dev, test or "")):
@@ -422,20 +445,30 @@ def ner_data(values, say):
     return dict(zip(("NER_NAMES", "NER_TRAIN", "NER_DEV", "NER_TEST"), found))
 
 
-def _types_seen_in_training(dataset, paths):
-    """The sweep's check that dev and test hold no entity type train lacks (a typo, another data set's types), made
-    before pretraining rather than after it; the data's own problems are the sweep's to report."""
+def _check_ner_data(dataset, paths, values):
+    """Before pretraining, what the sweep would find after it: a dev or test entity type that train lacks (a typo,
+    another data set's types; NER_EXTRA=--allow-unseen-types accepts it), and NER text in another language than
+    CORPUS_LANG, the model's. The data's own problems are the sweep's to report."""
     from biofairseq.finetune import NERFormatError
     from biofairseq.finetune.training import read_annotated, unseen_types
 
     paths = {role: path for role, path in paths.items() if path}
     try:
         sets = {role: read_annotated(path, role, warn=lambda line: None) for role, path in paths.items()}
-        unseen_types(sets, paths, allowed=False, warn=lambda line: None)
+        if not re.search(r"--allow-unseen-types\b", values["NER_EXTRA"]):
+            unseen_types(sets, paths, allowed=False, warn=lambda line: None)
     except NERFormatError as error:
         if "never seen in training" not in str(error):
             return
         raise SettingsError(f"NER_DATA: '{dataset}': {str(error).replace('pass --allow-unseen-types', 'set NER_EXTRA=--allow-unseen-types')}")
+    sentences = [" ".join(s.tokens) for s in sets["train"].sentences[:200]]
+    found, lang = languages(" ".join(sentences[i:i + 10]) for i in range(0, len(sentences), 10)), values["CORPUS_LANG"]
+    chunks = sum(found.values())
+    if chunks and found[lang] < 0.1 * chunks:
+        other = found.most_common(1)[0][0]
+        raise SettingsError(f"NER_DATA: '{dataset}': its training text is identified as {other}, not CORPUS_LANG={lang}, "
+                            f"the language the model is pretrained in; give NER data in {lang}, or a corpus in {other} "
+                            f"(SOURCES=NAME=PATH and CORPUS_LANG={other})")
 
 
 def absolute(path):
