@@ -10,6 +10,7 @@ and the NER data found, ``recipe.env`` kept; the recipe evals what it prints.
 """
 
 import difflib
+import functools
 import os
 import re
 import shlex
@@ -312,22 +313,34 @@ def languages(texts):
     return Counter(lid_model().predict(" ".join(text.split()))[0][0].removeprefix("__label__") for text in texts)
 
 
+def _changed(path):
+    """When a file or folder last changed: the key under which what was read of it is remembered."""
+    return os.stat(path).st_mtime_ns
+
+
+@functools.lru_cache(maxsize=64)
+def _source_languages(path, changed, text_docs, text_field):
+    """The languages of a source's first documents (at most 100), read once per process while it is unchanged."""
+    from biofairseq.corpus.sources import sample_documents
+
+    return languages(sample_documents([path], text_docs, text_field)[:100])
+
+
 def language_problem(source, values, given=True):
     """None, or the one line saying that the start of a source (NAME=PATH) is in another language than CORPUS_LANG:
     under a tenth of its first documents in it, so the cleaning would remove nearly all of it (English text given to
     a recipe whose default is Spanish), an hour later on a large corpus. ``given``: SOURCES came from the user, not
     from the preset (the tiny preset's bundled Spanish sample)."""
-    from biofairseq.corpus.sources import sample_documents
-
-    documents = sample_documents([source.split("=", 1)[1]], values["TEXT_DOCS"], values["TEXT_FIELD"])[:100]
-    found, lang = languages(documents), values["CORPUS_LANG"]
-    if not documents or found[lang] >= 0.1 * len(documents):
+    path = source.split("=", 1)[1]
+    found, lang = _source_languages(path, _changed(path), values["TEXT_DOCS"], values["TEXT_FIELD"]), values["CORPUS_LANG"]
+    documents = sum(found.values())
+    if not documents or found[lang] >= 0.1 * documents:
         return None
     other, count = found.most_common(1)[0]
     if not given:
         return (f"SOURCES is PRESET={values['PRESET']}'s {other} sample ({source}), not in CORPUS_LANG={lang}; give "
                 f"your corpus, SOURCES=NAME=PATH, or CORPUS_LANG={other}")
-    return (f"SOURCES: '{source}': {count} of its first {len(documents)} documents are identified as {other} and "
+    return (f"SOURCES: '{source}': {count} of its first {documents} documents are identified as {other} and "
             f"{found[lang]} as {lang}, so the cleaning would remove nearly all of it; set CORPUS_LANG={other}")
 
 
@@ -445,25 +458,36 @@ def ner_data(values, say):
     return dict(zip(("NER_NAMES", "NER_TRAIN", "NER_DEV", "NER_TEST"), found))
 
 
+@functools.lru_cache(maxsize=64)
+def _ner_data_read(paths, allowed):
+    """(the unseen-type problem or None, the languages of the training text in chunks of 10 sentences) of NER splits
+    ((role, path, changed), ...), read once per process while they are unchanged."""
+    from biofairseq.finetune import NERFormatError
+    from biofairseq.finetune.training import read_annotated, unseen_types
+
+    paths = {role: path for role, path, _ in paths}
+    try:
+        sets = {role: read_annotated(path, role, warn=lambda line: None) for role, path in paths.items()}
+        if not allowed:
+            unseen_types(sets, paths, allowed=False, warn=lambda line: None)
+    except NERFormatError as error:
+        if "never seen in training" not in str(error):
+            return None, {}  # the data's own problems: the sweep's to report
+        return str(error).replace("pass --allow-unseen-types", "set NER_EXTRA=--allow-unseen-types"), {}
+    sentences = [" ".join(s.tokens) for s in sets["train"].sentences[:200]]
+    return None, languages(" ".join(sentences[i:i + 10]) for i in range(0, len(sentences), 10))
+
+
 def _check_ner_data(dataset, paths, values):
     """Before pretraining, what the sweep would find after it: a dev or test entity type that train lacks (a typo,
     another data set's types; NER_EXTRA=--allow-unseen-types accepts it), and NER text in another language than
     CORPUS_LANG, the model's. The data's own problems are the sweep's to report."""
-    from biofairseq.finetune import NERFormatError
-    from biofairseq.finetune.training import read_annotated, unseen_types
-
-    paths = {role: path for role, path in paths.items() if path}
-    try:
-        sets = {role: read_annotated(path, role, warn=lambda line: None) for role, path in paths.items()}
-        if not re.search(r"--allow-unseen-types\b", values["NER_EXTRA"]):
-            unseen_types(sets, paths, allowed=False, warn=lambda line: None)
-    except NERFormatError as error:
-        if "never seen in training" not in str(error):
-            return
-        raise SettingsError(f"NER_DATA: '{dataset}': {str(error).replace('pass --allow-unseen-types', 'set NER_EXTRA=--allow-unseen-types')}")
-    sentences = [" ".join(s.tokens) for s in sets["train"].sentences[:200]]
-    found, lang = languages(" ".join(sentences[i:i + 10]) for i in range(0, len(sentences), 10)), values["CORPUS_LANG"]
-    chunks = sum(found.values())
+    allowed = bool(re.search(r"--allow-unseen-types\b", values["NER_EXTRA"]))
+    paths = tuple((role, path, _changed(path)) for role, path in paths.items() if path)
+    problem, found = _ner_data_read(paths, allowed)
+    if problem:
+        raise SettingsError(f"NER_DATA: '{dataset}': {problem}")
+    lang, chunks = values["CORPUS_LANG"], sum(found.values())
     if chunks and found[lang] < 0.1 * chunks:
         other = found.most_common(1)[0][0]
         raise SettingsError(f"NER_DATA: '{dataset}': its training text is identified as {other}, not CORPUS_LANG={lang}, "
