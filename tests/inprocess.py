@@ -97,6 +97,16 @@ def _fairseq_as_in_a_new_process():
         fairseq_cli.train.main, fairseq_cli.train.Trainer = ours._fairseq_main, Trainer
 
 
+def _close_tensorboard_writers():
+    """fairseq keeps its tensorboard writers in a global by key alone ("train_inner", "valid") and closes them when
+    the process exits: a later command in this process would write into the earlier one's folder (a relative one
+    resolved from another folder by the writer's thread). They are closed and forgotten as the process would."""
+    progress_bar = sys.modules.get("fairseq.logging.progress_bar")
+    if progress_bar is not None and getattr(progress_bar, "_tensorboard_writers", None):
+        progress_bar._close_writers()
+        progress_bar._tensorboard_writers.clear()
+
+
 def _end_children(before):
     """A process's daemon children end with it: those the command started (fairseq's data loader workers) are ended
     here, or they would wait for the loader to be collected, and a later command would wait for their shutdown."""
@@ -150,6 +160,7 @@ def run(*argv, cwd=None, env=None, environ=None, check=True):
                 traceback.print_exc()
                 code = 1
     finally:
+        _close_tensorboard_writers()  # in the command's folder: a relative --tensorboard-logdir is written there
         sys.argv = saved[0]
         os.environ.clear()
         os.environ.update(saved[1])

@@ -285,3 +285,16 @@ def test_biofairseq_train_logs_what_fairseq_train_logs_on_the_same_seed(bytebpe_
         assert ours == theirs, tag
     steps = json_logs(logs[1], "train_inner")
     assert {"loss", "ppl", "accuracy", "gnorm", "clip", "lr"} <= steps[0].keys() and 0 < float(steps[0]["clip"]) <= 100
+
+
+def test_each_run_in_this_process_writes_its_tensorboard_events_into_its_own_folder(bytebpe_corpus, tmp_path):
+    """fairseq keeps its tensorboard writers in a global by key ("train_inner") and closes them at exit: run in one
+    process (tests/inprocess.py), a second run wrote into the first run's folder, a relative one resolved from the
+    second's, and failed there. Each run in this process closes its writers as its process would."""
+    flags = [USER_DIR if flag == "biofairseq" else flag for flag in TINY]
+    for run in ("first", "second"):
+        (tmp_path / run).mkdir()
+        inprocess.run("biofairseq-train", bytebpe_corpus.data_bin, *flags, "--max-update", "2", "--total-num-update", "2",
+                      "--no-save", "--tensorboard-logdir", "tensorboard", cwd=tmp_path / run)
+    for run in ("first", "second"):
+        assert len(list((tmp_path / run / "tensorboard" / "train_inner").glob("events.out.tfevents.*"))) == 1, run
