@@ -137,11 +137,12 @@ MISTAKES = [
             {**SETTINGS, "SOURCES": "notes=~/raw/notes.txt"}),
     Mistake("sources separated by a comma", RECIPE, "separate NAME=PATH pairs with spaces, not commas", "run",
             {**SETTINGS, "SOURCES": "a=raw/cases.jsonl,b=raw/cases.jsonl"}),
+    # a run, not STOP_AFTER=settings (a preview may be made on a machine without the GPUs); a corpus that stops the
+    # cleaning at once, should the check not come first
     Mistake("GPUs this machine does not have", RECIPE, ("NUM_GPUS=1: torch sees 0 GPU(s) here", "NUM_GPUS=0"), "run",
-            {**SETTINGS, "NUM_GPUS": "1"}, cpu_only=True),
+            {"RUN_DIR": "run", "NUM_GPUS": "1", "SOURCES": "notes=raw/cases.jsonl", "NER_DATA": ""}, cpu_only=True),
     Mistake("a GPU preset without a GPU", RECIPE, ("PRESET=one_gpu is for GPUs, and torch sees none", "NUM_GPUS=0"), "run",
-            {**{k: v for k, v in SETTINGS.items() if k != "NUM_GPUS"}, "PRESET": "one_gpu", "SOURCES": "notes=raw/cases.jsonl",
-             "NER_DATA": ""}, cpu_only=True),
+            {"RUN_DIR": "run", "PRESET": "one_gpu", "SOURCES": "notes=raw/cases.jsonl", "NER_DATA": ""}, cpu_only=True),
     Mistake("a mistyped setting", RECIPE, "MAX_UPDATE", "run", {**SETTINGS, "MAX_UPDATE": "5k"}),
     # pretraining
     Mistake("--fp16 without a GPU", ["biofairseq-train", "{data_bin}", *TRAIN, "--fp16"],

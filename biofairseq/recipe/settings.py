@@ -381,7 +381,8 @@ def init_vocabulary_problem(values):
 def devices(values, environ):
     """NUM_GPUS (all torch sees, where empty), and the update frequency of either phase on them."""
     given = values["NUM_GPUS"]
-    trains = values["STOP_AFTER"] != "binarize"  # a run that pretrains here, or settings saying what one would use
+    # a run that pretrains here (STOP_AFTER=settings may be a preview on a login node, binarize the CPU part)
+    trains = values["STOP_AFTER"] == "none"
     if given == "" or (int(given) > 0 and int(values["NUM_NODES"]) == 1 and trains):
         import torch
 
