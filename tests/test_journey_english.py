@@ -63,7 +63,7 @@ def test_a_document_a_line_and_the_language_are_named_before_any_work_with_the_s
     tries, _, _ = journey
     said = [[line for line in proc.stderr.splitlines() if line.strip()] for proc in tries]
     assert [proc.returncode for proc in tries] == [1, 1] and said == [
-        ["bsc_bio_es.sh: error: SOURCES: 'abstracts=raw/abstracts.txt': 200+ lines and no blank line, so one document (a "
+        ["bsc_bio_es.sh: error: SOURCES: 'abstracts=raw/abstracts.txt': 1,000 lines and no blank line, so one document (a "
          "blank line separates documents in text); if each line is a document, give TEXT_DOCS=line; if the file is one "
          "document, TEXT_DOCS=file"],
         ["bsc_bio_es.sh: error: SOURCES: 'abstracts=raw/abstracts.txt': 100 of its first 100 documents are identified as "

@@ -122,13 +122,18 @@ MISTAKES = [
             {**SETTINGS, "SOURCES": "notes=lines.txt", "TEXT_DOCS": "line"}),
     Mistake("a recipe's NER test set of another data set's types", RECIPE,
             ("NER_DATA: 'ner=ner_mixed': ner_mixed/test.tsv: test entity types never seen in training: Disease",
-             "set NER_EXTRA=--allow-unseen-types"), "run", {**SETTINGS, "NER_DATA": "ner=ner_mixed"}),
+             "add --allow-unseen-types to NER_EXTRA"), "run", {**SETTINGS, "NER_DATA": "ner=ner_mixed"}),
     Mistake("English NER data for a model of Spanish text", RECIPE,
             ("NER_DATA: 'ncbi=ncbi': its training text is identified as en, not CORPUS_LANG=es", "CORPUS_LANG=en)"), "run",
             {**SETTINGS, "NER_DATA": "ncbi=ncbi"}),
     Mistake("the tiny preset's sample under another language", RECIPE,
             ("SOURCES is PRESET=tiny's es sample", "give your corpus, SOURCES=NAME=PATH"), "run",
             {**SETTINGS, "CORPUS_LANG": "en", "NER_DATA": ""}),
+    Mistake("the tiny preset's NER data under another language", RECIPE,
+            ("NER_DATA is PRESET=tiny's es data", "NER_DATA= to pretrain and convert only"), "run",
+            {**SETTINGS, "CORPUS_LANG": "en", "SOURCES": "notes=lines.txt", "TEXT_DOCS": "line"}),
+    Mistake("a model folder whose tokenizer transformers cannot load", RECIPE,
+            "INIT_FROM=hf/odd: transformers cannot load its tokenizer", "run", {**SETTINGS, "INIT_FROM": "hf/odd"}),
     Mistake("CoNLL splits named .txt", RECIPE, ("ncbi_txt/dev.txt: a split as a .txt file", "name a CoNLL file dev.conll, "
                                                 ".tsv or .bio"), "run", {**SETTINGS, "NER_DATA": "ncbi=ncbi_txt"}),
     Mistake("a folder of CoNLL files as a recipe's corpus", RECIPE, ("SOURCES: 'notes=ncbi': a folder of CoNLL files",
@@ -275,6 +280,9 @@ def workdir(tmp_path_factory):
     (work / "hf" / "english-bert" / "config.json").write_text('{"model_type": "bert"}')
     (work / "hf" / "english-bert" / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
                                                                         *"abcdefghijklmnopqrstuvwxyz.,"]) + "\n")
+    (work / "hf" / "odd").mkdir(parents=True)  # a tokenizer file, and a model type transformers does not know
+    (work / "hf" / "odd" / "config.json").write_text('{"model_type": "no_such_model_type"}')
+    (work / "hf" / "odd" / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
     (work / "ncbi").symlink_to(NCBI, target_is_directory=True)
     (work / "ncbi_txt").mkdir()  # CoNLL files named as text
     for split, name in (("train", "train"), ("devel", "dev")):

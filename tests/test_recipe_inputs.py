@@ -125,3 +125,53 @@ def test_a_corpus_folder_of_links_is_read_through_them_and_a_link_loop_once(tmp_
     pieces, errors = discover("corpus", "blank-line")
     assert errors == [] and sorted(p.fmt for p in pieces) == ["brat", "brat", "jsonl"]
     assert step("bsc_bio_es", SOURCES="notes=corpus", RUN_DIR="run")[0] == 0
+
+
+def _inputs(folder):
+    """Inputs a review found refused or accepted wrongly, each (file or folder, what its check says or None)."""
+    import gzip
+    import json
+    import os
+
+    folder.mkdir()
+    paragraph = "Paragraph of a full-text article on renal failure and its treatment in adults. " * 6
+    with open(folder / "fulltext.txt", "w") as f:  # documents longer than the first 64 KiB, between blank lines
+        f.write("\n\n".join("\n".join([paragraph] * 150) for _ in range(3)))
+    with gzip.open(folder / "abstracts.txt.gz", "wt") as f:  # an abstract a line, 1.5 KB each: 43 in 64 KiB
+        f.writelines(f"{'The patient presented with fever and cough. ' * 33}{i}\n" for i in range(300))
+    with open(folder / "bom.jsonl", "w", encoding="utf-8-sig") as f:  # JSON lines saved with a byte-order mark
+        f.writelines(json.dumps({"text": f"Patient {i} with fever, treated with antibiotics."}) + "\n" for i in range(20))
+    (folder / "notes").mkdir()  # notes, a manifest beside them, and a broken link
+    for i in range(3):
+        (folder / "notes" / f"n{i}.txt").write_text("Patient presented with chest pain.\n\nAnother note.\n")
+    (folder / "notes" / "manifest.json").write_text('{"version": 1, "files": 3}\n')
+    (folder / "notes" / "broken.txt").symlink_to(folder / "nowhere.txt")
+    (folder / "bad.txt.zst").write_bytes(os.urandom(4096))  # not zstandard data
+    return {"fulltext.txt": None, "abstracts.txt.gz": "300 lines and no blank line, so one document",
+            "bom.jsonl": None, "notes": None, "bad.txt.zst": "bad.txt.zst: can't read it (zstd decompress error"}
+
+
+def test_the_source_checks_take_long_documents_marked_files_and_stray_files_and_refuse_what_they_should(tmp_path):
+    from biofairseq.corpus.checks import source_problem
+
+    for name, says in _inputs(tmp_path / "in").items():
+        problem = source_problem("x", tmp_path / "in" / name)
+        assert (problem is None) if says is None else (says in (problem or "")), (name, problem)
+
+
+def test_the_sample_of_a_source_reads_its_start_only(tmp_path):
+    """The language check's sample of a file of one document (TEXT_DOCS=file, or text without blank lines) read the
+    whole file to cut 64 KiB of it: 40 MB here, 10 GB on a real corpus."""
+    import tracemalloc
+
+    from biofairseq.corpus.sources import sample_documents
+
+    big = tmp_path / "one.txt"
+    big.write_text("Patient with fever. " * 2_000_000)
+    tracemalloc.start()
+    try:
+        documents = sample_documents([big], "file")
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert sum(map(len, documents)) == 1 << 16 and peak < 4 << 20, peak

@@ -5,12 +5,11 @@ numpy, no fastText): the error paths must not cost an import of the cleaning mac
 import difflib
 import importlib.util
 import json
-import lzma
 import os
 import re
 from pathlib import Path
 
-from biofairseq.corpus.sources import _TEXT_FORMAT, _format_of, open_compressed, walk
+from biofairseq.corpus.sources import _TEXT_FORMAT, READ_ERRORS, _format_of, open_compressed, walk
 from biofairseq.text.documents import is_blank
 
 KINDS = "JSON lines (.jsonl, .json, .ndjson), text (.txt) or BRAT (.txt beside .ann), optionally .gz/.bz2/.xz/.zst"
@@ -111,6 +110,7 @@ _BINARY = {b"%PDF": "a PDF", b"PK\x03\x04": "a zip (or .docx, .xlsx) archive", b
 _TAG = re.compile(r"(O|[BIESLU][-_]\S+)")  # an IOB/BIOES tag, CoNLL's last column
 _ANN = re.compile(r"([TREAMN]\d+|#\d*)\t")  # a BRAT standoff line: T1<TAB>Type 0 5<TAB>mention, #1<TAB>note
 ONE_DOCUMENT_LINES = 100  # lines without a blank one that make a text file suspect of being many documents read as one
+ONE_DOCUMENT_SCAN = 8 << 20  # bytes read for a blank line: a first document longer than that is read as one anyway
 
 
 def _head(path):
@@ -132,7 +132,7 @@ def not_text(head, fmt, text_field="text", recipe=False):
     if b"\x00" in head or head.startswith(tuple(_BINARY)):
         what = next((name for magic, name in _BINARY.items() if head.startswith(magic)), "binary data (NUL bytes)")
         return f"{what}, not text; convert it to UTF-8 text first"
-    every = head.decode("utf-8", "replace").split("\n")
+    every = head.decode("utf-8", "replace").lstrip("\ufeff").split("\n")
     every = every[:-1] if len(head) == HEAD else every  # the last line may be cut
     lines = [line.rstrip("\r") for line in every if line.strip()][:200]
     if not lines:
@@ -157,10 +157,27 @@ def not_text(head, fmt, text_field="text", recipe=False):
     if len(lines) >= 3 and tagged >= 0.9 * len(lines) and any(c[-1] != "O" for c in columns if len(c) >= 2):
         return ("CoNLL/IOB columns (token, then tag), not running text; NER data goes to biofairseq-ner (NER_DATA in "
                 "the recipes), and pretraining takes the text itself")
-    if fmt == "text" and len(lines) >= ONE_DOCUMENT_LINES and not any(map(is_blank, every[1:-1])):
-        return (f"{len(lines)}{'+' if len(lines) == 200 else ''} lines and no blank line, so one document (a blank line separates documents in text); "
-                f"if each line is a document, give {text_docs}line; if the file is one document, {text_docs}file")
     return None
+
+
+def one_document(path, recipe=False):
+    """None, or why a text file read at blank lines would be one document: 100 lines or more and no blank line in its
+    first ONE_DOCUMENT_SCAN bytes (a sentence or an abstract a line, as corpora are often shipped), with the fix."""
+    text_docs, _ = _options(recipe)
+    lines, more = 0, False
+    with open_compressed(path) as f:
+        for number, line in enumerate(f):
+            if number and is_blank(line):
+                return None
+            lines += 1
+            if f.tell() > ONE_DOCUMENT_SCAN:
+                more = True
+                break
+    if lines < ONE_DOCUMENT_LINES:
+        return None
+    return (f"{lines:,} lines and no blank line{' in its first 8 MiB' if more else ''}, so "
+            f"one document (a blank line separates documents in text); if each line is a document, give "
+            f"{text_docs}line; if the file is one document, {text_docs}file")
 
 
 def source_problem(name, path, text_docs="blank-line", text_field="text", recipe=False):
@@ -176,7 +193,7 @@ def source_problem(name, path, text_docs="blank-line", text_field="text", recipe
         return _file_problem(where, p, fmt, text_field, recipe, alone=True)
     if not p.is_dir():
         return f"{where}: not a file or a folder; give {KINDS}"
-    seen, readable = 0, 0
+    seen, readable, problems = 0, 0, []
     for root, dirs, files in walk(p):
         brat = any(f.endswith(".ann") for f in files)
         for f in files:
@@ -187,10 +204,16 @@ def source_problem(name, path, text_docs="blank-line", text_field="text", recipe
             problem = _file_problem(f"{where}: {Path(root, f)}", Path(root, f), fmt, text_field, recipe)
             if problem is None:
                 readable += 1
-            elif not problem.endswith(_EMPTY):
-                return problem
-            if seen >= 20 and readable:
-                return None
+            elif not problem.endswith(_SKIPPED):  # an empty or unreadable file is skipped, as the cleaning skips it
+                problems.append(problem)
+            if seen >= 20:
+                break
+        if seen >= 20:
+            break
+    # a stray file among the notes (a manifest.json) is the cleaning's to count and skip; most files of a kind the
+    # cleaning would clean into the corpus, or drop whole, stop it here
+    if problems and len(problems) >= readable:
+        return problems[0]
     if readable:
         return None
     if seen:
@@ -204,19 +227,22 @@ def source_problem(name, path, text_docs="blank-line", text_field="text", recipe
     return f"{where}: a folder with no {KINDS} inside; check the PATH"
 
 
-_EMPTY = "give a file that holds documents"
+_SKIPPED = "check the file"  # the ends of the lines of files that a folder's check skips, as the cleaning does
+_EMPTY = f"an empty file; give a file that holds documents, or {_SKIPPED}"
 
 
 def _file_problem(where, path, fmt, text_field, recipe, alone=False):
+    """The file's problem (``alone``: the source itself, not a file of a folder), or None."""
     try:
         head = _head(path)
-    except (OSError, EOFError, lzma.LZMAError) as e:
-        return f"{where}: can't read it ({e}); check the file"
-    if not head.strip():
-        return f"{where}: an empty file; {_EMPTY}"
-    if fmt == "brat":
-        return f"{where}: a BRAT annotation file; give the .txt files, or the folder that holds each X.txt beside its X.ann"
-    problem = not_text(head, fmt if alone or fmt != "text" else "text-file", text_field, recipe)
+        if not head.strip():
+            return f"{where}: {_EMPTY}"
+        if fmt == "brat":
+            return (f"{where}: a BRAT annotation file; give the .txt files, or the folder that holds each X.txt beside "
+                    "its X.ann")
+        problem = not_text(head, fmt, text_field, recipe) or (one_document(path, recipe) if alone and fmt == "text" else None)
+    except READ_ERRORS as e:
+        return f"{where}: can't read it ({e}); {_SKIPPED}"
     return problem and f"{where}: {problem}"
 
 

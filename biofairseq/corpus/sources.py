@@ -6,6 +6,7 @@ import json
 import lzma
 import os
 import re
+import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,22 @@ TEXT_DOCS = ("blank-line", "line", "file")  # plain text's documents: between bl
 _COMPRESSED = (".gz", ".bz2", ".xz", ".zst")
 _JSONL = (".jsonl", ".json", ".ndjson")
 _TEXT = (".txt", ".text")
+
+
+def _read_errors():
+    """What reading a file may raise that says the file, not the code, is wrong: OSError (bz2, gzip's bad headers),
+    EOFError (a cut file), and the decompressors' own (zlib's corrupt data, xz's, zstandard's)."""
+    errors = [OSError, EOFError, lzma.LZMAError, zlib.error]
+    try:
+        import zstandard
+
+        errors.append(zstandard.ZstdError)
+    except ImportError:
+        pass
+    return tuple(errors)
+
+
+READ_ERRORS = _read_errors()
 
 
 class InputError(Exception):
@@ -98,30 +115,38 @@ def _format_of(path, text_docs):
     return None
 
 
-def discover(path, text_docs):
-    """Pieces of one --source path, and messages for what can't be read (missing path, unpaired BRAT file)."""
+def _found(path, text_docs):
+    """The pieces of one --source path, lazily, folder by folder: ("piece", Piece) and ("error", message) for what
+    can't be read (an unpaired BRAT file)."""
     path = Path(path)
-    if not path.exists():
-        return [], [f"{path}: no such file or directory; fix the path in --source NAME=PATH"]
     if path.is_file():
-        return [Piece(str(path), _format_of(path, text_docs) or _TEXT_FORMAT[text_docs])], []
-    pieces, errors = [], []
+        yield "piece", Piece(str(path), _format_of(path, text_docs) or _TEXT_FORMAT[text_docs])
+        return
     for root, dirs, files in walk(path):
         if any(f.endswith(".ann") for f in files):  # a BRAT folder: its .txt side, one document per file
             txt = {f[:-4] for f in files if f.endswith(".txt")}
             ann = {f[:-4] for f in files if f.endswith(".ann")}
             for stem in sorted(txt | ann):
                 if stem not in ann:
-                    errors.append(f"{Path(root, stem)}.txt: BRAT file without its .ann; add it or move the .txt out")
+                    yield "error", f"{Path(root, stem)}.txt: BRAT file without its .ann; add it or move the .txt out"
                 elif stem not in txt:
-                    errors.append(f"{Path(root, stem)}.ann: BRAT file without its .txt; add it or remove the .ann")
+                    yield "error", f"{Path(root, stem)}.ann: BRAT file without its .txt; add it or remove the .ann"
                 else:
-                    pieces.append(Piece(str(Path(root, stem + ".txt")), "brat"))
+                    yield "piece", Piece(str(Path(root, stem + ".txt")), "brat")
             continue
         for f in files:
             fmt = _format_of(Path(f), text_docs)
             if fmt:
-                pieces.append(Piece(str(Path(root, f)), fmt))
+                yield "piece", Piece(str(Path(root, f)), fmt)
+
+
+def discover(path, text_docs):
+    """Pieces of one --source path, and messages for what can't be read (missing path, unpaired BRAT file)."""
+    if not Path(path).exists():
+        return [], [f"{path}: no such file or directory; fix the path in --source NAME=PATH"]
+    pieces, errors = [], []
+    for kind, found in _found(path, text_docs):
+        (pieces if kind == "piece" else errors).append(found)
     if not pieces and not errors:
         errors.append(f"{path}: no .txt/.jsonl files (optionally .gz/.bz2/.xz/.zst) inside; check the path")
     return pieces, errors
@@ -188,7 +213,7 @@ def split_compressed(piece, shard_size, folder):
                 size += len(raw)
                 line += 1
                 boundary = piece.fmt != "text" or is_blank(raw)
-    except (OSError, EOFError, lzma.LZMAError):
+    except READ_ERRORS:
         return [piece]  # read whole by one worker, which reports what is wrong with it
     finally:
         if out is not None:
@@ -252,7 +277,8 @@ def read_documents(piece, text_field="text"):
                     continue
                 seen = True
                 try:
-                    record = json.loads(_decode(raw, piece.named, line))
+                    record = json.loads(_decode(raw, piece.named, line).lstrip("\ufeff") if line == 1 else
+                                        _decode(raw, piece.named, line))
                     text = record[text_field]
                     if not isinstance(text, str):
                         raise KeyError
@@ -286,7 +312,7 @@ def read_documents(piece, text_field="text"):
                 yield _text_document(piece.named, first, doc)
         if not seen and piece.start == 0 and piece.first_line == 1:
             yield "error", f"{piece.named}: empty file; remove it or fill it"
-    except (OSError, EOFError, lzma.LZMAError) as e:
+    except READ_ERRORS as e:
         yield "error", f"{piece.named}: can't read ({e}); check the file"
 
 
@@ -298,15 +324,44 @@ def _text_document(path, first, lines):
 
 
 def sample_documents(paths, text_docs="blank-line", text_field="text", chars=1 << 16):
-    """The first documents of the sources, about ``chars`` characters in all, as the cleaning reads them: for the
-    checks that need the words before any work (their language; whether a model's vocabulary knows them)."""
+    """The first documents of the sources, about ``chars`` characters in all, as the cleaning reads them, for the
+    checks that need the words before any work (their language; whether a model's vocabulary knows them). Only the
+    start of each file is read, and the folders are walked only as far as needed: a 10 GB file of one document, or a
+    folder of a million, costs no more than a small one."""
     taken, size = [], 0
     for path in paths:
-        for piece in discover(path, text_docs)[0]:
-            for kind, *rest in read_documents(piece, text_field):
-                if kind == "doc":
-                    taken.append(rest[1][:chars - size])
-                    size += len(taken[-1])
+        for kind, piece in _found(path, text_docs):
+            if kind != "piece":
+                continue
+            try:
+                with open_compressed(piece.path) as f:
+                    head = f.read(4 * chars)
+            except READ_ERRORS:
+                continue
+            for text in _head_documents(head, piece.fmt, text_field, whole=len(head) < 4 * chars):
+                taken.append(text[:chars - size])
+                size += len(taken[-1])
                 if size >= chars:
                     return taken
     return taken
+
+
+def _head_documents(head, fmt, text_field, whole):
+    """The documents in the first bytes of a file (``whole``: all of it), the last one possibly cut."""
+    text = head.decode("utf-8", "replace").lstrip("\ufeff")
+    if fmt in ("text-file", "brat"):
+        return [text] if text.strip() else []
+    lines = text.split("\n")
+    if fmt == "jsonl":
+        found = []
+        for line in lines if whole else lines[:-1]:
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(record, dict) and isinstance(record.get(text_field), str):
+                found.append(record[text_field])
+        return found
+    if fmt == "text-line":
+        return [line for line in lines if not is_blank(line)]
+    return [doc for doc in re.split(r"\n[ \t\r\f\v]*\n", text) if not is_blank(doc)]

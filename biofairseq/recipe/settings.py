@@ -314,7 +314,8 @@ def languages(texts):
 
 
 def _changed(path):
-    """When a file or folder last changed: the key under which what was read of it is remembered."""
+    """When a file or folder last changed: the key under which what was read of it is remembered, in this process
+    (a recipe's settings step is a process of its own; a folder's time changes with its entries, not their texts)."""
     return os.stat(path).st_mtime_ns
 
 
@@ -363,10 +364,14 @@ def init_vocabulary_problem(values):
                 "tokenizer.save_pretrained, as the model was")
     import transformers
 
-    tokenizer = transformers.AutoTokenizer.from_pretrained(init)
+    try:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(init)
+    except (ValueError, OSError, KeyError, TypeError, ImportError) as error:
+        return (f"INIT_FROM={init}: transformers cannot load its tokenizer ({str(error).splitlines()[0][:200]}); give a "
+                "folder that AutoTokenizer.from_pretrained loads")
     paths = [pair.split("=", 1)[1] for pair in values["SOURCES"].split()]
-    text = "\n".join(sample_documents(paths, values["TEXT_DOCS"], values["TEXT_FIELD"]))
-    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    documents = sample_documents(paths, values["TEXT_DOCS"], values["TEXT_FIELD"])
+    ids = [i for doc in documents for i in tokenizer(doc, add_special_tokens=False, verbose=False)["input_ids"]]
     unknown = ids.count(tokenizer.unk_token_id) / max(1, len(ids)) if tokenizer.unk_token_id is not None else 0
     if unknown > UNKNOWN_SHARE:
         return (f"INIT_FROM={init}: its vocabulary leaves {unknown:.0%} of the tokens of the corpus's start unknown "
@@ -418,7 +423,7 @@ def devices(values, environ):
     return computed
 
 
-def ner_data(values, say):
+def ner_data(values, say, given=True):
     """NER_DATA's sets: (names, train, dev, test) lists, each split found by its names (biofairseq/finetune/splits.py)."""
     found = ([], [], [], [])
     context_document = re.search(r"--context(=|\s+)document", values["NER_EXTRA"])
@@ -451,7 +456,7 @@ def ner_data(values, say):
                 raise SettingsError(f"NER_DATA: '{dataset}': {split}: a CoNLL file, and NER_EXTRA asks for --context "
                                     "document, which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop "
                                     "--context document")
-        _check_ner_data(dataset, {"train": train, "dev": dev, "test": test}, values)
+        _check_ner_data(dataset, {"train": train, "dev": dev, "test": test}, values, given)
         say(f"NER_DATA: {name}: train {train}, valid {dev}, test "
             f"{test or 'none (the sweep and the report give valid scores only)'}")
         for column, value in zip(found, (name, train, dev, test or "")):
@@ -474,12 +479,12 @@ def _ner_data_read(paths, allowed):
     except NERFormatError as error:
         if "never seen in training" not in str(error):
             return None, {}  # the data's own problems: the sweep's to report
-        return str(error).replace("pass --allow-unseen-types", "set NER_EXTRA=--allow-unseen-types"), {}
+        return str(error).replace("pass --allow-unseen-types", "add --allow-unseen-types to NER_EXTRA"), {}
     sentences = [" ".join(s.tokens) for s in sets["train"].sentences[:200]]
     return None, languages(" ".join(sentences[i:i + 10]) for i in range(0, len(sentences), 10))
 
 
-def _check_ner_data(dataset, paths, values):
+def _check_ner_data(dataset, paths, values, given=True):
     """Before pretraining, what the sweep would find after it: a dev or test entity type that train lacks (a typo,
     another data set's types; NER_EXTRA=--allow-unseen-types accepts it), and NER text in another language than
     CORPUS_LANG, the model's. The data's own problems are the sweep's to report."""
@@ -491,6 +496,9 @@ def _check_ner_data(dataset, paths, values):
     lang, chunks = values["CORPUS_LANG"], sum(found.values())
     if chunks and found[lang] < 0.1 * chunks:
         other = found.most_common(1)[0][0]
+        if not given:
+            raise SettingsError(f"NER_DATA is PRESET={values['PRESET']}'s {other} data ({dataset}), not in CORPUS_LANG="
+                                f"{lang}; give yours, NER_DATA=NAME=DIR, or NER_DATA= to pretrain and convert only")
         raise SettingsError(f"NER_DATA: '{dataset}': its training text is identified as {other}, not CORPUS_LANG={lang}, "
                             f"the language the model is pretrained in; give NER data in {lang}, or a corpus in {other} "
                             f"(SOURCES=NAME=PATH and CORPUS_LANG={other})")
@@ -605,7 +613,7 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
     r = RECIPES[recipe]
     view = Values(recipe, {**values, "REPO": str(repo)})
     computed.update({name: derived.compute(view) for name, derived in r.computed.items()})
-    arrays = ner_data(values, say)
+    arrays = ner_data(values, say, given="NER_DATA" in environ)
     if values["INIT_FROM"]:
         values["INIT_FROM"] = absolute(values["INIT_FROM"])
     text = keep(recipe, values, values["RUN_DIR"], say)
