@@ -19,9 +19,11 @@ REPO = Path(__file__).resolve().parents[1]
 # the demo's sample: 1,000 clinical case reports (JSON lines), 100 / 40 / 40 PharmaCoNER documents (BRAT)
 CLINICAL_CASES = REPO / "examples" / "data" / "clinical_cases.jsonl.gz"
 PHARMACONER = REPO / "examples" / "data" / "pharmaconer"
-# the tests' own excerpts: NCBI-disease's first 300 / 300 / 200 sentences (CoNLL), and the PharmaCoNER training
-# document whose official offsets disagree with its text
+# the tests' own excerpts: NCBI-disease's first 300 / 300 / 200 sentences (CoNLL), its next 1,000 training sentences
+# as English pretraining text (a sentence a line), and the PharmaCoNER training document whose official offsets
+# disagree with its text
 NCBI = REPO / "tests" / "data" / "ncbi_disease"
+NCBI_TEXT = REPO / "tests" / "data" / "ncbi_disease_text" / "sentences.txt"
 PHARMACONER_MISALIGNED = REPO / "tests" / "data" / "pharmaconer_misaligned"
 
 

@@ -5,32 +5,28 @@ line, no blank lines), are told it would be one document and how to say what it 
 preset end to end with CORPUS_LANG=en, shrunk as test_recipe.py shrinks it; every other recipe's settings step takes
 the same inputs; continual pretraining starts from the model just made, given as a link (INIT_FROM).
 
-bash runs the recipes; their commands run in this process (tests/command_server.py). The mistakes of this journey
-also stand in the catalogue (test_mistakes.py)."""
+bash runs the recipes; their commands run in this process (tests/command_server.py), as in test_recipe.py. The
+mistakes of this journey also stand in the catalogue (test_mistakes.py)."""
 
 import json
 import os
 
 import pytest
 
-import command_server
 from biofairseq.recipe import settings
 from biofairseq.recipe.presets import RECIPES
-from biofairseq.samples import BIN, RECIPE_SMALL, REPO
+from biofairseq.samples import NCBI, NCBI_TEXT, RECIPE_SMALL, REPO
+from test_recipe import recipe as run_recipe
 
-ENGLISH = REPO / "tests" / "data" / "ncbi_disease_text" / "sentences.txt"
-NCBI = REPO / "tests" / "data" / "ncbi_disease"
 INPUTS = {"SOURCES": "abstracts=raw/abstracts.txt", "NER_DATA": "ncbi=data/ncbi", "CORPUS_LANG": "en"}
 # smaller than test_recipe.py's run, whose twin and schedule checks this journey does not repeat
 SMALL = {**RECIPE_SMALL, "MAX_UPDATE": "10", "WARMUP_UPDATES": "5", "SAVE_INTERVAL_UPDATES": "5", "NER_SEEDS": "1",
          "BASELINE": "none"}
 
 
-def recipe(name, folder, **variables):
-    """recipes/NAME.sh run by bash from the user's folder, its commands served here."""
-    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
-           "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "NUM_GPUS": "0", **variables}
-    return command_server.completed(["bash", REPO / "recipes" / f"{name}.sh"], env, cwd=folder)
+def recipe(folder, run_dir, **variables):
+    """bsc_bio_es.sh run by bash from the user's folder, as test_recipe.py runs it, its commands served here."""
+    return run_recipe(run_dir, check=False, served=True, cwd=folder, **{"NUM_GPUS": "0", **variables})
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +35,7 @@ def folder(tmp_path_factory):
     data/linked a link to that folder."""
     work = tmp_path_factory.mktemp("english")
     (work / "raw").mkdir()
-    (work / "raw" / "abstracts.txt").symlink_to(ENGLISH)
+    (work / "raw" / "abstracts.txt").symlink_to(NCBI_TEXT)
     (work / "data" / "ncbi").mkdir(parents=True)
     for split in ("train", "devel", "test"):
         (work / "data" / "ncbi" / f"{split}.tsv").symlink_to(NCBI / f"{split}.tsv")
@@ -52,9 +48,9 @@ def journey(folder):
     """The text given as it is, without the corpus language (refused), then with TEXT_DOCS=line (refused: the recipe's
     language is Spanish), then with CORPUS_LANG=en: the recipe end to end."""
     given = {name: value for name, value in INPUTS.items() if name != "CORPUS_LANG"}
-    tries = [recipe("bsc_bio_es", folder, **given, **more, STOP_AFTER="settings", RUN_DIR="runs/try")
+    tries = [recipe(folder, "runs/try", **given, **more, STOP_AFTER="settings")
              for more in ({}, {"TEXT_DOCS": "line"})]
-    run = recipe("bsc_bio_es", folder, **INPUTS, **SMALL, TEXT_DOCS="line", RUN_DIR="runs/en")
+    run = recipe(folder, "runs/en", **INPUTS, **SMALL, TEXT_DOCS="line")
     assert run.returncode == 0, run.stderr[-5000:]
     return tries, run, folder / "runs" / "en"
 
@@ -100,8 +96,8 @@ def test_continual_pretraining_starts_from_the_model_just_made_given_as_a_link(j
     _, _, run_dir = journey
     (folder / "models").mkdir()
     (folder / "models" / "mine").symlink_to(run_dir / "hf" / "bsc_bio_es", target_is_directory=True)
-    proc = recipe("bsc_bio_es", folder, **INPUTS, **SMALL, TEXT_DOCS="line", INIT_FROM="models/mine",
-                  STOP_AFTER="binarize", RUN_DIR="runs/continued")
+    proc = recipe(folder, "runs/continued", **INPUTS, **SMALL, TEXT_DOCS="line", INIT_FROM="models/mine",
+                  STOP_AFTER="binarize")
     assert proc.returncode == 0, proc.stderr[-5000:]
     continued = folder / "runs" / "continued"
     conversion = json.loads((continued / "init" / "conversion.json").read_text())

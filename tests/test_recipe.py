@@ -24,14 +24,15 @@ RECIPE = REPO / "recipes" / "bsc_bio_es.sh"
 SMALL = RECIPE_SMALL
 
 
-def recipe(run_dir, check=True, script=RECIPE, served=False, **variables):
-    """The recipe run by bash; served: its commands run in this process (tests/command_server.py), not as processes."""
+def recipe(run_dir, check=True, script=RECIPE, served=False, cwd=REPO, **variables):
+    """The recipe run by bash from cwd; served: its commands run in this process (tests/command_server.py), not as
+    processes."""
     env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": str(BIN / "python"),
            "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore", "RUN_DIR": str(run_dir), **variables}
     if served:
-        proc = command_server.completed(["bash", script], env, cwd=REPO)
+        proc = command_server.completed(["bash", script], env, cwd=cwd)
     else:
-        proc = subprocess.run(["bash", str(script)], cwd=REPO, env=env, capture_output=True, text=True)
+        proc = subprocess.run(["bash", str(script)], cwd=cwd, env=env, capture_output=True, text=True)
     if check and proc.returncode != 0:
         raise AssertionError(f"recipe failed ({proc.returncode}):\n{proc.stderr[-5000:]}")
     return proc

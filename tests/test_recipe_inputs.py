@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from biofairseq.recipe import settings
-from biofairseq.samples import NCBI, PHARMACONER, REPO
+from biofairseq.samples import NCBI, NCBI_TEXT, PHARMACONER, REPO
 
 pytestmark = pytest.mark.fast
 
@@ -74,7 +74,7 @@ def test_ner_folder_layouts_are_accepted_or_refused_in_one_line_before_any_work(
     LAYOUTS[layout](tmp_path / "ner")
     monkeypatch.chdir(tmp_path)
     ner = tmp_path / "ner" if absolute else "ner"
-    english = {"SOURCES": f"abstracts={REPO / 'tests' / 'data' / 'ncbi_disease_text' / 'sentences.txt'}",
+    english = {"SOURCES": f"abstracts={NCBI_TEXT}",
                "TEXT_DOCS": "line", "CORPUS_LANG": "en"}  # NCBI-disease's language (the settings step compares them)
     code, stdout, stderr = step("bsc_bio_es", NER_DATA=f"x={ner}", **(english if layout.startswith("conll") else {}))
     expected = EXPECTED[layout]

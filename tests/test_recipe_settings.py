@@ -9,15 +9,14 @@ import shutil
 import pytest
 
 from biofairseq.recipe import presets, settings
-from biofairseq.samples import BIN, REPO
+from biofairseq.samples import BIN, NCBI, NCBI_TEXT, REPO
 
 pytestmark = pytest.mark.fast  # make test-fast
 
 GOLDEN = REPO / "tests" / "data" / "recipe_env"  # each recipe x preset's recipe.env, recorded before the tables
 EXAMPLES = REPO / "examples" / "data"
 INPUTS = {"SOURCES": f"cases={EXAMPLES / 'clinical_cases.jsonl.gz'}", "NER_DATA": f"pharmaconer={EXAMPLES / 'pharmaconer'}"}
-ENGLISH = {"SOURCES": f"abstracts={REPO / 'tests' / 'data' / 'ncbi_disease_text' / 'sentences.txt'}", "TEXT_DOCS": "line",
-           "NER_DATA": f"ncbi={REPO / 'tests' / 'data' / 'ncbi_disease'}"}
+ENGLISH = {"SOURCES": f"abstracts={NCBI_TEXT}", "TEXT_DOCS": "line", "NER_DATA": f"ncbi={NCBI}"}
 
 
 def inputs_of(recipe, preset):

@@ -10,6 +10,7 @@ import re
 from pathlib import Path
 
 from biofairseq.corpus.sources import _TEXT_FORMAT, READ_ERRORS, _format_of, open_compressed, walk
+from biofairseq.finetune.splits import CONLL_SUFFIXES
 from biofairseq.text.documents import is_blank
 
 KINDS = "JSON lines (.jsonl, .json, .ndjson), text (.txt) or BRAT (.txt beside .ann), optionally .gz/.bz2/.xz/.zst"
@@ -114,7 +115,7 @@ ONE_DOCUMENT_SCAN = 8 << 20  # bytes read for a blank line: a first document lon
 
 
 def _head(path):
-    """The file's first HEAD bytes, decompressed; an OSError (or EOFError, LZMAError) if unreadable."""
+    """The file's first HEAD bytes, decompressed; one of READ_ERRORS if unreadable."""
     with open_compressed(path) as f:
         return f.read(HEAD)
 
@@ -128,7 +129,7 @@ def not_text(head, fmt, text_field="text", recipe=False):
     """What a file's start looks like instead of the documents its format (jsonl, text, text-line, text-file) reads,
     and the fix; None if it looks right. Pretraining text that is NER columns, annotations or a binary file would
     otherwise be cleaned into the corpus without a word (or removed as noise)."""
-    text_docs, field = _options(recipe)
+    _, field = _options(recipe)
     if b"\x00" in head or head.startswith(tuple(_BINARY)):
         what = next((name for magic, name in _BINARY.items() if head.startswith(magic)), "binary data (NUL bytes)")
         return f"{what}, not text; convert it to UTF-8 text first"
@@ -220,7 +221,7 @@ def source_problem(name, path, text_docs="blank-line", text_field="text", recipe
         return f"{where}: its {seen} .txt/.jsonl file(s) are empty or unreadable; check the PATH"
     if not any(p.iterdir()):
         return f"{where}: an empty folder; fix the PATH"
-    conll = next((Path(root, f) for root, _, files in walk(p) for f in files if f.endswith((".conll", ".tsv", ".bio"))), None)
+    conll = next((Path(root, f) for root, _, files in walk(p) for f in files if f.endswith(CONLL_SUFFIXES)), None)
     if conll:
         return (f"{where}: a folder of CoNLL files ({conll.name}), not running text; NER data goes to biofairseq-ner "
                 "(NER_DATA in the recipes), and pretraining takes the text itself")

@@ -310,12 +310,12 @@ def _few_documents(shards, per_source):
     """Where text read at blank lines gave far fewer documents than it has lines: how they were told apart, and the
     option that reads a document a line ('' if no source looks so)."""
     for name, counts in per_source.items():
-        pieces = {p.path: p for s in shards if s.source == name for p in s.pieces if p.fmt == "text"}
+        paths = {p.path for s in shards if s.source == name for p in s.pieces if p.fmt == "text"}  # cut pieces once
         lines = 0
-        for path in pieces:
+        for path in paths:
             with open_compressed(path) as f:
                 lines += sum(chunk.count(b"\n") for chunk in iter(lambda: f.read(1 << 20), b""))
-        if pieces and lines >= 10 * max(1, counts["docs_in"]):
+        if paths and lines >= 10 * max(1, counts["docs_in"]):
             return (f" ({name}: {lines:,} lines of text read as {counts['docs_in']:,} document(s), since a blank line "
                     "separates documents; if each line is a document, clean with --text-docs line, TEXT_DOCS=line in the recipes)")
     return ""

@@ -1,6 +1,7 @@
 """Raw documents from files of several formats, compressed or not, cut into shards that workers read alone."""
 
 import bz2
+import codecs
 import gzip
 import json
 import lzma
@@ -277,8 +278,8 @@ def read_documents(piece, text_field="text"):
                     continue
                 seen = True
                 try:
-                    record = json.loads(_decode(raw, piece.named, line).lstrip("\ufeff") if line == 1 else
-                                        _decode(raw, piece.named, line))
+                    text = _decode(raw, piece.named, line)
+                    record = json.loads(text.lstrip("\ufeff") if line == 1 else text)  # a byte-order mark first
                     text = record[text_field]
                     if not isinstance(text, str):
                         raise KeyError
@@ -347,21 +348,20 @@ def sample_documents(paths, text_docs="blank-line", text_field="text", chars=1 <
 
 
 def _head_documents(head, fmt, text_field, whole):
-    """The documents in the first bytes of a file (``whole``: all of it), the last one possibly cut."""
-    text = head.decode("utf-8", "replace").lstrip("\ufeff")
-    if fmt in ("text-file", "brat"):
-        return [text] if text.strip() else []
-    lines = text.split("\n")
-    if fmt == "jsonl":
-        found = []
-        for line in lines if whole else lines[:-1]:
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(record, dict) and isinstance(record.get(text_field), str):
-                found.append(record[text_field])
-        return found
-    if fmt == "text-line":
-        return [line for line in lines if not is_blank(line)]
-    return [doc for doc in re.split(r"\n[ \t\r\f\v]*\n", text) if not is_blank(doc)]
+    """The documents in the first bytes of a file (``whole``: all of it), the last one possibly cut: split as the
+    cleaning splits them (BLANK_LINE), and decoded."""
+    head = head.removeprefix(codecs.BOM_UTF8)
+    parts = ([head] if fmt in ("text-file", "brat") else BLANK_LINE.split(head) if fmt == "text" else
+             head.split(b"\n") if whole or fmt == "text-line" else head.split(b"\n")[:-1])  # JSON: no cut line
+    texts = [part.decode("utf-8", "replace") for part in parts if not is_blank(part)]
+    if fmt != "jsonl":
+        return texts
+    found = []
+    for line in texts:
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(record, dict) and isinstance(record.get(text_field), str):
+            found.append(record[text_field])
+    return found

@@ -12,37 +12,10 @@ from pathlib import Path
 from biofairseq.atomic import write_text
 from biofairseq.finetune import training
 from biofairseq.finetune.fingerprint import model_fingerprint
+from biofairseq.finetune.sweep_folder import run_folder
 
 PAPER_LRS = (8e-6, 1e-5, 2e-5, 3e-5, 5e-5)
 PAPER_SEEDS = (1, 2, 3)
-
-
-def run_folder(root, lr, seed):
-    return Path(root) / f"lr={lr:g}" / f"seed={seed}"
-
-
-def runs(root):
-    """The run folders of a sweep folder (lr=X/seed=Y), finished or not; none for any other folder."""
-    return sorted(p for p in Path(root).glob("lr=*/seed=*") if p.is_dir())
-
-
-def which_model(root, folders):
-    """How to pick one model of a sweep (``--model`` wants one): the best-on-dev run's, as the sweep's report.json
-    names it, else the runs that saved one."""
-    models = [f / "model" for f in folders if (f / "model" / "config.json").is_file()]
-    if not models:
-        return ("its runs saved no model (swept with --no-save-model, or unfinished); train the configuration you want "
-                "with biofairseq-ner train, without --no-save-model, and give its folder")
-    try:
-        summaries = json.loads((Path(root) / "report.json").read_text(encoding="utf-8"))
-        best = summaries[0]["best_on_dev"] if len(summaries) == 1 else None
-        best = run_folder(root, best["lr"], best["seed"]) / "model" if best else None
-    except (OSError, ValueError, KeyError, TypeError, IndexError):  # no report yet, or not one a sweep wrote
-        best = None
-    if best in models:
-        return f"give one run's model, as the best on dev (its report.json): {best}"
-    shown = ", ".join(map(str, models[:3])) + (f", ... ({len(models)} in all)" if len(models) > 3 else "")
-    return f"give one run's model: {shown} (biofairseq-ner report {root} names the best on dev)"
 
 
 def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_LRS, seeds=PAPER_SEEDS, log=print,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from biofairseq.arguments import first_line
 from biofairseq.atomic import staged_folder, write_text
-from biofairseq.finetune import NERFormatError, brat, conll, data, head, iob2, metrics, windows
+from biofairseq.finetune import NERFormatError, brat, conll, data, head, iob2, metrics, sweep_folder, windows
 from biofairseq.finetune.fingerprint import model_fingerprint
 
 ROBERTA_POSITIONS = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernorm", "xlm-roberta-xl")
@@ -105,12 +105,10 @@ def model_folder(path):
             return candidate
     if (path / "metrics.json").is_file():
         raise NERFormatError(f"--model {path}: a run trained with --no-save-model (no model/ folder); give a run that saved its model, or train again without --no-save-model")
-    from biofairseq.finetune import sweep
-
-    runs = sweep.runs(path)
+    runs = sweep_folder.runs(path)
     if runs:
         raise NERFormatError(f"--model {path}: a biofairseq-ner sweep folder ({len(runs)} run{'s' if len(runs) > 1 else ''}, "
-                             f"lr=X/seed=Y), not a model; {sweep.which_model(path, runs)}")
+                             f"lr=X/seed=Y), not a model; {sweep_folder.which_model(path, runs)}")
     raise NERFormatError(f"--model {path}: a folder without config.json, not a model; give a transformers model folder (biofairseq-convert to-hf writes one) or a train output folder")
 
 
@@ -333,11 +331,11 @@ def read_annotated(path, role, warn=stderr):
     return dataset
 
 
-def unseen_types(sets, paths, allowed, warn=stderr):
+def unseen_types(sets, paths, allowed, warn=stderr, accept="pass --allow-unseen-types"):
     """{split: its gold entity types that no training entity has}. The model gets labels for the types it trains on
     only; the others' mentions stay gold, so they count as missed, as the official scorers count them. Unasked for, such
     types are a typo or another data set's, which would be scored 0 in silence: they stop here, before any training,
-    unless ``allowed``."""
+    unless ``allowed``; ``accept`` says how to allow them where the flag comes from (the recipes' NER_EXTRA)."""
     trained = sets["train"].types()
     if not trained:
         raise NERFormatError(f"{paths['train']}: the training set has no entities; give annotated data")
@@ -346,8 +344,8 @@ def unseen_types(sets, paths, allowed, warn=stderr):
         (name, types), *others = unseen.items()
         also = "".join(f"; the {other} set {paths[other]} too: {', '.join(more)}" for other, more in others)
         raise NERFormatError(f"{paths[name]}: {name} entity types never seen in training: {', '.join(types)} (the training set "
-                             f"{paths['train']} has {', '.join(sorted(trained))}){also}; fix the type names, or pass "
-                             "--allow-unseen-types to keep them (the model gets no label for them: their mentions count as missed)")
+                             f"{paths['train']} has {', '.join(sorted(trained))}){also}; fix the type names, or {accept} "
+                             "to keep them (the model gets no label for them: their mentions count as missed)")
     for name, types in unseen.items():
         warn(f"note: {name} {paths[name]}: entity types never seen in training: {', '.join(types)}; the model has no label "
              "for them, so their gold mentions count as missed (--allow-unseen-types)")

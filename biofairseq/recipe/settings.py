@@ -294,7 +294,7 @@ def resolve(recipe, environ, repo, script="recipe"):
             problem = source_problem(*pair.split("=", 1), values["TEXT_DOCS"], values["TEXT_FIELD"], recipe=True)
             if problem:
                 raise SettingsError(problem)
-            problem = language_problem(pair, values, given="SOURCES" in environ)
+            problem = source_language_problem(pair, values, given="SOURCES" in environ)
             if problem:
                 raise SettingsError(problem)
         if "INIT_FROM" in own and values["INIT_FROM"]:
@@ -327,7 +327,7 @@ def _source_languages(path, changed, text_docs, text_field):
     return languages(sample_documents([path], text_docs, text_field)[:100])
 
 
-def language_problem(source, values, given=True):
+def source_language_problem(source, values, given=True):
     """None, or the one line saying that the start of a source (NAME=PATH) is in another language than CORPUS_LANG:
     under a tenth of its first documents in it, so the cleaning would remove nearly all of it (English text given to
     a recipe whose default is Spanish), an hour later on a large corpus. ``given``: SOURCES came from the user, not
@@ -474,12 +474,16 @@ def _ner_data_read(paths, allowed):
     paths = {role: path for role, path, _ in paths}
     try:
         sets = {role: read_annotated(path, role, warn=lambda line: None) for role, path in paths.items()}
-        if not allowed:
-            unseen_types(sets, paths, allowed=False, warn=lambda line: None)
-    except NERFormatError as error:
-        if "never seen in training" not in str(error):
-            return None, {}  # the data's own problems: the sweep's to report
-        return str(error).replace("pass --allow-unseen-types", "add --allow-unseen-types to NER_EXTRA"), {}
+    except NERFormatError:
+        return None, {}  # the data's own problems: the sweep's to report
+    if not sets["train"].types():
+        return None, {}  # a training set without entities: the sweep's to report too
+    if not allowed:
+        try:
+            unseen_types(sets, paths, allowed=False, warn=lambda line: None,
+                         accept="add --allow-unseen-types to NER_EXTRA")
+        except NERFormatError as error:
+            return str(error), {}
     sentences = [" ".join(s.tokens) for s in sets["train"].sentences[:200]]
     return None, languages(" ".join(sentences[i:i + 10]) for i in range(0, len(sentences), 10))
 
