@@ -40,7 +40,7 @@ def locate_blocks(blocks, docs):
 
 def unmasked_blocks(task, split="train"):
     """The samples without masking, their leading <s> checked and removed, in corpus order."""
-    samples = task._load_dataset_split(split, epoch=1, combine=False)
+    samples = task._load_blocks(split, epoch=1, combine=False)[0]
     assert all(samples[i][0] == task.source_dictionary.bos() for i in range(len(samples)))
     return [samples[i][1:].numpy() for i in range(len(samples))]
 

@@ -45,7 +45,7 @@ def partly_masked_words(task, corpus, samples, blocks):
 
 def full_samples(task, split="train"):
     """(original, input, target) of every sample, position 0 (<s>) included."""
-    originals = task._load_dataset_split(split, epoch=1, combine=False)
+    originals = task._load_blocks(split, epoch=1, combine=False)[0]
     dataset = task.dataset(split)
     return [
         (originals[i].numpy(), item["net_input.src_tokens"].numpy(), item["target"].numpy())

@@ -114,3 +114,45 @@ def test_the_variable_length_path_drops_attention_as_the_dense_mask_does(bytebpe
     (dense_variance, dense_bias), (jagged_variance, jagged_bias) = results
     assert dense_variance > 0 and jagged_variance == pytest.approx(dense_variance, rel=0.1)
     assert 0.5 < dense_bias < 2 and 0.5 < jagged_bias < 2
+
+
+def whole_split(task, criterion, model, split="valid"):
+    """The masked tokens (block, position, target: each block's from its <s>), the summed loss, the predicted-token
+    count and the gradient of the summed loss over every row of ``split``, in batches of 8 rows."""
+    dataset, bos, pad = task.dataset(split), task.source_dictionary.bos(), task.source_dictionary.pad()
+    masked, loss, count = set(), 0.0, 0
+    model.zero_grad()
+    for start in range(0, len(dataset), 8):
+        batch = dataset.collater([dataset[i] for i in range(start, min(start + 8, len(dataset)))])
+        src, target = batch["net_input"]["src_tokens"], batch["target"]
+        original = torch.where(target.ne(pad), target, src)
+        for r, tokens in enumerate(src):  # each block named by its unmasked tokens
+            starts = [*tokens.eq(bos).nonzero().view(-1).tolist(), int(tokens.ne(pad).sum())]
+            for a, b in zip(starts[:-1], starts[1:]):
+                block = tuple(original[r, a:b].tolist())
+                masked |= {(block, i, int(target[r, a + i])) for i in target[r, a:b].ne(pad).nonzero().view(-1).tolist()}
+        batch_loss, sample_size, _ = criterion(model, batch)
+        batch_loss.backward()
+        loss, count = loss + batch_loss.item(), count + sample_size
+    return masked, loss, count, {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
+
+
+def test_packed_and_plain_rows_mask_the_same_tokens_and_give_the_same_loss_and_gradient(bytebpe_corpus):
+    """The whole validation split through the packed and the plain path, the same weights, no dropout: each block is
+    masked alike whatever row it is in (its masking is seeded by the block, not the row), so both paths predict the
+    same tokens, the summed loss and its gradient agree to float error, and the loss is divided by the same count.
+    Masked by row, the two paths' validation perplexities were two samples of the masking, a few % apart."""
+    plain_flags = [f for f in PACKED if f != "--pack-documents"]
+    found = []
+    for flags in (PACKED, plain_flags):
+        task, model, criterion = build_in_process(bytebpe_corpus.data_bin, *flags)
+        if found:
+            model.load_state_dict(found[0][-1])
+        model.train()  # fairseq's training forward (dropout is off)
+        found.append((*whole_split(task, criterion, model), model.state_dict()))
+    (masked, loss, count, grads, _), (plain_masked, plain_loss, plain_count, plain_grads, _) = found
+    assert masked == plain_masked and count == len(masked) > 100
+    assert loss == pytest.approx(plain_loss, rel=1e-5)
+    scale = max(float(grad.abs().max()) for grad in plain_grads.values())  # some are 0 but for rounding (keys' biases)
+    for name, grad in plain_grads.items():
+        torch.testing.assert_close(grads[name], grad, rtol=1e-4, atol=1e-5 * scale, msg=lambda m: f"{name}: {m}")

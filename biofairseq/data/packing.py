@@ -2,7 +2,9 @@
 
 Rows are filled best-fit decreasing (each block, longest first, goes to the row it leaves least room in). Every
 block keeps its leading ``<s>``, which is where the model restarts positions and where attention stops
-(``biofairseq.models.documents``); inside a row, blocks keep their corpus order.
+(``biofairseq.models.documents``); inside a row, blocks keep their corpus order. The task masks each block before it
+packs them (``PackedBlocksDataset.of``), so a block is masked alike in a packed row and alone in a row: packed and
+unpacked runs of one seed predict the same tokens, and their validation perplexities compare.
 """
 
 import numpy as np
@@ -43,12 +45,19 @@ class PackedBlocksDataset(BaseWrapperDataset):
     """Rows of whole blocks of ``dataset`` (each beginning with <s>), at most ``capacity`` tokens each; with
     ``index_path`` (the split's path), the packing is saved beside it once and memory-mapped after."""
 
-    def __init__(self, dataset, capacity, index_path=None):
+    def __init__(self, dataset, capacity, index_path=None, rows=None):
         super().__init__(dataset)
         block_sizes = np.asarray(dataset.sizes)
-        self.order, self.offsets = cached(index_path, f"packed-{capacity}", key_of(block_sizes, PACKING_VERSION),
-                                          ("order", "offsets"), lambda: pack(block_sizes, capacity))
+        self.capacity = capacity
+        self.order, self.offsets = rows or cached(index_path, f"packed-{capacity}", key_of(block_sizes, PACKING_VERSION),
+                                                  ("order", "offsets"), lambda: pack(block_sizes, capacity))
         self._sizes = np.add.reduceat(block_sizes[self.order], self.offsets[:-1]) if len(self.order) else block_sizes[:0]
+
+    def of(self, blocks):
+        """``blocks`` (these blocks, masked, or their targets) in the same rows."""
+        if not np.array_equal(np.asarray(blocks.sizes), np.asarray(self.dataset.sizes)):
+            raise ValueError("the blocks to lay out in these rows are not the blocks they were packed from")
+        return PackedBlocksDataset(blocks, self.capacity, rows=(self.order, self.offsets))
 
     def __len__(self):
         return len(self.offsets) - 1

@@ -154,7 +154,8 @@ class DocumentMLMTask(MaskedLMTask):
             raise FileNotFoundError(f"{path}: no dictionary; --data must be a fairseq-preprocess --only-source output folder")
         return super().load_dict(cfg)
 
-    def _load_dataset_split(self, split, epoch, combine):
+    def _load_blocks(self, split, epoch, combine):
+        """(the split's document blocks, each beginning with <s>; the split's path, beside which indexes go)."""
         paths = utils.split_paths(self.cfg.data)
         k = (epoch - 1) % len(paths)
         # a split in one shard only (the valid split, in shard0) is read from it, whatever shard the path starts at
@@ -174,9 +175,12 @@ class DocumentMLMTask(MaskedLMTask):
             index_path=split_path,  # built once beside the split, memory-mapped by every rank and run after
         )
         logger.info(f"loaded {len(blocks)} {self.cfg.sample_break_mode} blocks from {len(lines)} lines of {split_path}")
-        blocks = PrependTokenDataset(blocks, self.source_dictionary.bos())
+        return PrependTokenDataset(blocks, self.source_dictionary.bos()), split_path
+
+    def _packed_rows(self, blocks, split_path):
+        """With --pack-documents, the rows ``blocks`` are packed into (``PackedBlocksDataset``); else None."""
         if not self.cfg.pack_documents:
-            return blocks
+            return None
         rows = PackedBlocksDataset(blocks, self.cfg.tokens_per_sample, index_path=split_path)
         logger.info(f"packed {len(blocks)} blocks into {len(rows)} rows of at most {self.cfg.tokens_per_sample} tokens "
                     f"({100 * rows.sizes.sum() / (len(rows) * self.cfg.tokens_per_sample):.1f}% full)")
@@ -206,10 +210,11 @@ class DocumentMLMTask(MaskedLMTask):
         return None if self.cfg.mask_special_tokens else {"special": special_symbols(self.source_dictionary)}
 
     def load_dataset(self, split, epoch=1, combine=False, **kwargs):
-        dataset = self._load_dataset_split(split, epoch, combine)
+        blocks, split_path = self._load_blocks(split, epoch, combine)
         masking = self.masking_options()
+        # each block is masked by itself (seeded by its index) and then packed, so that it is masked alike in either path
         source, target = (MaskTokensDataset if masking is None else RealTokenMaskDataset).apply_mask(
-            dataset,
+            blocks,
             self.source_dictionary,
             pad_idx=self.source_dictionary.pad(),
             mask_idx=self.mask_idx,
@@ -224,6 +229,9 @@ class DocumentMLMTask(MaskedLMTask):
             skip_masking=self.cfg.skip_masking,
             **(masking or {}),
         )
+        rows = self._packed_rows(blocks, split_path)
+        if rows is not None:
+            source, target = rows.of(source), rows.of(target)
         with data_utils.numpy_seed(self.cfg.seed):
             shuffle = np.random.permutation(len(source))
         target = RightPadDataset(target, pad_idx=self.source_dictionary.pad())
