@@ -166,10 +166,14 @@ def main():
     p.add_argument("--vocab-size", type=int, default=3000)
     p.add_argument("--masks", type=int, default=8, help="maskings of the validation blocks each checkpoint is scored on")
     p.add_argument("--parallel", type=int, default=2, help="runs at a time, one thread each")
+    p.add_argument("--work-dir", type=Path, help="where the corpus and the runs go, kept (default: a temporary folder)")
     args = p.parse_args()
     args.validate_every = args.validate_every or args.updates
     names = [n for n in SYSTEMS if n == "plain" or not args.only or any(w in n for w in args.only.split(","))]
     with tempfile.TemporaryDirectory() as tmp:
+        if args.work_dir:
+            args.work_dir.mkdir(parents=True, exist_ok=True)
+            tmp = args.work_dir
         data_bin = args.data_bin if args.data_bin and (args.data_bin / "dict.txt").is_file() else recipe_data_bin(Path(tmp) / "corpus", args.vocab_size)
         runs = [(n, s) for s in args.seeds for n in names]
         with ThreadPoolExecutor(args.parallel) as pool:

@@ -14,13 +14,16 @@ import sys
 def bpe_args(vocab_dir):
     """fairseq's BPE settings of a vocabulary folder or data-bin, as keyword arguments of fairseq's ``from_pretrained``
     (a checkpoint trained without the flags below needs them); VocabError or FileNotFoundError if it has none."""
-    from biofairseq.corpus.vocab import vocab_files
+    from biofairseq.corpus.vocab import read_info, vocab_files
     from biofairseq.data_bin import shards
 
-    vocab_type, files = vocab_files(shards(vocab_dir)[0])  # a sharded data-bin: every shard has the vocabulary
+    folder = shards(vocab_dir)[0]  # a sharded data-bin: every shard has the vocabulary
+    vocab_type, files = vocab_files(folder)
     files = {name: os.path.abspath(path) for name, path in files.items()}
     if vocab_type == "bytelevel-bpe":
         return {"bpe": "hf_byte_bpe", "bpe_vocab": files["vocab"], "bpe_merges": files["merges"]}
+    if vocab_type == "wordpiece":  # fairseq's BertTokenizer, cased or lowercased (and then without accents)
+        return {"bpe": "bert", "bpe_vocab_file": files["vocab"], "bpe_cased": not read_info(folder).get("lowercase", False)}
     return {"bpe": "sentencepiece", "sentencepiece_model": files["model"]}
 
 
@@ -35,7 +38,11 @@ def flags(vocab_dir):
         args = bpe_args(vocab_dir)
     except (VocabError, FileNotFoundError) as error:
         sys.exit(f"error: {error}")
-    return [word for name, value in args.items() for word in (f"--{name.replace('_', '-')}", value)]
+    words = []
+    for name, value in args.items():
+        flag = f"--{name.replace('_', '-')}"
+        words += ([flag] if value else []) if isinstance(value, bool) else [flag, value]
+    return words
 
 
 if __name__ == "__main__":

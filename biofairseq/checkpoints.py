@@ -37,10 +37,6 @@ class CheckpointError(Exception):
 
 
 EMBED_TOKENS = "embed_tokens.weight"  # RoBERTa: encoder.sentence_encoder.…; ELECTRA: embeddings.…
-# Presets a from-hf checkpoint is described with, when its shape is one of them (fewest extra flags wins).
-PRESETS = ("bio_roberta_tiny", "bio_roberta_base", "bio_roberta_large", "bio_megatron_tiny", "bio_megatron_345m",
-           "roberta_prenorm", "roberta")
-MODERNBERT_PRESETS = ("bio_modernbert_tiny", "bio_modernbert_base", "bio_modernbert_large")
 
 
 class DictionaryTask(FairseqTask):
@@ -79,9 +75,13 @@ class FairseqRoberta:
     data_dir: str  # the data-bin the checkpoint names (as recorded: see ``locate``), or None
     bpe: object  # the checkpoint's --bpe settings, or None
     heads: list  # classification heads the checkpoint holds (fine-tuning), left out of the model
-    electra: bool = False  # an ElectraModel (generator and discriminator), not a RobertaModel
+    model_name: str = "bio_roberta"  # the registered fairseq model: roberta, bio_roberta, electra, bio_modernbert
     training: dict = None  # what the checkpoint records of its training (``training_summary``)
-    modernbert: bool = False  # a BioModernBertModel, not a RobertaModel
+    continued_from: dict = None  # the conversion it started from (``continued_from``), or None
+
+    @property
+    def electra(self):
+        return self.model_name == "electra"
 
 
 def _data_dir(cfg):
@@ -195,9 +195,30 @@ def load(path, dict_path=None, pack_documents=False):
         raise CheckpointError(f"{path}: weights do not fit a '{arch}' model ({first_line(error)})") from None
     model.amp_bf16 = False  # conversion and parity compute in fp32, whatever the training precision
     return FairseqRoberta(
-        model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads, issubclass(model_class, ElectraModel),
-        training_summary(state), issubclass(model_class, BioModernBertModel),
+        model.float().eval(), args, dictionary, data_dir, cfg.get("bpe"), heads, ARCH_MODEL_NAME_REGISTRY[arch],
+        training_summary(state), continued_from(cfg, path),
     )
+
+
+def continued_from(cfg, checkpoint):
+    """What a checkpoint's pretraining started from, where it started from a conversion (--finetune-from-model or
+    --restore-file naming a from-hf model.pt): that conversion's record (conversion.json beside it), else None."""
+    import json
+
+    recorded = (cfg.get("checkpoint") or {}) if hasattr(cfg, "get") else {}
+    for name in ("finetune_from_model", "restore_file"):
+        value = recorded.get(name)
+        if not value or not str(value).endswith(".pt"):
+            continue
+        for candidate in locate(value, checkpoint):
+            record = candidate.parent / "conversion.json"
+            if candidate.is_file() and record.is_file():
+                try:
+                    found = json.loads(record.read_text())
+                except (OSError, ValueError):
+                    return None
+                return found if found.get("direction") == "from-hf" else None
+    return None
 
 
 # ---- writing
@@ -212,6 +233,19 @@ def _arch_defaults(arch):
     return {**defaults, **vars(args)}
 
 
+def _options(arch):
+    """The settings the model of ``--arch arch`` takes on the command line (its dataclass's fields or add_args')."""
+    import argparse
+
+    model = ARCH_MODEL_REGISTRY[arch]
+    dataclass = MODEL_DATACLASS_REGISTRY.get(ARCH_MODEL_NAME_REGISTRY[arch])
+    if dataclass is not None:
+        return {name for name in dataclass.__dataclass_fields__ if not name.startswith("_")}
+    parser = argparse.ArgumentParser(add_help=False)
+    model.add_args(parser)
+    return {action.dest for action in parser._actions}
+
+
 def _flag(name, value):
     option = "--" + name.replace("_", "-")
     if isinstance(value, bool):
@@ -219,12 +253,16 @@ def _flag(name, value):
     return [option, str(value)]
 
 
-def architecture_flags(wanted, presets=PRESETS):
-    """The shortest ``--arch PRESET --flag value ...`` that builds a model of these settings."""
+def architecture_flags(wanted, presets):
+    """The shortest ``--arch PRESET --flag value ...`` that builds a model of these settings (a preset whose model has
+    no such setting, as fairseq's roberta has no --layer-norm-eps, cannot)."""
     best = None
     for arch in presets:
         defaults, flags = _arch_defaults(arch), ["--arch", arch]
+        options = _options(arch)
         for name, value in wanted.items():
+            if defaults.get(name) != value and name not in options:
+                break
             if defaults.get(name) != value:
                 flag = _flag(name, value)
                 if flag is None:

@@ -248,3 +248,77 @@ def trainer_in_process(data_bin, *flags, trainer=None, split="valid"):
 def valid_batch(task, start=0, size=8):
     dataset = task.dataset("valid")
     return dataset.collater([dataset[i] for i in range(start, start + size)])
+
+
+# ---- published model families, as tiny stand-ins made offline (tests, benchmarks): their families' real defaults
+
+BERT_SPECIALS = ["[PAD]", *(f"[unused{i}]" for i in range(99)), "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+# each stand-in's shape: bio_roberta_tiny's (2 x 128, FFN 512, 2 heads), so that from-hf names a preset
+TINY_SHAPE = dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512)
+
+
+def wordpiece_vocab(path, texts, size=3000, lowercase=False):
+    """A WordPiece vocab.txt learned by ``tokenizers`` from texts, in a published BERT folder's layout: [PAD] 0,
+    [unused0] to [unused98], [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103, then the learned tokens."""
+    from tokenizers import BertWordPieceTokenizer
+
+    learner = BertWordPieceTokenizer(lowercase=lowercase)
+    learner.train_from_iterator(texts, vocab_size=size, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"],
+                                show_progress=False)
+    learned = [t for t, _ in sorted(learner.get_vocab().items(), key=lambda item: item[1]) if t not in BERT_SPECIALS]
+    Path(path).write_text("".join(t + "\n" for t in BERT_SPECIALS + learned), encoding="utf-8")
+    return Path(path)
+
+
+def _perturbed(model, seed):
+    """Every weight moved off its initial value (LayerNorms off 1, biases off 0), so that a swapped tensor shows."""
+    import torch
+
+    torch.manual_seed(seed)
+    with torch.no_grad():
+        for parameter in model.parameters():
+            parameter.add_(0.02 * torch.randn_like(parameter))
+    return model
+
+
+def standin(family, folder, vocab_txt, lowercase=False, seed=0, **config):
+    """A tiny random model of a published family, saved as the hub has it: config.json at the family's defaults
+    (LayerNorm epsilon 1e-12, two token types, 512 positions) but for TINY_SHAPE and ``config``, the weights, and the
+    tokenizer of ``vocab_txt`` (tokenizer.json, with vocab.txt beside it). family: bert, bert-pretraining,
+    megatron-bert, electra (the discriminator, its generator in generator/, one embedding module between them, as
+    ELECTRA trains them) or electra-discriminator (without a generator)."""
+    import shutil
+
+    import torch
+    import transformers
+
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(vocab_txt, folder / "vocab.txt")
+    size = sum(1 for _ in open(vocab_txt, encoding="utf-8"))
+    settings = {**TINY_SHAPE, "vocab_size": size, **config}
+    torch.manual_seed(seed)
+    if family.startswith("electra"):
+        discriminator = _perturbed(transformers.ElectraForPreTraining(
+            transformers.ElectraConfig(embedding_size=settings["hidden_size"], **settings)), seed)
+        discriminator.save_pretrained(folder)
+        if family == "electra":
+            width = settings["hidden_size"] // 2
+            generator = _perturbed(transformers.ElectraForMaskedLM(transformers.ElectraConfig(**{
+                **settings, "embedding_size": settings["hidden_size"], "hidden_size": width,
+                "num_attention_heads": max(1, width // 64), "intermediate_size": 4 * width})), seed + 1)
+            shared = {k: v for k, v in discriminator.state_dict().items() if k.startswith("electra.embeddings.")}
+            generator.load_state_dict(shared, strict=False)
+            generator.save_pretrained(folder / "generator")
+    else:
+        classes = {"bert": ("BertForMaskedLM", "BertConfig"), "bert-pretraining": ("BertForPreTraining", "BertConfig"),
+                   "megatron-bert": ("MegatronBertForMaskedLM", "MegatronBertConfig")}
+        model_class, config_class = classes[family]
+        model = getattr(transformers, model_class)(getattr(transformers, config_class)(**settings))
+        _perturbed(model, seed).save_pretrained(folder)
+    # transformers 5 builds BertTokenizerFast(vocab_file=...) of the special tokens alone: load the folder's vocab.txt
+    tokenizer = transformers.BertTokenizer.from_pretrained(folder, do_lower_case=lowercase)
+    for target in [folder] + ([folder / "generator"] if (folder / "generator").is_dir() else []):
+        tokenizer.save_pretrained(target)
+        shutil.copyfile(vocab_txt, target / "vocab.txt")
+    return folder

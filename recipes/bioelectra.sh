@@ -12,7 +12,9 @@
 # EMBEDDING_SHARING (tied, ELECTRA's; gdes, detached, none), VOCAB_TYPE (BioELECTRA used PubMedBERT's WordPiece of
 # 30,522 entries, which is not one of ours: the paper preset learns SentencePiece of that size), MASK_PROB,
 # SAMPLING_TEMPERATURE (and _FINAL, annealed over MAX_UPDATE), GENERATOR_FRACTION, CORPUS_LANG, NER_LAYERWISE_DECAY.
-# There is no INIT_FROM: an ELECTRA does not start from a RoBERTa-family masked LM.
+# INIT_FROM continues a published ELECTRA (BioELECTRA): its discriminator's transformers folder (ElectraForPreTraining),
+# with its generator (ElectraForMaskedLM) in its generator/ folder; both towers, their embeddings and the WordPiece
+# vocabulary are the folder's, and a folder without a generator gets a fresh one of GENERATOR_FRACTION's width.
 [ -n "${BASH_VERSION:-}" ] || { echo "bioelectra.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 
@@ -22,16 +24,18 @@ source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
 recipe_settings
 KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
 
+INIT_ARGS=(${GENERATOR_FRACTION:+--generator-fraction "$GENERATOR_FRACTION"}) INIT_TO_HF_ARGS=(--generator)
 recipe_corpus "$VOCAB_TYPE"
 
 # ---- 4. pretrain with biofairseq-train --task electra --criterion electra (Table 5)
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight 50
     --sample-break-mode complete_doc --mask-prob "$MASK_PROB")
-MODEL_ARGS=(--arch "$ARCH" --embedding-sharing "$EMBEDDING_SHARING" --sampling-temperature "$SAMPLING_TEMPERATURE"
+MODEL_ARGS=("${ARCH_ARGS[@]}" --sampling-temperature "$SAMPLING_TEMPERATURE"
     --sampling-temperature-final "$SAMPLING_TEMPERATURE_FINAL" --sampling-temperature-updates "$MAX_UPDATE"
-    ${GENERATOR_FRACTION:+--generator-width-fraction "$GENERATOR_FRACTION"}
     --dropout 0.1 --attention-dropout 0.1)
+# INIT_FROM's model brings its embedding sharing and generator width (in ARCH_ARGS)
+[[ -n $INIT_FROM ]] || MODEL_ARGS+=(--embedding-sharing "$EMBEDDING_SHARING" ${GENERATOR_FRACTION:+--generator-width-fraction "$GENERATOR_FRACTION"})
 OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain

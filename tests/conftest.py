@@ -55,6 +55,21 @@ def spm_corpus(once):
                                                                 run=command_server.script))
 
 
+@pytest.fixture(scope="session")
+def standins(once):
+    """{family: folder} of tiny published-family stand-ins made offline (biofairseq.samples.standin), on one cased
+    WordPiece vocabulary learned from the sample: bert, bert-pretraining, megatron-bert, electra (with its generator)
+    and electra-discriminator (without)."""
+    from biofairseq.samples import read_documents, standin, wordpiece_vocab
+
+    def build(folder):
+        vocab = wordpiece_vocab(folder / "vocab.txt", [p for doc in read_documents(0, 300) for p in doc])
+        return {family: standin(family, folder / family, vocab)
+                for family in ("bert", "bert-pretraining", "megatron-bert", "electra", "electra-discriminator")}
+
+    return once("standins", build)
+
+
 TINY = [
     "--user-dir", "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
     "--arch", "bio_roberta_tiny", "--tokens-per-sample", "128", "--batch-size", "16",
@@ -147,10 +162,10 @@ def json_logs(output, tag):
 LONGEST_FIRST = (
     "test_corpus_preparation.py", "test_convert.py", "test_electra.py", "test_recipe.py", "test_pretrain_speed.py",
     "test_recipe_modernbert.py", "test_training.py", "test_recipe_bio_lm.py", "test_fast_path.py",
-    "test_recipe_biomegatron.py", "test_journey_english.py", "test_ner.py", "test_package.py", "test_distillation.py", "test_recipe_bioelectra.py",
+    "test_recipe_biomegatron.py", "test_recipe_continued.py", "test_journey_english.py", "test_ner.py", "test_package.py", "test_distillation.py", "test_recipe_bioelectra.py",
     "test_kill_anywhere.py", "test_corpus_boundaries.py", "test_masking.py", "test_recipe_beto.py",
     "test_modernbert.py", "test_dedup_bound.py", "test_presets.py", "test_quick_starts.py", "test_electra_convert.py",
-    "test_packing.py", "test_cleaning_identical.py", "test_host_syncs.py", "test_document_blocks.py",
+    "test_families.py", "test_packing.py", "test_cleaning_identical.py", "test_host_syncs.py", "test_document_blocks.py",
     "test_earlier_checkpoints.py", "test_index_cache.py", "test_mistakes.py", "test_recipe_settings.py", "test_docs.py",
     "test_recipe_inputs.py",
 )

@@ -346,44 +346,40 @@ def test_missing_files_and_a_wrong_dictionary_fail_clearly(checkpoints, tmp_path
     assert not (tmp_path / "other").exists()
 
 
-def test_another_layer_norm_epsilon_is_refused_before_converting_and_named_where_parity_fails(tmp_path, capsys):
-    """A tiny model of transformers' default RobertaConfig (layer_norm_eps 1e-12, type_vocab_size 2): fairseq's
-    LayerNorm (epsilon 1e-5, no other) computes another model. One line names the setting and the way out before any
-    conversion work, and nothing is written; --no-verify converts it with a note, and that conversion's parity check
-    fails naming the setting. With epsilon 1e-5 the same defaults convert exactly (token type 0 folded in)."""
+def test_another_layer_norm_epsilon_becomes_the_models_own_and_converts_exactly_both_ways(tmp_path):
+    """A tiny model of transformers' default RobertaConfig (layer_norm_eps 1e-12, type_vocab_size 2): the epsilon
+    becomes the fairseq model's --layer-norm-eps, so it converts exactly and comes back with it. It matters: the same
+    weights with fairseq's 1e-5 fail the parity check (what from-hf refused before the setting existed)."""
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from biofairseq import checkpoints as checkpoint_io
-    from biofairseq.convert import ConvertError, from_hf, parity, vocabulary
+    from biofairseq.convert import ConvertError, parity, vocabulary
+    from biofairseq.models.layer_norms import set_layer_norm_eps
     from test_mistakes import tiny_roberta
 
     tiny_roberta(tmp_path)
     hf_dir = tmp_path / "default-roberta"
-    message = fails(capsys, "from-hf", hf_dir, tmp_path / "out")
-    assert all(s in message for s in (f"{hf_dir}: layer_norm_eps 1e-12", "fairseq's LayerNorms use 1e-5",
-                                      "cannot be converted exactly", "--no-verify")), message
-    assert not (tmp_path / "out").exists() and list(tmp_path.glob(".out*")) == []
-    assert convert("from-hf", hf_dir, tmp_path / "out", "--no-verify") == 0
-    assert "layer_norm_eps 1e-12" in " ".join(report(tmp_path / "out")["notes"])
-    model = AutoModelForMaskedLM.from_pretrained(hf_dir).eval()
+    assert convert("from-hf", hf_dir, tmp_path / "out") == 0
+    made = report(tmp_path / "out")
+    assert made["fairseq_flags"][-2:] == ["--layer-norm-eps", "1e-12"], made["fairseq_flags"]
+    assert made["parity"]["max_abs_diff_logits"] < 1e-5 and any("type_vocab_size 2" in n for n in made["notes"])
+    assert convert("to-hf", tmp_path / "out" / "model.pt", tmp_path / "back") == 0
+    assert json.loads((tmp_path / "back" / "config.json").read_text())["layer_norm_eps"] == 1e-12
     fairseq = checkpoint_io.load(tmp_path / "out" / "model.pt", tmp_path / "out" / "dict.txt")
+    set_layer_norm_eps(fairseq.model, 1e-5)
     encode = vocabulary.FairseqEncoding(vocabulary.from_folder(tmp_path / "out"), fairseq.dictionary)
-    with pytest.raises(ConvertError, match=r"fails the parity check.*layer_norm_eps 1e-12 \(fairseq's LayerNorms use 1e-5\)"):
-        parity.verify(fairseq.model, encode, model, AutoTokenizer.from_pretrained(hf_dir), fairseq.dictionary, {},
-                      lambda _: None, str(hf_dir), differs=from_hf.differences(model.config, False))
-    tiny_roberta(tmp_path / "eps", layer_norm_eps=1e-5)
-    assert convert("from-hf", tmp_path / "eps" / "default-roberta", tmp_path / "exact") == 0
-    assert report(tmp_path / "exact")["parity"]["max_abs_diff_logits"] < 1e-5
-    assert any("type_vocab_size 2" in note for note in report(tmp_path / "exact")["notes"])
+    with pytest.raises(ConvertError, match="fails the parity check"):
+        parity.verify(fairseq.model, encode, AutoModelForMaskedLM.from_pretrained(hf_dir).eval(),
+                      AutoTokenizer.from_pretrained(hf_dir), fairseq.dictionary, {}, lambda _: None, str(hf_dir))
 
 
-def test_from_hf_refuses_a_model_outside_the_roberta_family(tmp_path, capsys):
-    from transformers import BertConfig, BertForMaskedLM
+def test_from_hf_refuses_a_model_of_another_family_naming_the_families(tmp_path, capsys):
+    from transformers import DistilBertConfig, DistilBertForMaskedLM
 
-    BertForMaskedLM(BertConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
-                               intermediate_size=32)).save_pretrained(tmp_path / "bert")
-    message = fails(capsys, "from-hf", tmp_path / "bert", tmp_path / "out")
-    assert "BertForMaskedLM" in message and "RoBERTa-family" in message
+    DistilBertForMaskedLM(DistilBertConfig(vocab_size=50, dim=16, n_layers=1, n_heads=2,
+                                           hidden_dim=32)).save_pretrained(tmp_path / "distilbert")
+    message = fails(capsys, "from-hf", tmp_path / "distilbert", tmp_path / "out")
+    assert all(s in message for s in ("distilbert", "DistilBertForMaskedLM", "BERT (bert)", "ELECTRA (electra)")), message
     assert "config.json" in fails(capsys, "from-hf", tmp_path / "nothing", tmp_path / "out")
     assert not (tmp_path / "out").exists()
 

@@ -3,7 +3,7 @@ building them; today's are built packed) loads, resumes with the losses that run
 
 ``tests/data/packed_checkpoint_0``: ``bio_roberta_tiny`` narrowed to 2 x 32, ``--attention sdpa --pack-documents``,
 saved at update 3 of 6 on 24 bundled clinical cases (its data-bin beside it), and the losses of updates 4 to 6 as
-that run logged them. The resumed run reads a copy of the data-bin, where today's code builds the block index and the
+that run logged them (before packed rows were masked block by block). The resumed run reads a copy of the data-bin, where today's code builds the block index and the
 packing (no index is committed: one would be read instead, and the test would no longer run today's ``pack()``).
 """
 
@@ -32,9 +32,13 @@ def test_an_earlier_packed_checkpoint_resumes_with_the_losses_its_run_had(tmp_pa
     output = inprocess.run("biofairseq-train", data_bin, *FLAGS, "--max-update", "6", "--save-dir", tmp_path / "save",
                            "--restore-file", CHECKPOINT, cwd=REPO).stderr
     assert "built the blocks-complete_doc-127 index" in output and "built the packed-128 index" in output  # today's
-    logged = json_logs(output, "train_inner")
-    expected = json.loads((EARLIER / "losses.json").read_text())  # {update: loss} as the earlier run logged them
-    assert {r["num_updates"]: r["loss"] for r in logged} == expected
+    logged = {r["num_updates"]: r["loss"] for r in json_logs(output, "train_inner")}
+    earlier = json.loads((EARLIER / "losses.json").read_text())  # {update: loss} as the earlier run logged them
+    # Packed rows are masked block by block since the earlier run (which masked each row as a whole): where a row's
+    # blocks get other masks, the loss moves a little, so the resumed run is today's own, exactly, and within 0.02 of
+    # the earlier run's at every update (a model or optimizer state lost in loading would move it by far more).
+    assert logged == {"4": "8.964", "5": "8.946", "6": "8.902"}
+    assert all(abs(float(logged[u]) - float(earlier[u])) < 0.02 for u in earlier)
 
 
 def test_an_earlier_packed_checkpoint_loads_packed_or_not_and_converts(tmp_path):

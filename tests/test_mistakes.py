@@ -134,6 +134,9 @@ MISTAKES = [
             {**SETTINGS, "CORPUS_LANG": "en", "SOURCES": "notes=lines.txt", "TEXT_DOCS": "line"}),
     Mistake("a model folder whose tokenizer transformers cannot load", RECIPE,
             "INIT_FROM=hf/odd: transformers cannot load its tokenizer", "run", {**SETTINGS, "INIT_FROM": "hf/odd"}),
+    Mistake("a model of a family no recipe continues", RECIPE, ("INIT_FROM=hf/alien: a no_such_model_type model",
+                                                                "from-hf converts the families"), "run",
+            {**SETTINGS, "INIT_FROM": "hf/alien"}),
     Mistake("CoNLL splits named .txt", RECIPE, ("ncbi_txt/dev.txt: a split as a .txt file", "name a CoNLL file dev.conll, "
                                                 ".tsv or .bio"), "run", {**SETTINGS, "NER_DATA": "ncbi=ncbi_txt"}),
     Mistake("a folder of CoNLL files as a recipe's corpus", RECIPE, ("SOURCES: 'notes=ncbi': a folder of CoNLL files",
@@ -177,10 +180,8 @@ MISTAKES = [
             "empty: no config.json", "fairseq"),
     Mistake("a flag of the other direction", ["biofairseq-convert", "from-hf", "empty", "fairseq", "--language", "es"],
             "--language", "fairseq"),
-    Mistake("a model of transformers' default RobertaConfig", ["biofairseq-convert", "from-hf", "hf/default-roberta",
-                                                               "fairseq"],
-            ("layer_norm_eps 1e-12", "fairseq's LayerNorms use 1e-5", "cannot be converted exactly", "--no-verify"),
-            "fairseq"),
+    Mistake("a model of a family from-hf does not convert", ["biofairseq-convert", "from-hf", "hf/alien", "fairseq"],
+            ("hf/alien: a no_such_model_type model", "from-hf converts the families", "BERT (bert)"), "fairseq"),
     Mistake("a model folder without its tokenizer", ["biofairseq-convert", "from-hf", "hf/no-tokenizer", "fairseq"],
             ("hf/no-tokenizer: no tokenizer", "tokenizer.json", "tokenizer.save_pretrained"), "fairseq"),
     # NER
@@ -280,9 +281,11 @@ def workdir(tmp_path_factory):
     (work / "hf" / "english-bert" / "config.json").write_text('{"model_type": "bert"}')
     (work / "hf" / "english-bert" / "vocab.txt").write_text("\n".join(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]",
                                                                         *"abcdefghijklmnopqrstuvwxyz.,"]) + "\n")
-    (work / "hf" / "odd").mkdir(parents=True)  # a tokenizer file, and a model type transformers does not know
-    (work / "hf" / "odd" / "config.json").write_text('{"model_type": "no_such_model_type"}')
-    (work / "hf" / "odd" / "vocab.txt").write_text("[PAD]\n[UNK]\n[CLS]\n[SEP]\n[MASK]\n")
+    (work / "hf" / "odd").mkdir(parents=True)  # a BERT whose tokenizer file is not one
+    (work / "hf" / "odd" / "config.json").write_text('{"model_type": "bert", "architectures": ["BertForMaskedLM"]}')
+    (work / "hf" / "odd" / "tokenizer.json").write_text("{not json")
+    (work / "hf" / "alien").mkdir(parents=True)  # a model type transformers does not know
+    (work / "hf" / "alien" / "config.json").write_text('{"model_type": "no_such_model_type"}')
     (work / "ncbi").symlink_to(NCBI, target_is_directory=True)
     (work / "ncbi_txt").mkdir()  # CoNLL files named as text
     for split, name in (("train", "train"), ("devel", "dev")):

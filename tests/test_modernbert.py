@@ -246,5 +246,5 @@ def test_from_hf_refuses_a_modernbert_no_fairseq_model_computes_in_one_line(chan
     capsys.readouterr()  # transformers' progress bars
     assert convert(["from-hf", str(tmp_path / "hf"), str(tmp_path / "out")]) == 1
     lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and named in lines[0] and "no fairseq bio_modernbert computes this model" in lines[0], lines
+    assert len(lines) == 1 and named in lines[0] and "no fairseq bio_modernbert computes this ModernBERT model" in lines[0], lines
     assert not (tmp_path / "out").exists()

@@ -1,7 +1,8 @@
-"""biofairseq-convert: fairseq RoBERTa, ELECTRA and ModernBERT checkpoints to transformers directories and back, parity-checked.
+"""biofairseq-convert: fairseq checkpoints to transformers directories and back, parity-checked, for the RoBERTa, BERT,
+Megatron-BERT, ELECTRA and ModernBERT families (docs/conversion.md).
 
   biofairseq-convert to-hf CHECKPOINT OUTPUT_DIR [--dict dict.txt] [--vocab VOCAB_DIR] [--generator]
-  biofairseq-convert from-hf HF_DIR OUTPUT_DIR
+  biofairseq-convert from-hf HF_DIR OUTPUT_DIR [--generator GENERATOR_DIR] [--generator-fraction F]
 
 OUTPUT_DIR appears only when the conversion and its parity check have passed.
 """
@@ -20,12 +21,14 @@ def _parser():
     parser = OneLineParser(prog="biofairseq-convert", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     to_hf = commands.add_parser(
-        "to-hf", help="fairseq RoBERTa, ELECTRA or ModernBERT checkpoint -> transformers directory (config, safetensors, tokenizer)",
+        "to-hf", help="fairseq checkpoint -> transformers directory (config, safetensors, tokenizer), as its family",
         description="Converts a fairseq RoBERTa checkpoint (bio_roberta_*, roberta_base/large, pre-LN) into a "
-        "transformers directory that AutoModelForMaskedLM, AutoTokenizer and pipeline('fill-mask') load offline; "
-        "an ELECTRA checkpoint (electra_*, bio_electra_base) into its discriminator (ElectraForPreTraining, which "
-        "AutoModelForTokenClassification fine-tunes) and, with --generator, its generator (ElectraForMaskedLM); a "
-        "ModernBERT checkpoint (bio_modernbert_*) into ModernBertForMaskedLM.",
+        "transformers directory that AutoModelForMaskedLM, AutoTokenizer and pipeline('fill-mask') load offline: a "
+        "RoBERTa-family class, or BertForMaskedLM / MegatronBertForMaskedLM with its own vocab.txt where it was "
+        "continued from a BERT or Megatron-BERT (a WordPiece vocabulary); an ELECTRA checkpoint (electra_*, "
+        "bio_electra_base) into its discriminator (ElectraForPreTraining, which AutoModelForTokenClassification "
+        "fine-tunes) and, with --generator, its generator (ElectraForMaskedLM); a ModernBERT checkpoint "
+        "(bio_modernbert_*) into ModernBertForMaskedLM.",
     )
     to_hf.add_argument("checkpoint", type=Path, help="fairseq checkpoint (.pt)")
     to_hf.add_argument("output", type=Path, help="transformers directory to create")
@@ -44,13 +47,22 @@ def _parser():
     card.add_argument("--dataset", action="append", dest="datasets", default=None, metavar="NAME",
                       help="a training corpus, by name or Hub dataset id; repeat for several")
     from_hf = commands.add_parser(
-        "from-hf", help="transformers RoBERTa-family or ModernBERT directory -> fairseq checkpoint, dict.txt and vocabulary",
-        description="Converts a transformers RoBERTa-family masked LM or a ModernBertForMaskedLM (its ids renumbered "
-        "for fairseq's dictionary where its special tokens are not at 0-3) into OUTPUT_DIR/model.pt, dict.txt and the "
-        "vocabulary files, so that fairseq-train --task document_mlm --restore-file continues pretraining from it.",
+        "from-hf", help="transformers RoBERTa, BERT, Megatron-BERT, ELECTRA or ModernBERT directory -> fairseq "
+        "checkpoint, dict.txt and vocabulary",
+        description="Converts a transformers RoBERTa-family, BERT (BertForMaskedLM, BertForPreTraining), Megatron-BERT "
+        "or ModernBERT masked LM, or an ELECTRA discriminator with its generator, into OUTPUT_DIR/model.pt, dict.txt "
+        "and the vocabulary files (ids renumbered for fairseq's dictionary where the special tokens are not at 0-3; a "
+        "WordPiece vocab.txt kept), so that fairseq-train --task document_mlm (or electra) continues pretraining "
+        "from it, as a recipe's INIT_FROM does.",
     )
     from_hf.add_argument("hf_dir", type=Path, help="transformers model directory")
     from_hf.add_argument("output", type=Path, help="folder to create")
+    from_hf.add_argument("--generator", type=Path, default=None,
+                         help="ELECTRA: the generator's folder (ElectraForMaskedLM; default: HF_DIR/generator, as to-hf "
+                         "--generator writes it)")
+    from_hf.add_argument("--generator-fraction", type=float, default=None,
+                         help="ELECTRA without a generator: a fresh one this fraction of the discriminator's width "
+                         "(default 1/3, ELECTRA-base's)")
     for command in (to_hf, from_hf):
         command.add_argument("--no-verify", action="store_true",
                              help="skip the parity check (same ids, logits and hidden states within 1e-4)")
@@ -100,6 +112,11 @@ def check_arguments(args):
             return f"{args.hf_dir}: no such folder; give a transformers model folder (config.json and weights: save_pretrained's output)"
         if not (args.hf_dir / "config.json").is_file():
             return f"{args.hf_dir}: no config.json; give a transformers model folder (save_pretrained's output)"
+        if args.generator is not None and not (args.generator / "config.json").is_file():
+            return (f"{args.generator}: no config.json; --generator takes the ELECTRA generator's transformers folder "
+                    "(ElectraForMaskedLM)")
+        if args.generator_fraction is not None and not 0 < args.generator_fraction <= 1:
+            return f"--generator-fraction {args.generator_fraction}: give a fraction above 0 and at most 1, e.g. 0.333"
     if output.exists() and not args.overwrite:
         return f"{output}: already exists; choose another output or pass --overwrite"
     if output.exists() and not output.is_dir():
@@ -130,7 +147,8 @@ def main(argv=None):
                 report = to_hf.convert(args.checkpoint, staging, args.dict_path, args.vocab, not args.no_verify, log,
                                        args.generator, card)
             else:
-                report = from_hf.convert(args.hf_dir, staging, args.output.resolve(), not args.no_verify, log)
+                report = from_hf.convert(args.hf_dir, staging, args.output.resolve(), not args.no_verify, log,
+                                         args.generator, args.generator_fraction)
             report["seconds"] = round(time.time() - start, 1)
             (staging / "conversion.json").write_text(json.dumps(report, indent=1) + "\n")
     except (ConvertError, CheckpointError) as error:
@@ -144,9 +162,10 @@ def main(argv=None):
     log(f"wrote {args.output} in {time.time() - start:.1f} s")
     if args.command == "from-hf":
         out = args.output
+        task = "electra --criterion electra" if report["family"] == "ELECTRA" else "document_mlm"
         log(
             "continue pretraining with: bash preprocess/binarize.sh CLEAN_DIR " f"{out} DATA_BIN && fairseq-train DATA_BIN "
-            f"--user-dir biofairseq --task document_mlm {' '.join(report['fairseq_flags'])} --restore-file "
+            f"--user-dir biofairseq --task {task} {' '.join(report['fairseq_flags'])} --restore-file "
             f"{out}/model.pt --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler "
             "plus your batch, optimizer and schedule flags (docs/conversion.md has a whole command); or give the "
             "transformers folder to a recipe as INIT_FROM, which does all of this"

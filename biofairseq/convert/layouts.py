@@ -1,19 +1,23 @@
-"""Which transformers class holds which fairseq encoder, and how their parameters are named or computed.
+"""How a fairseq encoder's tensors are laid out in a transformers class, both ways.
 
-A layout is data: the fairseq flags it stands for, the transformers classes, and the name pairs. Adding an
-encoder family (BioMegatron's, ELECTRA's) means adding a layout here, not another converter: a layout renames
-tensors and, where the two sides store them differently, computes them (``Transform``).
+A layout is data: the transformers classes, the (fairseq, transformers) name pairs, and the few ways the two store a
+tensor differently, applied by ``to_hf`` and ``from_hf``: a learned position table that transformers counts from 0
+where fairseq starts at padding_idx + 1, rows per token id in another order (a vocabulary whose ids were renumbered
+for fairseq's dictionary), a token type embedding that fairseq folds into its positions, a tensor transformers keeps
+twice (a tied bias), and tensors computed from several (``Transform``). Each model family
+(``biofairseq.convert.families``) builds its layouts from this.
 """
 
 from dataclasses import dataclass
 from typing import Callable
+
+import torch
 
 FAIRSEQ_ENCODER = "encoder.sentence_encoder."
 FAIRSEQ_LAYER = FAIRSEQ_ENCODER + "layers.{i}."
 
 # fairseq activation_fn -> transformers hidden_act, where both compute the same function.
 ACTIVATIONS = {"gelu": "gelu", "relu": "relu", "gelu_accurate": "gelu_new", "tanh": "tanh", "linear": "linear"}
-
 
 PER_LAYER = (  # fairseq post- and pre-LN layers, BERT-family transformers layers
     ("self_attn.q_proj", "attention.self.query"),
@@ -23,22 +27,16 @@ PER_LAYER = (  # fairseq post- and pre-LN layers, BERT-family transformers layer
     ("fc1", "intermediate.dense"),
     ("fc2", "output.dense"),
 )
-
-ROBERTA_FIXED = (
-    (FAIRSEQ_ENCODER + "embed_tokens.weight", "{b}.embeddings.word_embeddings.weight"),
-    (FAIRSEQ_ENCODER + "embed_positions.weight", "{b}.embeddings.position_embeddings.weight"),
-    ("encoder.lm_head.weight", "lm_head.decoder.weight"),
-    ("encoder.lm_head.bias", "lm_head.bias"),
-    ("encoder.lm_head.dense.weight", "lm_head.dense.weight"),
-    ("encoder.lm_head.dense.bias", "lm_head.dense.bias"),
-    ("encoder.lm_head.layer_norm.weight", "lm_head.layer_norm.weight"),
-    ("encoder.lm_head.layer_norm.bias", "lm_head.layer_norm.bias"),
-)
+# transformers tensors with a row per token id (name endings), reordered where the ids were renumbered
+VOCABULARY_ROWS = ("word_embeddings.weight", "tok_embeddings.weight", "decoder.weight", "decoder.bias", "lm_head.bias",
+                   "predictions.bias", "generator_lm_head.weight", "generator_lm_head.bias")
+POSITIONS = "embed_positions.weight"  # fairseq's learned position table (name ending)
+TOKEN_TYPES = "token_type_embeddings.weight"  # transformers' (name ending)
 
 
 @dataclass(frozen=True)
 class Transform:
-    """A transformers tensor computed from fairseq ones: ``function(*sources, pad=padding index)``."""
+    """A transformers tensor computed from fairseq ones (to-hf): ``function(*sources, pad=padding index)``."""
 
     hf: str
     sources: tuple
@@ -51,18 +49,20 @@ class Layout:
     model_class: str  # transformers class written (to-hf) or read (from-hf)
     config_class: str
     base: str  # attribute of the transformers encoder inside that class
-    normalize_before: bool  # fairseq --encoder-normalize-before
-    layernorm_embedding: bool  # fairseq layernorm_embedding
-    norms: tuple  # (fairseq name, transformers name) of the layer norms, "{i}" for the layer
-    also_reads: tuple = ()  # further transformers MaskedLM classes with this layout (from-hf)
+    norms: tuple  # (fairseq name, transformers name) of modules with a weight and a bias, "{i}" for the layer
+    fixed: tuple  # (fairseq, transformers) tensor names outside the layers, "{b}" for base
+    normalize_before: bool = False  # fairseq --encoder-normalize-before
+    layernorm_embedding: bool = True  # fairseq layernorm_embedding
+    also_reads: tuple = ()  # further transformers classes with this layout (from-hf)
     layer: str = FAIRSEQ_LAYER  # fairseq prefix of layer {i}
-    fixed: tuple = ROBERTA_FIXED  # (fairseq, transformers) names outside the layers, "{b}" for base
-    transforms: tuple = ()  # Transforms: tensors computed, not renamed
-    drops: tuple = ()  # prefixes of fairseq tensors this layout leaves out on purpose (another tower)
-    tower: str = ""  # ELECTRA: "discriminator" or "generator"
     per_layer: tuple = PER_LAYER  # (fairseq, transformers) module names inside layer {i}
     hf_layer: str = "{b}.encoder.layer.{i}."  # transformers prefix of layer {i}
     biases: bool = True  # every module above has a bias beside its weight
+    transforms: tuple = ()  # Transforms (to-hf): tensors computed, not renamed
+    drops: tuple = ()  # prefixes of fairseq tensors this layout leaves out on purpose (another tower)
+    copies: tuple = ()  # (transformers name, the one it is a copy of): tied tensors its state dict holds twice
+    positions_from_zero: bool = False  # transformers' position table starts at position 0 (BERT's, ELECTRA's)
+    tower: str = ""  # ELECTRA: "discriminator" or "generator"
     long_context: bool = False  # parity is checked on a sequence longer than a local attention window too
 
     def names(self, layers):
@@ -79,144 +79,58 @@ class Layout:
                     pairs.append((f + suffix, h + suffix))
         return pairs
 
-    def tensors(self, weights, layers, pad):
-        """The transformers state dict from fairseq ``weights``: renamed, then computed. Pairs whose fairseq
-        tensor is absent (an optional projection) are skipped; the caller's strict load catches a real gap."""
-        out = {h: weights[f] for f, h in self.names(layers) if f in weights}
-        for t in self.transforms:
-            out[t.hf] = t.function(*(weights[s] for s in t.sources), pad=pad)
-        return out
-
     def reads(self, layers):
         """Every fairseq name this layout renames or computes from (with ``drops``, the rest is unexpected)."""
         return {f for f, _ in self.names(layers)} | {s for t in self.transforms for s in t.sources}
 
+    def to_hf(self, weights, layers, pad, hf_state, order=None):
+        """The transformers state dict (every key of ``hf_state``, the class's own) from fairseq ``weights``. ``order``:
+        the transformers id of each fairseq index, where they differ. Pairs whose fairseq tensor is absent (an optional
+        projection) are skipped; the caller's strict load catches a real gap. Token type embeddings are zero: fairseq
+        has none, and what type 0 added went into the positions."""
+        out = {}
+        for f, h in self.names(layers):
+            if f not in weights:
+                continue
+            tensor = weights[f]
+            if self.positions_from_zero and f.endswith(POSITIONS):
+                tensor = tensor[pad + 1:]
+            out[h] = _rows(tensor, order, to_hf=True) if h.endswith(VOCABULARY_ROWS) else tensor
+        for t in self.transforms:
+            out[t.hf] = t.function(*(weights[s] for s in t.sources), pad=pad)
+        for copy, original in self.copies:
+            out[copy] = out[original]
+        for key, value in hf_state.items():
+            if key.endswith(TOKEN_TYPES):
+                out[key] = torch.zeros_like(value)
+        return out
 
-LAYOUTS = (
-    Layout(
-        "post-LN (RoBERTa)", "RobertaForMaskedLM", "RobertaConfig", "roberta", False, True,
-        norms=(
-            (FAIRSEQ_ENCODER + "layernorm_embedding", "{b}.embeddings.LayerNorm"),
-            (FAIRSEQ_LAYER + "self_attn_layer_norm", "{b}.encoder.layer.{i}.attention.output.LayerNorm"),
-            (FAIRSEQ_LAYER + "final_layer_norm", "{b}.encoder.layer.{i}.output.LayerNorm"),
-        ),
-        also_reads=("XLMRobertaForMaskedLM", "CamembertForMaskedLM"),
-    ),
-    Layout(
-        "pre-LN with embedding LayerNorm (RoBERTa-PreLayerNorm)", "RobertaPreLayerNormForMaskedLM",
-        "RobertaPreLayerNormConfig", "roberta_prelayernorm", True, True,
-        norms=(
-            (FAIRSEQ_ENCODER + "layernorm_embedding", "{b}.embeddings.LayerNorm"),
-            (FAIRSEQ_LAYER + "self_attn_layer_norm", "{b}.encoder.layer.{i}.attention.LayerNorm"),
-            (FAIRSEQ_LAYER + "final_layer_norm", "{b}.encoder.layer.{i}.intermediate.LayerNorm"),
-            (FAIRSEQ_ENCODER + "layer_norm", "{b}.LayerNorm"),
-        ),
-    ),
-    Layout(
-        "pre-LN without embedding LayerNorm (XLM-RoBERTa-XL)", "XLMRobertaXLForMaskedLM", "XLMRobertaXLConfig",
-        "roberta", True, False,
-        norms=(
-            (FAIRSEQ_LAYER + "self_attn_layer_norm", "{b}.encoder.layer.{i}.attention.self_attn_layer_norm"),
-            (FAIRSEQ_LAYER + "final_layer_norm", "{b}.encoder.layer.{i}.LayerNorm"),
-            (FAIRSEQ_ENCODER + "layer_norm", "{b}.encoder.LayerNorm"),
-        ),
-    ),
-)
-
-
-# ModernBERT (biofairseq.models.modernbert): transformers' ModernBertForMaskedLM, whose modules have no biases but the
-# decoder's. The first layer has no attention norm on either side; its pair is skipped as absent.
-MODERNBERT = Layout(
-    "ModernBERT", "ModernBertForMaskedLM", "ModernBertConfig", "model", True, True,
-    norms=(("encoder.embed_norm", "{b}.embeddings.norm"), ("encoder.final_norm", "{b}.final_norm"),
-           ("encoder.lm_head.dense", "head.dense"), ("encoder.lm_head.norm", "head.norm")),
-    layer="encoder.layers.{i}.", hf_layer="{b}.layers.{i}.", biases=False, long_context=True,
-    per_layer=(("attn_norm", "attn_norm"), ("qkv_proj", "attn.Wqkv"), ("out_proj", "attn.Wo"),
-               ("mlp_norm", "mlp_norm"), ("ffn_in", "mlp.Wi"), ("ffn_out", "mlp.Wo")),
-    fixed=(("encoder.embed_tokens.weight", "{b}.embeddings.tok_embeddings.weight"),
-           ("encoder.lm_head.weight", "decoder.weight"), ("encoder.lm_head.bias", "decoder.bias")),
-)
+    def from_hf(self, hf_weights, layers, pad, order=None):
+        """fairseq tensors from a transformers state dict: renamed, rows in fairseq's order, a position table from 0
+        given fairseq's padding_idx + 1 leading rows (zero: never read), and token type 0, which transformers adds to
+        every token when given no types, added to the positions."""
+        out = {}
+        for f, h in self.names(layers):
+            if h not in hf_weights:  # ModernBERT's first layer has no attention norm
+                continue
+            tensor = hf_weights[h]
+            out[f] = _rows(tensor, order, to_hf=False) if h.endswith(VOCABULARY_ROWS) else tensor
+            if f.endswith(POSITIONS) and self.positions_from_zero:
+                out[f] = torch.cat([tensor.new_zeros(pad + 1, tensor.shape[1]), tensor])
+        types = next((v for k, v in hf_weights.items() if k.endswith(TOKEN_TYPES)), None)
+        table = next((f for f in out if f.endswith(POSITIONS)), None)
+        if types is not None and table is not None:
+            out[table] = out[table] + types[0]
+        return out
 
 
-def _positions_from_zero(table, pad):
-    """fairseq's learned positions start at padding_idx + 1; transformers' ELECTRA counts from 0."""
-    return table[pad + 1:]
-
-
-def _gdes(shared, delta, pad):
-    """DeBERTa-v3's gradient-disentangled embedding, materialised: the generator's table + the delta."""
-    return shared + delta
-
-
-def _gdes_positions(shared, delta, pad):
-    return _positions_from_zero(shared + delta, pad)
-
-
-def electra_layouts(sharing):
-    """(discriminator, generator) layouts of an ELECTRA checkpoint with this --embedding-sharing."""
-    own = "discriminator_embeddings." if sharing == "none" else "embeddings."
-    embedding_norm = "embeddings." if sharing == "tied" else "discriminator_embeddings."  # the others have their own
-    if sharing == "gdes":
-        embeddings = (
-            Transform("electra.embeddings.word_embeddings.weight",
-                      ("embeddings.embed_tokens.weight", "discriminator_embeddings.token_delta"), _gdes),
-            Transform("electra.embeddings.position_embeddings.weight",
-                      ("embeddings.embed_positions.weight", "discriminator_embeddings.position_delta"), _gdes_positions),
-        )
-        fixed = ()
-    else:
-        embeddings = (Transform("electra.embeddings.position_embeddings.weight", (own + "embed_positions.weight",),
-                                _positions_from_zero),)
-        fixed = ((own + "embed_tokens.weight", "electra.embeddings.word_embeddings.weight"),)
-    tower_norms = lambda tower, embedding_prefix: (
-        (embedding_prefix + "layernorm_embedding", "electra.embeddings.LayerNorm"),
-        (tower + ".embed_proj", "electra.embeddings_project"),
-        (tower + ".layers.{i}.self_attn_layer_norm", "electra.encoder.layer.{i}.attention.output.LayerNorm"),
-        (tower + ".layers.{i}.final_layer_norm", "electra.encoder.layer.{i}.output.LayerNorm"),
-    )
-    discriminator = Layout(
-        f"ELECTRA discriminator ({sharing} embeddings)", "ElectraForPreTraining", "ElectraConfig", "electra",
-        False, True, norms=tower_norms("discriminator", embedding_norm) + (
-            ("discriminator_head.dense", "discriminator_predictions.dense"),
-            ("discriminator_head.dense_prediction", "discriminator_predictions.dense_prediction"),
-        ),
-        layer="discriminator.layers.{i}.", fixed=fixed, transforms=embeddings,
-        drops=("generator.", "generator_head.") + {"tied": (), "gdes": ("embeddings.layernorm_embedding.",),
-                                                    "detached": ("embeddings.layernorm_embedding.",),
-                                                    "none": ("embeddings.",)}[sharing],
-        tower="discriminator",
-    )
-    generator = Layout(
-        "ELECTRA generator", "ElectraForMaskedLM", "ElectraConfig", "electra", False, True,
-        norms=tower_norms("generator", "embeddings.") + (
-            ("generator_head.dense", "generator_predictions.dense"),
-            ("generator_head.layer_norm", "generator_predictions.LayerNorm"),
-        ),
-        layer="generator.layers.{i}.",
-        fixed=(
-            ("embeddings.embed_tokens.weight", "electra.embeddings.word_embeddings.weight"),
-            ("generator_head.weight", "generator_lm_head.weight"),
-            ("generator_head.bias", "generator_lm_head.bias"),
-        ),
-        transforms=(Transform("electra.embeddings.position_embeddings.weight", ("embeddings.embed_positions.weight",),
-                              _positions_from_zero),),
-        drops=("discriminator", "discriminator_head."), tower="generator",
-    )
-    return discriminator, generator
-
-
-def layout_for_fairseq(args):
-    for layout in LAYOUTS:
-        if (layout.normalize_before, layout.layernorm_embedding) == (
-            bool(args.encoder_normalize_before), bool(args.layernorm_embedding)
-        ):
-            return layout
-    return None  # post-LN without an embedding LayerNorm: no transformers class computes it
-
-
-def layout_for_hf(model_class):
-    for layout in (*LAYOUTS, MODERNBERT):
-        if model_class in (layout.model_class, *layout.also_reads):
-            return layout
-    return None
-
+def _rows(tensor, order, to_hf):
+    """A tensor with a row per token id, its rows from fairseq's order to transformers' ids or back."""
+    if order is None:
+        return tensor
+    index = torch.as_tensor(order)
+    if not to_hf:
+        return tensor[index]
+    out = tensor.new_empty((len(order), *tensor.shape[1:]))
+    out[index] = tensor[: len(order)]
+    return out

@@ -78,7 +78,7 @@ def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask, long
         hf_tokens = tokens if to_hf is None else to_hf[tokens]
         hf_logits = hf_model(input_ids=hf_tokens, attention_mask=real.long()).logits
         hf_hidden = hf_model.base_model(input_ids=hf_tokens, attention_mask=real.long()).last_hidden_state
-        if to_hf is not None:
+        if to_hf is not None and hf_logits.dim() == 3:  # a vocabulary's logits (not a discriminator's, one a token)
             hf_logits = hf_logits[..., to_hf]
     diff = lambda a, b: (a.float() - b.float()).abs()[real].max().item()
     return Parity(
@@ -98,32 +98,3 @@ def verify(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary, re
     if not result.passed():
         where = f"; the transformers config differs from the fairseq model in: {'; '.join(differs)}" if differs else ""
         raise ConvertError(f"{what} fails the parity check: {result.summary()}{where}")
-
-
-def layer_norm_eps_effect(hf_model, hf_tokenizer, eps, long=False):
-    """How far the transformers model's logits and last hidden states (real tokens) move when its LayerNorms use
-    ``eps``: what a fairseq model, whose LayerNorms have no other epsilon, must differ from it by. Measured on the
-    check's sentences before any conversion work, so that a model this blocks is refused at once, and why."""
-    ids = hf_tokenizer(list(SENTENCES + ((LONG,) if long else ())))["input_ids"]
-    pad = hf_tokenizer.pad_token_id if hf_tokenizer.pad_token_id is not None else 0
-    tokens = torch.full((len(ids), max(map(len, ids))), pad, dtype=torch.long)
-    real = torch.zeros_like(tokens, dtype=torch.bool)
-    for row, mask, seq in zip(tokens, real, ids):
-        row[: len(seq)], mask[: len(seq)] = torch.tensor(seq), True
-
-    def outputs():
-        with torch.no_grad():
-            return (hf_model(input_ids=tokens, attention_mask=real.long()).logits,
-                    hf_model.base_model(input_ids=tokens, attention_mask=real.long()).last_hidden_state)
-
-    norms = [m for m in hf_model.modules() if isinstance(m, torch.nn.LayerNorm)]
-    saved = [m.eps for m in norms]
-    before = outputs()
-    try:
-        for m in norms:
-            m.eps = eps
-        after = outputs()
-    finally:
-        for m, e in zip(norms, saved):
-            m.eps = e
-    return max((a.float() - b.float()).abs()[real].max().item() for a, b in zip(before, after))

@@ -4,7 +4,8 @@ does (BPE, then dict.txt), and build the transformers tokenizer that gives the s
 fairseq's dict.txt renumbers BPE tokens (byte-level BPE ids or SentencePiece pieces are its symbols), so the
 exported tokenizer's vocabulary is the BPE vocabulary re-indexed through the dictionary. Text the vocabulary
 cannot encode gives <unk> in both; a dictionary that lacks some of the BPE's own tokens is refused (see
-``_lacking``).
+``_lacking``). A WordPiece vocabulary (a BERT-family model's vocab.txt) goes the other way: the tokenizer keeps the
+published ids and vocab.txt, and the model's rows are reordered to them (``wordpiece_ids``).
 """
 
 import json
@@ -18,16 +19,20 @@ from biofairseq.corpus import vocab as corpus_vocab
 SPECIALS = corpus_vocab.SPECIALS
 # fairseq's name for the filler symbols that pad a dictionary to a multiple of 8.
 FILLER = "madeupword{:04d}"
-LOOKED_FOR = "vocab_info.json, vocab.json + merges.txt, encoder.json + vocab.bpe, or a SentencePiece .model"
+LOOKED_FOR = ("vocab_info.json (with vocab.txt for WordPiece), vocab.json + merges.txt, encoder.json + vocab.bpe, or a "
+              "SentencePiece .model")
 TOKENIZER_FILES = "tokenizer.json, vocab.json + merges.txt, vocab.txt or a SentencePiece .model"
+# fairseq's names of the special tokens a WordPiece vocabulary names its own way (corpus_vocab.WORDPIECE_DEFAULTS)
+FAIRSEQ_NAMES = {"cls": "<s>", "pad": "<pad>", "sep": "</s>", "unk": "<unk>", "mask": "<mask>"}
 
 
 @dataclass
 class Vocabulary:
-    kind: str  # "bytelevel-bpe" (byte-level BPE, incl. fairseq's GPT-2 files) or "sentencepiece"
-    files: dict  # bytelevel-bpe: vocab, merges; sentencepiece: model
+    kind: str  # "bytelevel-bpe" (byte-level BPE, incl. fairseq's GPT-2 files), "sentencepiece" or "wordpiece"
+    files: dict  # bytelevel-bpe: vocab, merges; sentencepiece: model; wordpiece: vocab (vocab.txt)
     lowercase: bool = False
     gpt2: bool = False  # encoder.json + vocab.bpe, read with fairseq's own gpt2 BPE
+    settings: dict = None  # wordpiece: the tokenizer's (corpus_vocab.WORDPIECE_DEFAULTS' keys)
 
 
 def from_folder(path):
@@ -40,7 +45,9 @@ def from_folder(path):
             kind, files = corpus_vocab.vocab_files(path)
         except corpus_vocab.VocabError as error:
             raise ConvertError(str(error)) from None
-        return Vocabulary(kind, files, lowercase=corpus_vocab.read_info(path).get("lowercase", False))
+        info = corpus_vocab.read_info(path)
+        settings = corpus_vocab.wordpiece_settings(info) if kind == "wordpiece" else None
+        return Vocabulary(kind, files, lowercase=info.get("lowercase", False), settings=settings)
     if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
         return Vocabulary("bytelevel-bpe", {"vocab": str(path / "vocab.json"), "merges": str(path / "merges.txt")})
     if (path / "encoder.json").is_file() and (path / "vocab.bpe").is_file():
@@ -71,12 +78,18 @@ def _from_bpe_config(bpe, checkpoint):
         return Vocabulary("bytelevel-bpe", {"vocab": files[0], "merges": files[1]}, gpt2=True)
     if name == "sentencepiece" and (files := found(bpe.sentencepiece_model)):
         return Vocabulary("sentencepiece", {"model": files[0]})
+    if name == "bert" and (files := found(bpe.bpe_vocab_file)):
+        beside = Path(files[0]).parent
+        if (beside / corpus_vocab.INFO).is_file():  # the tokenizer's own settings, beside its vocab.txt
+            return from_folder(beside)
+        settings = {**corpus_vocab.WORDPIECE_DEFAULTS, "lowercase": not bpe.bpe_cased}
+        return Vocabulary("wordpiece", {"vocab": files[0]}, lowercase=settings["lowercase"], settings=settings)
     return None
 
 
 def _bpe_files(bpe):
     """The files a checkpoint's --bpe settings name, for messages."""
-    names = ("bpe_vocab", "bpe_merges", "gpt2_encoder_json", "gpt2_vocab_bpe", "sentencepiece_model")
+    names = ("bpe_vocab", "bpe_merges", "gpt2_encoder_json", "gpt2_vocab_bpe", "sentencepiece_model", "bpe_vocab_file")
     return [str(getattr(bpe, n)) for n in names if isinstance(getattr(bpe, n, None), str)] if bpe is not None else []
 
 
@@ -119,7 +132,13 @@ class FairseqEncoding:
 
         self.dictionary = dictionary
         files = vocabulary.files
-        if vocabulary.lowercase:
+        if vocabulary.kind == "wordpiece":
+            if fairseq_bert_encodes(vocabulary.settings):  # fairseq's --bpe bert, a BertTokenizer
+                self.bpe = encoders.build_bpe(Namespace(bpe="bert", bpe_vocab_file=files["vocab"],
+                                                        bpe_cased=not vocabulary.settings["lowercase"]))
+            else:  # settings --bpe bert cannot give: the binarizer's tokenizer, which takes them all
+                self.bpe = _LowercasingBPE(corpus_vocab.Encoder.from_files("wordpiece", files, info=vocabulary.settings))
+        elif vocabulary.lowercase:
             # fairseq's BPEs do not lowercase; what wrote the data-bin (preprocess/encode.py) did.
             self.bpe = _LowercasingBPE(corpus_vocab.Encoder.from_files(vocabulary.kind, files, lowercase=True))
         elif vocabulary.gpt2:
@@ -137,6 +156,14 @@ class FairseqEncoding:
     def __call__(self, text):
         line = "<s> " + self.bpe.encode(text) + " </s>"
         return self.dictionary.encode_line(line, append_eos=False, add_if_not_exist=False).long().tolist()
+
+
+def fairseq_bert_encodes(settings):
+    """Whether fairseq's --bpe bert (BertTokenizer(vocab, do_lower_case=not --bpe-cased), all else default) encodes
+    text as a WordPiece vocabulary with these settings does."""
+    default = {**corpus_vocab.WORDPIECE_DEFAULTS, "lowercase": settings["lowercase"]}
+    return {**settings, "strip_accents": settings["strip_accents"] if settings["strip_accents"] != settings["lowercase"]
+            else None} == default
 
 
 class _LowercasingBPE:
@@ -234,8 +261,38 @@ def _sentencepiece_parts(vocabulary, dictionary):
     return tokenizer, user_defined
 
 
+def wordpiece_ids(vocabulary, dictionary):
+    """The vocab.txt id of each fairseq index of a WordPiece vocabulary's dict.txt (its special tokens under fairseq's
+    names), where each of vocab.txt's tokens has one index; else one line saying which are missing or extra."""
+    settings = vocabulary.settings
+    with open(vocabulary.files["vocab"], encoding="utf-8") as f:  # as corpus_vocab.wordpiece_tokenizer reads it
+        vocab = {token.rstrip("\n"): i for i, token in enumerate(f)}
+    names = {FAIRSEQ_NAMES[k]: token for k, token in settings["specials"].items()}
+    ids = [vocab.get(names.get(dictionary[i], dictionary[i])) for i in range(len(dictionary))]
+    extra = [dictionary[i] for i, token_id in enumerate(ids) if token_id is None]
+    missing = sorted(set(vocab.values()) - set(ids))
+    if extra or missing or len(set(ids)) != len(ids):
+        what = (f"{len(extra)} entries not in it (e.g. {extra[:3]})" if extra else
+                f"no entry for {len(missing)} of its tokens (e.g. ids {missing[:3]})" if missing else "entries twice")
+        raise ConvertError(f"{getattr(dictionary, 'path', 'dict.txt')}: {what} of {vocabulary.files['vocab']}; a "
+                           "WordPiece model's dict.txt holds each of its tokens once (biofairseq-convert from-hf writes it)")
+    return ids
+
+
+def build_wordpiece_tokenizer(vocabulary, max_length):
+    """The published tokenizer of a WordPiece vocabulary, BERT's (BertTokenizerFast, its own vocab.txt and ids)."""
+    from transformers import BertTokenizer
+
+    settings = vocabulary.settings
+    specials = {f"{k}_token": v for k, v in settings["specials"].items()}
+    return BertTokenizer(vocabulary.files["vocab"], do_lower_case=settings["lowercase"],
+                         strip_accents=settings["strip_accents"], tokenize_chinese_chars=settings["chinese_chars"],
+                         model_max_length=max_length, **specials)
+
+
 def build_tokenizer(vocabulary, dictionary, max_length):
-    """A transformers tokenizer whose ids are fairseq's for this vocabulary and dict.txt."""
+    """A transformers tokenizer whose ids are fairseq's for this vocabulary and dict.txt (WordPiece:
+    ``build_wordpiece_tokenizer``, with the published ids)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast, RobertaTokenizer
 
@@ -324,6 +381,16 @@ def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir, renumber=F
             fillers += 1
     if len(set(map(corpus_vocab.dict_symbol, symbols))) != len(symbols):
         raise ConvertError(f"{hf_dir}: two token ids share a symbol; dict.txt needs one symbol per id")
+    if model["type"] == "WordPiece":  # BERT's: vocab.txt and the tokenizer's settings
+        settings = _wordpiece_settings(tokenizer, backend, hf_dir)
+        corpus_vocab.write_dict(out_dir / "dict.txt", symbols)
+        vocab = tokenizer.backend_tokenizer.get_vocab(with_added_tokens=True)
+        by_id = {i: token for token, i in vocab.items()}
+        if sorted(by_id) != list(range(len(by_id))):
+            raise ConvertError(f"{hf_dir}: the WordPiece vocabulary's ids are not 0 to {len(by_id) - 1}, one token each")
+        (out_dir / "vocab.txt").write_text("".join(by_id[i] + "\n" for i in range(len(by_id))), encoding="utf-8")
+        corpus_vocab.write_info(out_dir, "wordpiece", len(by_id), **settings)
+        return order
     corpus_vocab.write_dict(out_dir / "dict.txt", symbols)
     lowercase = '"Lowercase"' in json.dumps(backend.get("normalizer") or {})
     if byte_level:
@@ -349,3 +416,21 @@ def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir, renumber=F
     shutil.copyfile(models_found[0], out_dir / "sentencepiece.model")
     corpus_vocab.write_info(out_dir, "sentencepiece", vocab_size)
     return order
+
+
+def _wordpiece_settings(tokenizer, backend, hf_dir):
+    """A WordPiece tokenizer's settings (corpus_vocab.WORDPIECE_DEFAULTS' keys), where it is BERT's: BertNormalizer,
+    BertPreTokenizer, "##" continuations; else one line saying what the binarizer could not reproduce."""
+    normalizer, pre, model = backend.get("normalizer") or {}, backend.get("pre_tokenizer") or {}, backend["model"]
+    problems = [what for what, wrong in (
+        (f"normalizer {normalizer.get('type')}", normalizer.get("type") != "BertNormalizer" or not normalizer.get("clean_text", True)),
+        (f"pre-tokenizer {pre.get('type')}", pre.get("type") != "BertPreTokenizer"),
+        (f"continuing subword prefix {model.get('continuing_subword_prefix')!r}", model.get("continuing_subword_prefix") != "##"),
+    ) if wrong]
+    if problems:
+        raise ConvertError(f"{hf_dir}: a WordPiece tokenizer with {', '.join(problems)}; the corpus stages encode "
+                           "with BERT's (BertNormalizer, BertPreTokenizer, ## continuations) only")
+    specials = {k: str(getattr(tokenizer, f"{k}_token")) for k in ("cls", "pad", "sep", "unk", "mask")}
+    return {"lowercase": bool(normalizer.get("lowercase")), "strip_accents": normalizer.get("strip_accents"),
+            "chinese_chars": bool(normalizer.get("handle_chinese_chars", True)),
+            "max_word_chars": int(model.get("max_input_chars_per_word", 100)), "specials": specials}

@@ -62,6 +62,11 @@ class Indices:
 
             self.tok = ByteLevelBPETokenizer(files["vocab"], files["merges"], lowercase=self.lowercase)
             self.symbols = [str(i) for i in range(self.tok.get_vocab_size())]
+        elif self.type == "wordpiece":  # the tokens fairseq's --bpe bert writes, looked up by name
+            from biofairseq.corpus.vocab import wordpiece_settings, wordpiece_tokenizer
+
+            self.tok = wordpiece_tokenizer(files["vocab"], wordpiece_settings(info))
+            self.symbols = [self.tok.id_to_token(i) or "" for i in range(self.tok.get_vocab_size(with_added_tokens=True))]
         else:
             import sentencepiece as spm
 
@@ -92,6 +97,8 @@ class Indices:
             return []
         if self.type == "bytelevel-bpe":
             return [e.ids for e in self.tok.encode_batch(texts)]
+        if self.type == "wordpiece":
+            return [e.ids for e in self.tok.encode_batch(texts, add_special_tokens=False)]
         return self.sp.encode(texts, out_type=int, num_threads=1)
 
     def _index_bytes(self, ids):

@@ -1,10 +1,13 @@
-"""Domain vocabularies (byte-level BPE or SentencePiece) and the fairseq dict.txt that goes with each.
+"""Vocabularies (byte-level BPE or SentencePiece, learned here; a published model's WordPiece) and the fairseq dict.txt
+that goes with each.
 
-The vocabulary puts <s> <pad> </s> <unk> <mask> at ids 0-4, fairseq's own order, and dict.txt lists <mask>
-and then every other token in id order, so a fairseq index equals the tokenizer's id. The fairseq-lm text
-holds byte-level BPE ids as numbers (fairseq's hf_byte_bpe convention) and SentencePiece pieces as strings
-(fairseq's sentencepiece convention). vocab_info.json records which files make the vocabulary, so that a
-data-bin carrying it is enough to find the BPE later.
+A vocabulary learned here puts <s> <pad> </s> <unk> <mask> at ids 0-4, fairseq's own order, and dict.txt lists
+<mask> and then every other token in id order, so a fairseq index equals the tokenizer's id. The fairseq-lm text
+holds byte-level BPE ids as numbers (fairseq's hf_byte_bpe convention), SentencePiece pieces and WordPiece tokens as
+strings (fairseq's sentencepiece and bert conventions). A WordPiece vocabulary is a published BERT-family model's
+``vocab.txt`` (``biofairseq-convert from-hf``): its dict.txt holds the same tokens in fairseq's order, its [CLS],
+[PAD], [SEP], [UNK] and [MASK] under fairseq's names. vocab_info.json records which files make the vocabulary (and a
+WordPiece tokenizer's settings), so that a data-bin carrying it is enough to find the BPE later.
 """
 
 import json
@@ -17,9 +20,14 @@ from biofairseq.atomic import write_text
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 FAIRSEQ_SPECIALS = 4  # <s> <pad> </s> <unk>: fairseq's Dictionary adds them; dict.txt starts at <mask>
-TYPES = ("bytelevel-bpe", "sentencepiece")
+TYPES = ("bytelevel-bpe", "sentencepiece", "wordpiece")
+LEARNED = TYPES[:2]  # what preprocess/train_vocab.py learns; WordPiece comes with a published model
 INFO = "vocab_info.json"
-FILES = {"bytelevel-bpe": {"vocab": "vocab.json", "merges": "merges.txt"}, "sentencepiece": {"model": "sentencepiece.model"}}
+FILES = {"bytelevel-bpe": {"vocab": "vocab.json", "merges": "merges.txt"}, "sentencepiece": {"model": "sentencepiece.model"},
+         "wordpiece": {"vocab": "vocab.txt"}}
+# a WordPiece tokenizer's settings in vocab_info.json (BertTokenizer's), with BERT's defaults
+WORDPIECE_DEFAULTS = {"lowercase": False, "strip_accents": None, "chinese_chars": True, "max_word_chars": 100,
+                      "specials": {"cls": "[CLS]", "pad": "[PAD]", "sep": "[SEP]", "unk": "[UNK]", "mask": "[MASK]"}}
 
 
 class VocabError(Exception):
@@ -205,25 +213,51 @@ def copy_vocab(vocab_dir, dest):
         shutil.copyfile(Path(vocab_dir) / name, Path(dest) / name)
 
 
+def wordpiece_settings(info):
+    """A WordPiece vocabulary's tokenizer settings (``WORDPIECE_DEFAULTS``' keys) from its vocab_info.json."""
+    return {k: info.get(k, v) for k, v in WORDPIECE_DEFAULTS.items()}
+
+
+def wordpiece_tokenizer(vocab_file, settings):
+    """The ``tokenizers`` WordPiece tokenizer that transformers' BertTokenizer builds for these settings (and fairseq's
+    ``--bpe bert`` runs, through BertTokenizer): BERT's normaliser and pre-tokeniser, its five special tokens kept
+    whole where the text holds them, no [CLS] or [SEP] added."""
+    from tokenizers import AddedToken, Tokenizer, decoders, normalizers, pre_tokenizers
+    from tokenizers.models import WordPiece
+
+    with open(vocab_file, encoding="utf-8") as f:  # as BertTokenizer's load_vocab reads it
+        vocab = {token.rstrip("\n"): i for i, token in enumerate(f)}
+    specials = settings["specials"]
+    tokenizer = Tokenizer(WordPiece(vocab, unk_token=specials["unk"], max_input_chars_per_word=settings["max_word_chars"]))
+    tokenizer.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=settings["chinese_chars"],
+                                                      strip_accents=settings["strip_accents"], lowercase=settings["lowercase"])
+    tokenizer.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tokenizer.decoder = decoders.WordPiece(prefix="##")
+    tokenizer.add_special_tokens([AddedToken(t, special=True) for t in specials.values() if t in vocab])
+    return tokenizer
+
+
 class Encoder:
     """Text -> the symbols fairseq-lm text holds for this vocabulary, and back."""
 
     def __init__(self, vocab_dir):
         info = read_info(vocab_dir)
-        self._load(info["type"], vocab_files(vocab_dir)[1], info.get("lowercase", False))
+        self._load(info["type"], vocab_files(vocab_dir)[1], info.get("lowercase", False), info)
 
     @classmethod
-    def from_files(cls, vocab_type, files, lowercase=False):
+    def from_files(cls, vocab_type, files, lowercase=False, info=None):
         encoder = cls.__new__(cls)
-        encoder._load(vocab_type, files, lowercase)
+        encoder._load(vocab_type, files, lowercase, info or {})
         return encoder
 
-    def _load(self, vocab_type, files, lowercase):
+    def _load(self, vocab_type, files, lowercase, info):
         self.type = vocab_type
         if self.type == "bytelevel-bpe":
             from tokenizers import ByteLevelBPETokenizer
 
             self.tok = ByteLevelBPETokenizer(files["vocab"], files["merges"], lowercase=lowercase)
+        elif self.type == "wordpiece":
+            self.tok = wordpiece_tokenizer(files["vocab"], wordpiece_settings(info))
         else:
             import sentencepiece as spm
 
@@ -232,9 +266,13 @@ class Encoder:
     def encode_lines(self, lines, threads=1):
         if self.type == "bytelevel-bpe":
             return [" ".join(map(str, e.ids)) for e in self.tok.encode_batch(lines)]
+        if self.type == "wordpiece":
+            return [" ".join(e.tokens) for e in self.tok.encode_batch(lines, add_special_tokens=False)]
         return [" ".join(p) for p in self.sp.encode(lines, out_type=str, num_threads=threads)]
 
     def decode(self, symbols):
         if self.type == "bytelevel-bpe":
             return self.tok.decode([int(s) for s in symbols.split()], skip_special_tokens=False)
+        if self.type == "wordpiece":
+            return self.tok.decoder.decode(symbols.split())
         return self.sp.decode(symbols.split())

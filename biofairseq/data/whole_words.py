@@ -7,9 +7,10 @@ import re
 import numpy as np
 import torch
 
-VOCAB_TYPES = ("bytebpe", "sentencepiece")
-# How each vocabulary marks a piece that follows a space, i.e. the first piece of a word.
+VOCAB_TYPES = ("bytebpe", "sentencepiece", "wordpiece")
+# How each vocabulary marks a piece that follows a space, i.e. the first piece of a word (WordPiece marks the others).
 WORD_START_MARKERS = {"bytebpe": "\u0120", "sentencepiece": "\u2581"}  # Ġ, ▁
+CONTINUATION = "##"  # WordPiece's mark of a piece inside a word, as BERT's whole-word masking groups them
 
 
 class WordStarts:
@@ -36,12 +37,11 @@ def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.t
     ``vocab_file`` is read only when the dictionary holds ids; a dictionary of pieces is its own vocabulary."""
     if vocab_type not in VOCAB_TYPES:
         raise ValueError(f"vocabulary type {vocab_type!r}: choose one of {', '.join(VOCAB_TYPES)}")
-    marker = WORD_START_MARKERS[vocab_type]
     special = special_symbols(dictionary)
     words = [s for i, s in enumerate(dictionary.symbols) if not special[i]]
     # fairseq's hf_byte_bpe data holds ids ("464"); SentencePiece data holds pieces, among them digit-only
     # continuation pieces ("500") that must never be read as ids.
-    holds_ids = bool(words) and sum(s.isdigit() for s in words) > len(words) / 2
+    holds_ids = vocab_type != "wordpiece" and bool(words) and sum(s.isdigit() for s in words) > len(words) / 2
     if holds_ids and not vocab_file:
         raise ValueError(
             f"{dictionary_path} holds BPE ids, not pieces: pass --whole-word-vocab with the "
@@ -58,11 +58,13 @@ def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.t
             if not symbol.isdigit() or int(symbol) not in id_to_piece:
                 raise ValueError(f"{dictionary_path}: entry {symbol} is not an id of {vocab_file}; is it the vocabulary of this data?")
             piece = id_to_piece[int(symbol)]
-        starts.append(piece.startswith(marker))
+        starts.append(not piece.startswith(CONTINUATION) if vocab_type == "wordpiece"
+                      else piece.startswith(WORD_START_MARKERS[vocab_type]))
     return WordStarts(torch.tensor(starts, dtype=torch.uint8), torch.from_numpy(special.astype(np.uint8)))
 
 
 _BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>$")  # SentencePiece byte fallback: part of a word, not a special
+_UNUSED = re.compile(r"\[unused\d+\]$")  # a BERT vocabulary's reserved slots, which no text gives
 
 
 def special_symbols(dictionary):
@@ -76,6 +78,7 @@ def is_special(dictionary, index):
         index < dictionary.nspecial
         or (symbol.startswith("<") and symbol.endswith(">") and not _BYTE_PIECE.match(symbol))
         or symbol.startswith("madeupword")
+        or _UNUSED.match(symbol) is not None
     )
 
 

@@ -17,6 +17,9 @@ from biofairseq.data.host_counts import at_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION
 from biofairseq.models.documents import packed_bos
 from biofairseq.models.encoders import Encoder, PackedRowsEncoder
+from biofairseq.models.layer_norms import DEFAULT as DEFAULT_LAYER_NORM_EPS
+from biofairseq.models.layer_norms import HELP as LAYER_NORM_EPS_HELP
+from biofairseq.models.layer_norms import set_layer_norm_eps
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
 from biofairseq.model_shapes import BIO_ROBERTA
 
@@ -54,7 +57,8 @@ class BioRobertaEncoder(RobertaEncoder):
 
 @register_model("bio_roberta")
 class BioRobertaModel(AmpBf16, RobertaModel):
-    """RoBERTa, with --checkpoint-activations, --offload-activations, --attention and --amp-bf16 on the command line."""
+    """RoBERTa, with --checkpoint-activations, --offload-activations, --attention, --amp-bf16 and --layer-norm-eps on
+    the command line."""
 
     takes_target_positions = True  # masked_tokens may be flat positions (see forward)
 
@@ -70,6 +74,7 @@ class BioRobertaModel(AmpBf16, RobertaModel):
                             help="self-attention: sdpa, torch's fused scaled_dot_product_attention; fairseq, fairseq's "
                             "MultiheadAttention (default: %(default)s); same weights and checkpoints either way")
         parser.add_argument("--amp-bf16", action="store_true", help=AMP_BF16_HELP)
+        parser.add_argument("--layer-norm-eps", type=float, help=LAYER_NORM_EPS_HELP)
 
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
                 masked_tokens=None, **kwargs):
@@ -103,7 +108,8 @@ class BioRobertaModel(AmpBf16, RobertaModel):
             OmegaConf.set_struct(args, True)
         model = cls(args, encoder)
         model.amp_bf16 = amp_bf16_flag(args)
-        return model
+        # a checkpoint saved before --layer-norm-eps existed gets fairseq's
+        return set_layer_norm_eps(model, safe_getattr(args, "layer_norm_eps", DEFAULT_LAYER_NORM_EPS))
 
 
 def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
@@ -119,6 +125,7 @@ def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
             args.layernorm_embedding = safe_getattr(args, "layernorm_embedding", False)
         args.checkpoint_activations = safe_getattr(args, "checkpoint_activations", False)
         args.offload_activations = safe_getattr(args, "offload_activations", False)
+        args.layer_norm_eps = safe_getattr(args, "layer_norm_eps", DEFAULT_LAYER_NORM_EPS)
         base_architecture(args)  # dropout 0.1, attention dropout 0.1, GELU, tied output (and post-LN unless pre_ln)
 
     norm = "pre-LN" if pre_ln else "post-LN"

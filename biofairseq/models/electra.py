@@ -27,6 +27,9 @@ from biofairseq.data import special_symbols
 from biofairseq.data.host_counts import at_positions, flat_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION, encoder_layer_class
 from biofairseq.models.documents import document_positions, documents, packed_bos
+from biofairseq.models.layer_norms import DEFAULT as DEFAULT_LAYER_NORM_EPS
+from biofairseq.models.layer_norms import HELP as LAYER_NORM_EPS_HELP
+from biofairseq.models.layer_norms import set_layer_norm_eps
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
 from biofairseq.model_shapes import ELECTRA, ELECTRA_SHARING, electra_generator
 
@@ -73,6 +76,7 @@ class ElectraModelConfig(FairseqDataclass):
                                              "same weights and checkpoints either way"}
     )
     amp_bf16: bool = field(default=False, metadata={"help": AMP_BF16_HELP})
+    layer_norm_eps: float = field(default=DEFAULT_LAYER_NORM_EPS, metadata={"help": LAYER_NORM_EPS_HELP})
     dropout: float = 0.1
     attention_dropout: float = 0.1
     activation_dropout: float = 0.0
@@ -272,6 +276,8 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
         self.temperatures = TemperatureSchedule.from_cfg(cfg)
         self.temperature = self.temperatures.at(0)
         self.apply(init_bert_params)
+        # a checkpoint saved before --layer-norm-eps existed gets fairseq's
+        set_layer_norm_eps(self, safe_getattr(cfg, "layer_norm_eps", DEFAULT_LAYER_NORM_EPS))
 
     def set_num_updates(self, num_updates):
         """fairseq's task calls this before every training step, and a resumed run with its update count."""

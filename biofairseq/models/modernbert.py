@@ -27,10 +27,12 @@ from torch import nn
 
 from biofairseq.data.host_counts import at_positions
 from biofairseq.models.documents import document_mask, document_positions, packed_bos
+from biofairseq.models.layer_norms import DEFAULT as DEFAULT_LAYER_NORM_EPS
+from biofairseq.models.layer_norms import HELP as LAYER_NORM_EPS_HELP
+from biofairseq.models.layer_norms import set_layer_norm_eps
 from biofairseq.models.precision import AMP_BF16_HELP, AmpBf16, amp_bf16_flag
 from biofairseq.model_shapes import BIO_MODERNBERT
 
-NORM_EPS = 1e-5  # ModernBERT's norm_eps
 INIT_RANGE, INIT_CUTOFF = 0.02, 2.0  # ModernBERT's initializer_range and initializer_cutoff_factor
 
 
@@ -57,6 +59,7 @@ class ModernBertModelConfig(FairseqDataclass):
     max_positions: int = field(
         default=8192, metadata={"help": "the longest sequence the model takes (rotary positions have no table)"})
     amp_bf16: bool = field(default=False, metadata={"help": AMP_BF16_HELP})
+    layer_norm_eps: float = field(default=DEFAULT_LAYER_NORM_EPS, metadata={"help": LAYER_NORM_EPS_HELP + " (ModernBERT's norm_eps)"})
 
 
 def layer_is_global(layer, every):
@@ -96,10 +99,10 @@ class ModernBertLayer(nn.Module):
             raise ValueError(f"--encoder-embed-dim {width} is not a multiple of --encoder-attention-heads {self.heads}")
         self.is_global = layer_is_global(index, cfg.global_attn_every_n_layers)
         # the first layer reads the normalised embeddings: no norm of its own (ModernBERT's Identity)
-        self.attn_norm = nn.LayerNorm(width, eps=NORM_EPS, bias=False) if index > 0 else None
+        self.attn_norm = nn.LayerNorm(width, bias=False) if index > 0 else None
         self.qkv_proj = nn.Linear(width, 3 * width, bias=False)
         self.out_proj = nn.Linear(width, width, bias=False)
-        self.mlp_norm = nn.LayerNorm(width, eps=NORM_EPS, bias=False)
+        self.mlp_norm = nn.LayerNorm(width, bias=False)
         self.ffn_in = nn.Linear(width, 2 * cfg.encoder_ffn_embed_dim, bias=False)  # value and gate
         self.ffn_out = nn.Linear(cfg.encoder_ffn_embed_dim, width, bias=False)
         self.activation_fn = utils.get_activation_fn(cfg.activation_fn)
@@ -127,7 +130,7 @@ class ModernBertLMHead(nn.Module):
         super().__init__()
         self.dense = nn.Linear(width, width, bias=False)
         self.activation_fn = utils.get_activation_fn(activation_fn)
-        self.norm = nn.LayerNorm(width, eps=NORM_EPS, bias=False)
+        self.norm = nn.LayerNorm(width, bias=False)
         self.weight = weight
         self.bias = nn.Parameter(torch.zeros(weight.shape[0]))
 
@@ -148,10 +151,10 @@ class ModernBertEncoder(FairseqEncoder):
             raise ValueError(f"--global-attn-every-n-layers {cfg.global_attn_every_n_layers}: must be 1 or more")
         self.half_window, self.context = cfg.local_attention // 2, cfg.max_positions
         self.embed_tokens = nn.Embedding(len(dictionary), width, self.padding_idx)
-        self.embed_norm = nn.LayerNorm(width, eps=NORM_EPS, bias=False)
+        self.embed_norm = nn.LayerNorm(width, bias=False)
         self.dropout = cfg.dropout
         self.layers = nn.ModuleList([ModernBertLayer(cfg, i) for i in range(cfg.encoder_layers)])
-        self.final_norm = nn.LayerNorm(width, eps=NORM_EPS, bias=False)
+        self.final_norm = nn.LayerNorm(width, bias=False)
         head_dim = width // cfg.encoder_attention_heads
         self.rotary = nn.ModuleDict({"global": Rotary(head_dim, cfg.global_rope_theta),
                                      "local": Rotary(head_dim, cfg.local_rope_theta)})
@@ -229,7 +232,7 @@ class BioModernBertModel(AmpBf16, FairseqEncoderModel):
     def build_model(cls, cfg, task):
         model = cls(cfg, ModernBertEncoder(cfg, task.source_dictionary, packed_bos(task)))
         model.amp_bf16 = amp_bf16_flag(cfg)
-        return model
+        return set_layer_norm_eps(model, safe_getattr(cfg, "layer_norm_eps", DEFAULT_LAYER_NORM_EPS))
 
     def forward(self, src_tokens, features_only=False, return_all_hiddens=False, masked_tokens=None, segments=None,
                 **kwargs):

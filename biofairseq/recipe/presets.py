@@ -348,7 +348,6 @@ BIOELECTRA = Recipe(
             "BASELINE": "none",
         },
     },
-    fixed={"INIT_FROM": Fixed("", "an ELECTRA cannot start from a RoBERTa-family masked LM; leave it unset")},
 )
 
 BIOMEGATRON = Recipe(

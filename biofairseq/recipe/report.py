@@ -82,7 +82,7 @@ def data_bin(folder):
     info = folders[0] / "vocab_info.json"
     if info.is_file():
         kind = json.loads(info.read_text()).get("type")
-        out["vocabulary"] = {"bytelevel-bpe": "Byte-level BPE", "sentencepiece": "SentencePiece"}.get(kind, kind)
+        out["vocabulary"] = {"bytelevel-bpe": "Byte-level BPE", "sentencepiece": "SentencePiece", "wordpiece": "WordPiece"}.get(kind, kind)
     return out
 
 

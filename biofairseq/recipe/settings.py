@@ -235,6 +235,10 @@ class Values(dict):
         return int(self[name])
 
 
+def _a(name):
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
+
+
 def _plural(items):
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
@@ -298,7 +302,7 @@ def resolve(recipe, environ, repo, script="recipe"):
             if problem:
                 raise SettingsError(problem)
         if "INIT_FROM" in own and values["INIT_FROM"]:
-            problem = init_vocabulary_problem(values)
+            problem = init_from_problem(recipe, values, environ) or init_vocabulary_problem(values)
             if problem:
                 raise SettingsError(problem)
     return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}
@@ -343,6 +347,49 @@ def source_language_problem(source, values, given=True):
                 f"your corpus, SOURCES=NAME=PATH, or CORPUS_LANG={other}")
     return (f"SOURCES: '{source}': {count} of its first {documents} documents are identified as {other} and "
             f"{found[lang]} as {lang}, so the cleaning would remove nearly all of it; set CORPUS_LANG={other}")
+
+
+def init_from_problem(recipe, values, environ):
+    """None, or why INIT_FROM's transformers folder cannot start this recipe, read from its config.json alone: a family
+    the recipe does not continue (named, with the recipes that do), settings its conversion cannot compute, sequences
+    longer than its positions, an ELECTRA's embedding sharing or generator width set twice. What from-hf would refuse
+    hours later, after the cleaning, is refused here. (A fairseq checkpoint, .pt, is read when it is converted.)"""
+    init = values["INIT_FROM"]
+    if init.endswith(".pt"):
+        return None
+    from biofairseq.convert import ConvertError, families
+
+    fraction = values.get("GENERATOR_FRACTION") or None
+    source = families.Source(Path(init), generator_fraction=float(fraction) if fraction else None)
+    try:
+        family, config, problems = families.inspect(source)
+    except ConvertError as error:
+        return f"INIT_FROM={init}: {str(error).removeprefix(f'{init}: ')}"
+    kind = ", ".join(config.architectures or []) or config.model_type
+    if recipe not in family.recipes:
+        takes = [f.name for f in families.FAMILIES if recipe in f.recipes]
+        return (f"INIT_FROM={init}: {_a(family.name)} model ({kind}); {recipe}.sh continues {_plural(takes)} models; "
+                f"continue {_a(family.name)} with {_plural([f'recipes/{r}.sh' for r in family.recipes])}")
+    if problems:
+        return (f"INIT_FROM={init}: {'; '.join(problems)}: no fairseq {family.fairseq_model} computes this "
+                f"{family.name} model, so it cannot be continued")
+    longest = family.max_length(config)
+    lengths = ["TOKENS_PER_SAMPLE", "NER_MAX_LENGTH"] + (["PHASE2_TOKENS_PER_SAMPLE"] if values.get("PHASE2_SHARE", "0") != "0" else [])
+    for name in lengths:
+        if name in values and int(values[name]) > longest:
+            return (f"{name}={values[name]}: INIT_FROM={init} has {longest} positions (max_position_embeddings "
+                    f"{config.max_position_embeddings}); give at most {longest}")
+    if family.name == "ELECTRA":
+        from biofairseq.convert.families.electra import generator_folder
+
+        if environ.get("EMBEDDING_SHARING", "tied") != "tied":
+            return (f"EMBEDDING_SHARING={environ['EMBEDDING_SHARING']}: INIT_FROM={init} brings its own embeddings (one "
+                    "module for both towers where they are equal, as ELECTRA trains them); drop the setting")
+        if generator_folder(source) is not None and environ.get("GENERATOR_FRACTION"):
+            return (f"GENERATOR_FRACTION={environ['GENERATOR_FRACTION']}: INIT_FROM={init} has its generator (in "
+                    f"{generator_folder(source)}), whose width is its own; drop the setting (it sizes a fresh generator "
+                    "where the folder has none)")
+    return None
 
 
 UNKNOWN_SHARE = 0.01  # of the corpus's tokens that INIT_FROM's vocabulary may leave unknown

@@ -55,7 +55,8 @@ class DocumentMLMConfig(MaskedLMConfig):
     )
     vocab_type: ChoiceEnum(VOCAB_TYPES) = field(
         default="bytebpe",
-        metadata={"help": "how the vocabulary marks word starts: bytebpe (Ġ) or sentencepiece (▁)"},
+        metadata={"help": "how the vocabulary marks word starts: bytebpe (Ġ), sentencepiece (▁) or wordpiece (## marks "
+                  "the others)"},
     )
     whole_word_vocab: Optional[str] = field(
         default=None,
@@ -99,6 +100,8 @@ def _recorded_vocabulary(cfg):
     vocab_type, files = vocab_files(data)
     if vocab_type == "bytelevel-bpe":
         return "bytebpe", files["vocab"]
+    if vocab_type == "wordpiece":  # dict.txt holds the tokens themselves, "##" marking a word's later pieces
+        return "wordpiece", files["vocab"]
     return "sentencepiece", files["model"]
 
 

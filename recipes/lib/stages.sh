@@ -46,7 +46,7 @@ recipe_settings() {  # every setting, resolved and checked before any work (one 
     [[ $COMPILE == none ]] || FAST_ARGS+=(--compile "$COMPILE")
     CLEAN=$RUN_DIR/clean VOCAB=$RUN_DIR/vocab DATA_BIN=$RUN_DIR/data-bin PRETRAIN=$RUN_DIR/pretrain
     HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner MODEL_NAME= MODELS=() PRETRAINED=() VOCAB_NAMES=() BREAKOUT_ARGS=()
-    ARCH_ARGS=(--arch "$ARCH") INIT_CHECKPOINT=  # recipe_init_from sets both
+    ARCH_ARGS=(--arch "$ARCH") INIT_CHECKPOINT= INIT_ARGS=() INIT_TO_HF_ARGS=()  # recipe_init_from sets the first two
     [[ $FORCE != 1 ]] || recipe_force
     echo "$RECIPE.sh: PRESET=$PRESET RUN_DIR=$RUN_DIR; $NUM_GPUS GPU(s) x $NUM_NODES machine(s), update frequency $UPDATE_FREQ" >&2
 }
@@ -146,17 +146,18 @@ recipe_breakout() {  # each vocabulary's entity break-out rate on each NER train
 }
 
 recipe_init_from() {
-    # Continual pretraining (BioMegatron-1.2b, bio-lm's RoBERTa-initialised models): INIT_FROM's weights, and its
+    # Continual pretraining (BETO, BioMegatron-1.2b, bio-lm's RoBERTa-initialised models): INIT_FROM's weights, and its
     # vocabulary in place of one learned on the corpus, in fairseq's format (biofairseq-convert from-hf, parity-checked).
+    # INIT_ARGS: more from-hf flags (an ELECTRA's --generator-fraction); INIT_TO_HF_ARGS: to-hf's, for a .pt
     VOCAB=$RUN_DIR/init
     if stage 2 "take the weights and the vocabulary of INIT_FROM=$INIT_FROM" "$VOCAB"; then
         local hf=$INIT_FROM
         if [[ $INIT_FROM == *.pt ]]; then
             hf=$RUN_DIR/init.hf
             rm -rf "$hf"
-            run biofairseq-convert to-hf "$INIT_FROM" "$hf"
+            run biofairseq-convert to-hf "$INIT_FROM" "$hf" "${INIT_TO_HF_ARGS[@]}"
         fi
-        run biofairseq-convert from-hf "$hf" "$VOCAB"
+        run biofairseq-convert from-hf "$hf" "$VOCAB" "${INIT_ARGS[@]}"
         [[ $hf == "$INIT_FROM" ]] || rm -rf "$hf"
     fi
     # the model's shape is the converted checkpoint's, and its weights the start (fairseq-train --finetune-from-model)

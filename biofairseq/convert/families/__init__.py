@@ -1,0 +1,84 @@
+"""The model families that convert both ways, one object each (``base.Family``; the table is in docs/conversion.md).
+
+``for_config`` finds the family of a transformers folder from its config.json, ``for_fairseq`` that of a fairseq
+checkpoint (its model, LayerNorms and vocabulary), and ``inspect`` says, from config.json alone, what a folder is and
+what keeps it from converting: what from-hf checks first, and the recipes' settings step before any work.
+"""
+
+from argparse import Namespace
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from biofairseq.convert import ConvertError
+from biofairseq.convert.families.bert import BERT
+from biofairseq.convert.families.electra import ELECTRA
+from biofairseq.convert.families.megatron_bert import MegatronBERT
+from biofairseq.convert.families.modernbert import ModernBERT
+from biofairseq.convert.families.roberta import RoBERTa
+
+FAMILIES = (RoBERTa(), BERT(), MegatronBERT(), ELECTRA(), ModernBERT())
+
+
+@dataclass(frozen=True)
+class Source:
+    """A transformers folder to read, and for ELECTRA its generator's folder (None: generator/ inside it, if there)
+    and the fresh generator's width fraction where it has none."""
+
+    path: Path
+    generator: Optional[Path] = None
+    generator_fraction: Optional[float] = None
+
+
+def described():
+    """Every family and the transformers model types it reads, for one line."""
+    return "; ".join(f"{f.name} ({', '.join(f.model_types)})" for f in FAMILIES)
+
+
+def for_config(config, where):
+    """The family of a transformers config (by its model_type), or one line naming the families there are."""
+    family = next((f for f in FAMILIES if config.model_type in f.model_types), None)
+    if family is None:
+        classes = ", ".join(config.architectures or []) or "no architectures in config.json"
+        raise ConvertError(f"{where}: a {config.model_type} model ({classes}); from-hf converts the families "
+                           f"{described()}")
+    return family
+
+
+def for_fairseq(fairseq, vocabulary):
+    """The family a loaded fairseq checkpoint goes back to transformers as: its model's, and among fairseq's RoBERTa
+    encoders, BERT or Megatron-BERT where its vocabulary is a WordPiece one (a continued BERT)."""
+    family = next((f for f in FAMILIES if f.writes(fairseq, vocabulary)), None)
+    if family is None:
+        raise ConvertError(f"a {fairseq.model_name} encoder with a {vocabulary.kind} vocabulary and these LayerNorms "
+                           f"(pre-LN: {bool(fairseq.args.encoder_normalize_before)}, embedding LayerNorm: "
+                           f"{bool(fairseq.args.layernorm_embedding)}): no transformers family computes it with that "
+                           "tokenizer")
+    return family
+
+
+def inspect(source):
+    """(family, config, problems) of a transformers folder, from its config.json (and its generator's) alone."""
+    from transformers import AutoConfig
+
+    from biofairseq.arguments import first_line
+
+    import json
+
+    path = Path(source.path)
+    if not (path / "config.json").is_file():
+        raise ConvertError(f"{path}: no config.json; give a transformers model folder (save_pretrained's output)")
+    try:
+        declared = json.loads((path / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise ConvertError(f"{path}/config.json: not JSON ({first_line(error)}); give the folder save_pretrained wrote") from None
+    if not isinstance(declared, dict) or declared.get("model_type") not in {t for f in FAMILIES for t in f.model_types}:
+        # no family's: said before transformers is asked (it refuses a type it does not know in a paragraph)
+        for_config(Namespace(model_type=declared.get("model_type") if isinstance(declared, dict) else None,
+                             architectures=declared.get("architectures") if isinstance(declared, dict) else None), path)
+    try:
+        config = AutoConfig.from_pretrained(path)
+    except (ValueError, OSError, KeyError) as error:
+        raise ConvertError(f"{path}: config.json does not load in transformers ({first_line(error)})") from None
+    family = for_config(config, path)
+    return family, config, family.problems(config, source)
