@@ -22,7 +22,8 @@ def bpe_args(vocab_dir):
     files = {name: os.path.abspath(path) for name, path in files.items()}
     if vocab_type == "bytelevel-bpe":
         return {"bpe": "hf_byte_bpe", "bpe_vocab": files["vocab"], "bpe_merges": files["merges"]}
-    if vocab_type == "wordpiece":  # fairseq's BertTokenizer, cased or lowercased (and then without accents)
+    if vocab_type == "wordpiece":  # fairseq's BertTokenizer, cased or lowercased (and then without accents: a tokenizer
+        # that keeps them, BETO's uncased, is read from vocab_info.json by biofairseq, not from these flags)
         return {"bpe": "bert", "bpe_vocab_file": files["vocab"], "bpe_cased": not read_info(folder).get("lowercase", False)}
     return {"bpe": "sentencepiece", "sentencepiece_model": files["model"]}
 

@@ -281,7 +281,7 @@ def _perturbed(model, seed):
     return model
 
 
-def standin(family, folder, vocab_txt, lowercase=False, seed=0, **config):
+def standin(family, folder, vocab_txt, lowercase=False, seed=0, strip_accents=None, **config):
     """A tiny random model of a published family, saved as the hub has it: config.json at the family's defaults
     (LayerNorm epsilon 1e-12, two token types, 512 positions) but for TINY_SHAPE and ``config``, the weights, and the
     tokenizer of ``vocab_txt`` (tokenizer.json, with vocab.txt beside it). family: bert, bert-pretraining,
@@ -317,7 +317,7 @@ def standin(family, folder, vocab_txt, lowercase=False, seed=0, **config):
         model = getattr(transformers, model_class)(getattr(transformers, config_class)(**settings))
         _perturbed(model, seed).save_pretrained(folder)
     # transformers 5 builds BertTokenizerFast(vocab_file=...) of the special tokens alone: load the folder's vocab.txt
-    tokenizer = transformers.BertTokenizer.from_pretrained(folder, do_lower_case=lowercase)
+    tokenizer = transformers.BertTokenizer.from_pretrained(folder, do_lower_case=lowercase, strip_accents=strip_accents)
     for target in [folder] + ([folder / "generator"] if (folder / "generator").is_dir() else []):
         tokenizer.save_pretrained(target)
         shutil.copyfile(vocab_txt, target / "vocab.txt")

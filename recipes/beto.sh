@@ -11,7 +11,9 @@
 # settings: CORPUS_LANG (the cleaning's language, es), WEIGHT_DECAY_EXCLUDE (norm_and_bias, BERT's), the second
 # length phase (PHASE2_*; paper: the last 55% of 2M updates at 512 tokens). The optimizer is BERT's (Adam β (0.9,
 # 0.999), ε 1e-6, weight decay 0.01 except on LayerNorms and biases, linear decay, clipping 1.0); the paper gives the
-# schedule of lengths and batches, not these.
+# schedule of lengths and batches, not these. INIT_FROM continues a published BERT (BETO itself:
+# dccuchile/bert-base-spanish-wwm-cased, downloaded beforehand) with its WordPiece vocabulary, whole words over its ##
+# continuations, and gives it back as a BertForMaskedLM with its own vocab.txt (or a RoBERTa, as bsc_bio_es.sh).
 [ -n "${BASH_VERSION:-}" ] || { echo "beto.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 

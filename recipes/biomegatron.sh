@@ -13,7 +13,8 @@
 # VOCAB_SIZE it takes VOCAB_SIZES (comma-separated; the models are named bio_30k, bio_50k, ...); its own are
 # CHECKPOINT_ACTIVATIONS (for the 800m and 1.2b shapes, benchmarks/results/megatron_memory_gpu.md), NER_LABELLINGS
 # (both by default), CORPUS_LANG (the cleaning's language and the break-out rate's Moses words). INIT_FROM continues
-# one model, "continued", with its shape and vocabulary instead of VOCAB_SIZES. Pretraining follows Megatron-LM's BERT
+# one model, "continued", with its shape and vocabulary instead of VOCAB_SIZES: a published Megatron-BERT
+# (BioMegatron, its WordPiece vocabulary; given back as MegatronBertForMaskedLM) or a pre-LN RoBERTa. Pretraining follows Megatron-LM's BERT
 # (the paper gives none of it): Adam (0.9, 0.999, 1e-8), weight decay 0.01 (none on LayerNorms and biases), clipping
 # 1.0, linear decay; BioMegatron trained "about one epoch" of 6.1B words: set MAX_UPDATE for your corpus. The final
 # checkpoint is kept.

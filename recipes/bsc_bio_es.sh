@@ -32,7 +32,8 @@
 #   RUN_DIR        where everything goes (default: runs/bsc_bio_es/$PRESET)
 #   STOP_AFTER     settings: print the resolved settings and stop; binarize: stop after the corpus stages (1-3)
 #   NUM_GPUS       GPUs per machine (default: all that torch sees; 0: CPU); NUM_NODES above 1: Slurm (docs/recipes.md)
-#   INIT_FROM      continual pretraining from a transformers RoBERTa-family folder or a fairseq checkpoint (.pt)
+#   INIT_FROM      continual pretraining from a transformers RoBERTa or BERT folder (bsc-bio-es, BETO, PubMedBERT,
+#                  BioBERT) or a fairseq checkpoint (.pt); docs/recipes.md
 #
 # The stage machinery is recipes/lib/stages.sh, shared with the other recipes.
 [ -n "${BASH_VERSION:-}" ] || { echo "bsc_bio_es.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }

@@ -14,6 +14,7 @@ import torch
 
 import inprocess
 from biofairseq.samples import NCBI, read_documents
+from test_convert import convert, fails, report
 from test_corpus_preparation import ODD_DOCUMENT, data_files
 
 # stand-in: (family, the transformers class from-hf reads, the class to-hf gives back)
@@ -23,24 +24,6 @@ FAMILIES = {
     "megatron-bert": ("Megatron-BERT", "MegatronBertForMaskedLM", "MegatronBertForMaskedLM"),
     "electra": ("ELECTRA", "ElectraForPreTraining", "ElectraForPreTraining"),
 }
-
-
-def convert(*args):
-    from biofairseq.convert.cli import main
-
-    return main([str(a) for a in args])
-
-
-def report(folder):
-    return json.loads((Path(folder) / "conversion.json").read_text())
-
-
-def fails(capsys, *args):
-    capsys.readouterr()
-    assert convert(*args) == 1
-    lines = capsys.readouterr().err.strip().splitlines()
-    assert len(lines) == 1 and lines[0].startswith("biofairseq-convert: error: "), lines
-    return lines[0]
 
 
 def held_out():
@@ -134,6 +117,8 @@ def test_what_the_conversion_cannot_take_is_refused_in_one_line_from_config_alon
     (odd / "generator" / "config.json").write_text(json.dumps({**config, "num_attention_heads": 2}))
     assert "generator num_attention_heads 2 (fairseq's ELECTRA gives a generator 64 wide 1" in fails(
         capsys, "from-hf", odd, tmp_path / "out")
+    message = fails(capsys, "from-hf", standins["bert"], tmp_path / "out", "--generator-fraction", "0.25")
+    assert "--generator-fraction: a BERT model has no generator" in message
     relative = tmp_path / "relative-bert"
     shutil.copytree(standins["bert"], relative)
     config = json.loads((relative / "config.json").read_text())
@@ -152,28 +137,45 @@ EDGES = "\n".join([  # what BERT's normaliser and pre-tokeniser treat specially,
 ])
 
 
-def wordpiece_folder(standins, tmp_path, lowercase):
-    """A from-hf folder of a BERT on a cased or an uncased WordPiece vocabulary (accents stripped with the case)."""
-    if not lowercase:
+TOKENIZERS = {  # (lowercase, strip_accents): a cased BERT, an uncased one (accents go with the case, BERT's), and
+    # BETO's uncased, which lowercases and keeps accents: a tokenizer fairseq's --bpe bert cannot build
+    "cased": (False, None), "uncased": (True, None), "uncased, accents kept": (True, False)}
+
+
+def wordpiece_folder(standins, tmp_path, kind="cased"):
+    """A from-hf folder of a BERT stand-in with a WordPiece vocabulary of this kind (TOKENIZERS)."""
+    if kind == "cased":
         folder = tmp_path / "cased"
         assert convert("from-hf", standins["bert"], folder) == 0
         return folder
     from biofairseq.samples import standin, wordpiece_vocab
 
-    vocab = wordpiece_vocab(tmp_path / "uncased.txt", [p for doc in read_documents(0, 200) for p in doc], lowercase=True)
-    assert convert("from-hf", standin("bert", tmp_path / "uncased-bert", vocab, lowercase=True), tmp_path / "uncased") == 0
+    lowercase, strip_accents = TOKENIZERS[kind]
+    texts = [p for doc in read_documents(0, 200) for p in doc]
+    vocab = wordpiece_vocab(tmp_path / "uncased.txt", texts if strip_accents is False else [t.lower() for t in texts],
+                            lowercase=strip_accents is None)
+    bert = standin("bert", tmp_path / "uncased-bert", vocab, lowercase=True, strip_accents=strip_accents)
+    assert convert("from-hf", bert, tmp_path / "uncased") == 0
     return tmp_path / "uncased"
 
 
-def fairseq_bert_reference(clean, vocab_dir, out, lowercase):
-    """fairseq's own path: each line through --bpe bert (fairseq's BertBPE), then fairseq-preprocess --srcdict."""
+def fairseq_bert_reference(clean, vocab_dir, out, kind):
+    """fairseq's own path: each line through --bpe bert (fairseq's BertBPE), then fairseq-preprocess --srcdict; for a
+    tokenizer --bpe bert cannot build, the model's own (transformers' BertTokenizer with its settings) in its place."""
     from fairseq import options
     from fairseq.data import encoders
     from fairseq_cli.preprocess import main
+    from transformers import BertTokenizer
 
     from biofairseq.text.documents import is_blank
 
-    bpe = encoders.build_bpe(Namespace(bpe="bert", bpe_vocab_file=str(vocab_dir / "vocab.txt"), bpe_cased=not lowercase))
+    lowercase, strip_accents = TOKENIZERS[kind]
+    vocab = str(vocab_dir / "vocab.txt")
+    if strip_accents is None:
+        bpe = encoders.build_bpe(Namespace(bpe="bert", bpe_vocab_file=vocab, bpe_cased=not lowercase))
+    else:
+        tokenizer = BertTokenizer(vocab, do_lower_case=lowercase, strip_accents=strip_accents)
+        bpe = Namespace(encode=lambda text: " ".join(tokenizer.tokenize(text)))
     out.mkdir()
     for split in ("train", "valid"):
         with open(clean / f"{split}.txt", encoding="utf-8", newline="\n") as f, \
@@ -189,20 +191,23 @@ def fairseq_bert_reference(clean, vocab_dir, out, lowercase):
         "--validpref", str(out / "valid.bert"), "--destdir", str(out), "--workers", "1"]))
 
 
-@pytest.mark.parametrize("lowercase", [False, True], ids=["cased", "uncased"])
-def test_wordpiece_binarizes_byte_for_byte_as_fairseqs_bert_bpe_and_preprocess_give_it(lowercase, standins, tmp_path):
+@pytest.mark.parametrize("kind", TOKENIZERS)
+def test_wordpiece_binarizes_byte_for_byte_as_fairseqs_bert_bpe_and_preprocess_give_it(kind, standins, tmp_path):
     """The binarizer (the tokenizer's ids through a lookup table) against fairseq's --bpe bert path on the sample's text
     with the edge cases: accents (stripped with the case in the uncased vocabulary), CJK characters, a word longer than
     WordPiece's 100 characters, zero-width and control characters, other scripts, and [CLS] [MASK] and the like
-    written in the text, which both keep whole and look up as unknown."""
-    vocab = wordpiece_folder(standins, tmp_path, lowercase)
+    written in the text, which both keep whole and look up as unknown. A tokenizer that lowercases and keeps accents
+    (BETO's uncased), which --bpe bert cannot build, against transformers' BertTokenizer with its settings."""
+    vocab = wordpiece_folder(standins, tmp_path, kind)
+    settings = json.loads((vocab / "vocab_info.json").read_text())
+    assert (settings["lowercase"], settings["strip_accents"]) == TOKENIZERS[kind]
     clean = tmp_path / "clean"
     clean.mkdir()
     docs = ["\n".join(doc) for doc in read_documents(300, 40)]
     for split, part in (("train", docs[:30]), ("valid", docs[30:])):
         (clean / f"{split}.txt").write_text("\n\n".join([part[0], ODD_DOCUMENT, EDGES, *part[1:]]) + "\n", encoding="utf-8")
     inprocess.run("python", "-m", "biofairseq.corpus.binarize", clean, vocab, tmp_path / "new", "--workers", 2)
-    fairseq_bert_reference(clean, vocab, tmp_path / "reference", lowercase)
+    fairseq_bert_reference(clean, vocab, tmp_path / "reference", kind)
     new, reference = data_files(tmp_path / "new"), data_files(tmp_path / "reference")
     for name in ("train.bin", "train.idx", "valid.bin", "valid.idx"):
         assert new[name] == reference[name], name
@@ -216,7 +221,7 @@ def test_whole_word_masking_masks_a_word_and_its_continuations_together(standins
     from biofairseq.data.whole_words import word_starts
     from biofairseq.tasks.document_mlm import DocumentMLMConfig, DocumentMLMTask
 
-    vocab = wordpiece_folder(standins, tmp_path, lowercase=False)
+    vocab = wordpiece_folder(standins, tmp_path)
     clean = tmp_path / "clean"
     clean.mkdir()
     docs = ["\n".join(doc) for doc in read_documents(300, 30)]

@@ -1,4 +1,5 @@
-"""fairseq RoBERTa checkpoints <-> Hugging Face transformers directories, weights and tokenizer, checked for parity.
+"""fairseq checkpoints <-> Hugging Face transformers directories, weights and tokenizer, checked for parity, for the
+model families of ``biofairseq.convert.families``.
 
 Imported only by ``biofairseq-convert`` (it pulls in transformers); the ``--user-dir`` import stays cheap.
 """

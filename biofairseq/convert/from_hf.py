@@ -16,6 +16,10 @@ from biofairseq.arguments import first_line
 from biofairseq.convert import ConvertError, families, parity, vocabulary
 
 
+def _a(name):
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
+
+
 def _refuse(hf_dir, family, problems):
     """One line naming every setting no fairseq model of the family computes."""
     return ConvertError(
@@ -32,6 +36,9 @@ def convert(hf_dir, output, final_output, verify=True, log=print, generator=None
     hf_dir = Path(hf_dir)
     source = families.Source(hf_dir, generator, generator_fraction)
     family, config, problems = families.inspect(source)
+    if (generator or generator_fraction) and family.name != "ELECTRA":
+        flag = "--generator" if generator else "--generator-fraction"
+        raise ConvertError(f"{hf_dir}: {flag}: {_a(family.name)} model has no generator (an ELECTRA's); drop the flag")
     if problems:
         raise _refuse(hf_dir, family, problems)
     models, notes = family.read(hf_dir, config, source)

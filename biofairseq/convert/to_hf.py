@@ -92,8 +92,6 @@ def _card(report, fairseq, family, checkpoint, found, card):
         start = fairseq.continued_from
         rows.append(("continued from", f"`{start['source']}` ({start.get('family', 'RoBERTa')}, "
                                        f"`{start['transformers_class']}`), converted by `biofairseq-convert from-hf`"))
-        base = Path(start["source"]).name
-        metadata["base_model"] = base if "/" not in base else None
     rows.append(("pretraining updates", f"{training['updates']:,}" if training.get("updates") is not None else "not recorded"))
     if training.get("epoch") is not None:
         rows.append(("epoch", str(training["epoch"])))

@@ -123,6 +123,10 @@ def ner(pairs):
     return out
 
 
+def _a(name):
+    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
+
+
 def markdown(run_dir, found):
     from biofairseq.finetune import report
 
@@ -142,8 +146,11 @@ def markdown(run_dir, found):
                   + ", ".join(f"{split} {t['tokens']:,} tokens in {t['lines']:,} lines" for split, t in v.items() if isinstance(t, dict))
                   + (f", in {v['shards']} shards (one an epoch)" if v["shards"] > 1 else "") + ".", ""]
     if s.get("INIT_FROM"):
-        lines += [f"Continual pretraining: the weights and the vocabulary are those of `INIT_FROM={s['INIT_FROM']}` (converted to "
-                  "fairseq in `init/`, parity-checked: `init/conversion.json`); no vocabulary was learned on the corpus.", ""]
+        start = found.get("init") or {}
+        what = f", {_a(start['family'])} model (`{start['transformers_class']}`)" if start.get("family") else ""
+        lines += [f"Continual pretraining: the weights and the vocabulary are those of `INIT_FROM={s['INIT_FROM']}`{what} "
+                  "(converted to fairseq in `init/`, parity-checked: `init/conversion.json`); no vocabulary was learned on "
+                  "the corpus.", ""]
     for name, rows in found["breakout"].items():
         from biofairseq.recipe.breakout import format_rates
 
@@ -253,6 +260,9 @@ def write(run_dir, ner_pairs, pretrain_pairs=(), data_bin_pairs=(), breakout_pai
                            else {"": data_bin(run_dir / "data-bin")}),
              "breakout": {name: json.loads(_read(Path(path), "the break-out stage (preprocess/vocab_stats.py) did not finish"))
                           for name, path in breakout_pairs}}
+    conversion = run_dir / "init" / "conversion.json"  # INIT_FROM's: what the pretraining continued
+    if conversion.is_file():
+        found["init"] = {k: json.loads(conversion.read_text()).get(k) for k in ("family", "transformers_class", "fairseq_flags")}
     arch = found["settings"].get("ARCH")
     found["pretrainings"] = ({name: pretraining(Path(folder), arch) for name, folder in pretrain_pairs} if pretrain_pairs
                              else {"": pretraining(run_dir / "pretrain", arch)})
