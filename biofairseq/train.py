@@ -113,12 +113,29 @@ def user_error(args):
                         f"\"$(python -m biofairseq.data_bin path {shard})\"")
             return (f"{shard}: no dict.txt, so not a data-bin for --task {args.task}; give the folder "
                     "preprocess/binarize.sh wrote")
+    problem = criterion_problem(args)
+    if problem:
+        return problem
     restore = getattr(args, "restore_file", "checkpoint_last.pt")
     sharded = getattr(args, "model_parallel_size", 1) > 1 or getattr(args, "ddp_backend", "") == "fully_sharded"
     if restore != "checkpoint_last.pt" and not sharded and not os.path.isfile(restore):
         return (f"--restore-file {restore}: no such checkpoint file (fairseq would train from scratch); give the path "
                 "of a .pt file, relative to this folder, or leave the flag out")
     return None
+
+
+def criterion_problem(args):
+    """A --criterion the task cannot train with (fairseq-train's default, cross_entropy, on our masked-LM tasks),
+    said before the save folder is made rather than by the task's ValueError inside fairseq's start-up."""
+    from fairseq.criterions import CRITERION_REGISTRY
+    from fairseq.tasks import TASK_REGISTRY
+
+    task, name = TASK_REGISTRY.get(getattr(args, "task", None)), getattr(args, "criterion", None)
+    accepted = getattr(task, "CRITERIA", None)
+    if accepted is None or name not in CRITERION_REGISTRY or issubclass(CRITERION_REGISTRY[name], accepted):
+        return None
+    default = " (fairseq-train's default)" if name == "cross_entropy" else ""
+    return f"--criterion {name}{default}: not a loss for --task {args.task}'s batches: {task.CRITERION_ADVICE}"
 
 
 def arch_missing(parser):

@@ -17,6 +17,11 @@ from test_recipe import commands, recipe, sample  # noqa: F401  (sample: the mod
 SHORT = {"MAX_UPDATE": "10", "WARMUP_UPDATES": "2", "SAVE_INTERVAL_UPDATES": "10", "PHASE2_SHARE": "0"}
 
 
+def continuing(sample):
+    """The sample's settings without VOCAB_SIZE: a run continuing a model learns no vocabulary (a size is refused)."""
+    return {name: value for name, value in sample.items() if name != "VOCAB_SIZE"}
+
+
 def value(command, flag):
     return command[command.index(flag) + 1]
 
@@ -65,15 +70,30 @@ def test_what_the_conversion_or_the_run_cannot_take_is_refused_from_config_alone
 
     message = refused("beto", INIT_FROM=edited("bert", position_embedding_type="relative_key"))
     assert "position_embedding_type relative_key" in message and "cannot be continued" in message
-    short = edited("bert", max_position_embeddings=64)
-    assert refused("beto", INIT_FROM=short).startswith("TOKENS_PER_SAMPLE=128: INIT_FROM=")  # the tiny preset's 128
-    assert "has 64 positions" in refused("beto", INIT_FROM=short)
-    assert refused("beto", INIT_FROM=short, TOKENS_PER_SAMPLE="64").startswith("PHASE2_TOKENS_PER_SAMPLE=512")
+    short = edited("bert", max_position_embeddings=64)  # every length beyond it in one line (the tiny preset's)
+    assert refused("beto", INIT_FROM=short).startswith(
+        f"TOKENS_PER_SAMPLE=128, NER_MAX_LENGTH=128 and PHASE2_TOKENS_PER_SAMPLE=512: INIT_FROM={short} has 64 positions")
+    assert refused("beto", INIT_FROM=short, TOKENS_PER_SAMPLE="64").endswith("give at most 64 (or PHASE2_SHARE=0: one length)")
+    assert refused("beto", INIT_FROM=str(standins["bert"]), ARCH="beto_base", VOCAB_SIZE="8000").startswith(
+        "ARCH=beto_base: INIT_FROM=")  # ... brings its own shape and vocabulary ...; drop ARCH and VOCAB_SIZE
+    unfinished = tmp_path / "unfinished"
+    shutil.copytree(standins["bert"], unfinished, ignore=shutil.ignore_patterns("*.safetensors"))
+    assert refused("beto", INIT_FROM=str(unfinished)).startswith(f"INIT_FROM={unfinished}: no weights (model.safetensors")
+    assert f"in {unfinished}" in refused("beto", INIT_FROM=str(unfinished))
+    message = refused("bioelectra", INIT_FROM=str(standins["electra"] / "generator"))
+    assert "an ELECTRA generator (ElectraForMaskedLM), not a discriminator" in message
+    older = edited("bert", model_type="")
+    assert 'no model_type, which transformers needs to read it; add the model\'s: "model_type": "bert" for its ' \
+           "BertForMaskedLM" in refused("beto", INIT_FROM=older)
+    assert "hf download dccuchile/bert-base-spanish-wwm-cased --local-dir models/bert-base-spanish-wwm-cased" in refused(
+        "beto", INIT_FROM="dccuchile/bert-base-spanish-wwm-cased")
     electra = str(standins["electra"])
     assert "EMBEDDING_SHARING=gdes: INIT_FROM=" in refused("bioelectra", INIT_FROM=electra, EMBEDDING_SHARING="gdes")
     message = refused("bioelectra", INIT_FROM=electra, GENERATOR_FRACTION="0.25")
     assert "has its generator" in message and "drop the setting" in message
     assert resolve("bioelectra", INIT_FROM=str(standins["electra-discriminator"]), GENERATOR_FRACTION="0.25")
+    assert "original fine-tunes INIT_FROM's model as it was given, and there is none" in refused(
+        "beto", BASELINE="random-init original")
 
 
 # ---- the recipes, run
@@ -82,7 +102,8 @@ def test_what_the_conversion_or_the_run_cannot_take_is_refused_from_config_alone
 def beto(sample, standins, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("continued") / "beto"
     return run_dir, recipe(run_dir, script=REPO / "recipes" / "beto.sh", served=True,
-                           **{**sample, **SHORT, "INIT_FROM": str(standins["bert"]), "NER_SEEDS": "1"})
+                           **{**continuing(sample), **SHORT, "INIT_FROM": str(standins["bert"]), "NER_SEEDS": "1",
+                              "BASELINE": "random-init original"})
 
 
 def test_beto_sh_continues_a_bert_through_ner_and_gives_back_a_bert(beto, standins):
@@ -113,14 +134,16 @@ def test_beto_sh_continues_a_bert_through_ner_and_gives_back_a_bert(beto, standi
         assert (cosine > 0.9) == close, (folder, cosine)
     report = json.loads((run_dir / "report.json").read_text())
     models = {row["model"] for row in report["ner"]["pharmaconer"]}
-    assert report["data_bin"]["vocabulary"] == "WordPiece" and models == {"model=beto", "model=random_init"}
+    assert report["data_bin"]["vocabulary"] == "WordPiece"
+    assert models == {"model=beto", "model=random_init", "model=original"}  # the stand-in itself, fine-tuned as given
+    assert (run_dir / "hf" / "original").resolve() == standins["bert"].resolve()
     assert "Continual pretraining" in (run_dir / "report.md").read_text()
 
 
 def test_bioelectra_sh_continues_an_electra_pair_and_gives_back_both_towers(sample, standins, tmp_path):
     run_dir = tmp_path / "bioelectra"
     proc = recipe(run_dir, script=REPO / "recipes" / "bioelectra.sh", served=True,
-                  **{**sample, **SHORT, "INIT_FROM": str(standins["electra"]), "NER_DATA": "", "BASELINE": "none"})
+                  **{**continuing(sample), **SHORT, "INIT_FROM": str(standins["electra"]), "NER_DATA": "", "BASELINE": "none"})
     train = next(c for c in commands(proc.stderr) if c[0] == "biofairseq-train")
     assert value(train, "--arch") == "electra_tiny" and value(train, "--layer-norm-eps") == "1e-12"
     assert "--embedding-sharing" not in train  # the pair's: one module, as the folder's towers are equal
@@ -134,8 +157,8 @@ def test_bioelectra_sh_continues_an_electra_pair_and_gives_back_both_towers(samp
 def test_biomegatron_sh_continues_a_megatron_bert(sample, standins, tmp_path):
     run_dir = tmp_path / "biomegatron"
     proc = recipe(run_dir, script=REPO / "recipes" / "biomegatron.sh", served=True,
-                  **{**{k: v for k, v in sample.items() if k != "VOCAB_SIZE"}, **SHORT,  # it takes VOCAB_SIZES
-                     "INIT_FROM": str(standins["megatron-bert"]), "NER_DATA": "", "BASELINE": "none"})
+                  **{**continuing(sample), **SHORT, "INIT_FROM": str(standins["megatron-bert"]), "NER_DATA": "",
+                     "BASELINE": "none"})
     train = next(c for c in commands(proc.stderr) if c[0] == "biofairseq-train")
     assert value(train, "--arch") == "bio_megatron_tiny" and value(train, "--layer-norm-eps") == "1e-12"
     config = json.loads((run_dir / "hf" / "continued" / "config.json").read_text())

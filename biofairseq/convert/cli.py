@@ -1,5 +1,6 @@
-"""biofairseq-convert: fairseq checkpoints to transformers directories and back, parity-checked, for the RoBERTa, BERT,
-Megatron-BERT, ELECTRA and ModernBERT families (docs/conversion.md).
+"""biofairseq-convert: fairseq checkpoints to transformers folders and back, parity-checked, in five families.
+
+RoBERTa, BERT, Megatron-BERT, ELECTRA and ModernBERT (docs/conversion.md).
 
   biofairseq-convert to-hf CHECKPOINT OUTPUT_DIR [--dict dict.txt] [--vocab VOCAB_DIR] [--generator]
   biofairseq-convert from-hf HF_DIR OUTPUT_DIR [--generator GENERATOR_DIR] [--generator-fraction F]
@@ -162,13 +163,17 @@ def main(argv=None):
     log(f"wrote {args.output} in {time.time() - start:.1f} s")
     if args.command == "from-hf":
         out = args.output
-        task = "electra --criterion electra" if report["family"] == "ELECTRA" else "document_mlm"
+        task = ("electra --criterion electra" if report["family"] == "ELECTRA"
+                else "document_mlm --criterion masked_lm_accuracy")
+        package = Path(__file__).resolve().parents[1]  # biofairseq/, the user dir; preprocess/ beside it in a clone
+        binarize = package.parent / "preprocess" / "binarize.sh"
+        binarize = f"bash {binarize}" if binarize.is_file() else "bash preprocess/binarize.sh (in a clone of biofairseq)"
         log(
-            "continue pretraining with: bash preprocess/binarize.sh CLEAN_DIR " f"{out} DATA_BIN && fairseq-train DATA_BIN "
-            f"--user-dir biofairseq --task {task} {' '.join(report['fairseq_flags'])} --restore-file "
-            f"{out}/model.pt --reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler "
-            "plus your batch, optimizer and schedule flags (docs/conversion.md has a whole command); or give the "
-            "transformers folder to a recipe as INIT_FROM, which does all of this"
+            f"continue pretraining with: {binarize} CLEAN_DIR {out.resolve()} DATA_BIN && biofairseq-train DATA_BIN "
+            f"--task {task} {' '.join(report['fairseq_flags'])} --restore-file {out.resolve()}/model.pt "
+            "--reset-optimizer --reset-dataloader --reset-meters --reset-lr-scheduler plus your batch, optimizer and "
+            "schedule flags (docs/conversion.md has a whole command); or give the transformers folder to a recipe as "
+            "INIT_FROM, which does all of this"
         )
     return 0
 

@@ -145,6 +145,8 @@ def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=pri
     log(f"vocabulary: {found.kind} ({', '.join(found.files.values())})")
     order = vocabulary.wordpiece_ids(found, fairseq.dictionary) if found.kind == "wordpiece" else None
     notes = [f"classification heads not converted: {', '.join(fairseq.heads)}"] if fairseq.heads else []
+    if fairseq.electra and not generator:
+        notes.append("the generator is not written (to-hf --generator writes it in generator/, as from-hf reads it)")
     if found.kind == "wordpiece":
         notes.append("token type embeddings are zero (fairseq has none; type 0's went into the positions at from-hf), "
                      "so type 1 adds what type 0 adds")

@@ -87,6 +87,19 @@ def each_of(*choices):
     return check
 
 
+def baseline(value):
+    """none, or random-init and/or original, space-separated."""
+    words = value.split()
+    if words == ["none"]:
+        return None
+    if not words or any(w not in ("random-init", "original") for w in words):
+        return "use random-init, original, both (space-separated) or none"
+    return None
+
+
+baseline.choices = ("random-init", "original", "none")
+
+
 def or_empty(kind):
     def check(value):
         return None if value == "" else kind(value)
@@ -159,7 +172,17 @@ def init_from(value):
     path = Path(value)
     if (path / "config.json").is_file() or (path.is_file() and path.suffix == ".pt"):
         return None
-    return "give a transformers model folder (with config.json) or a fairseq checkpoint (.pt)"
+    wanted = "give a transformers model folder (with config.json) or a fairseq checkpoint (.pt)"
+    if value.startswith("~"):
+        return f"~ is not expanded inside quotes: write $HOME; {wanted}"
+    if path.is_dir():
+        return f"no config.json in the folder; {wanted}"
+    if path.is_file():
+        return f"a file, not a model folder or a .pt checkpoint; {wanted}"
+    if value.count("/") == 1 and not value.startswith((".", "/")):  # a Hub id: organisation/model
+        return (f"no such folder (from {Path.cwd()}); a Hub model id is not downloaded at run time: download it first "
+                f"(hf download {value} --local-dir models/{path.name}) and give its folder")
+    return f"no such file or folder (from {Path.cwd()}); {wanted}"
 
 
 def run_dir(value):

@@ -122,8 +122,9 @@ SETTINGS = [  # recipe.env's order
             help="whole-word and/or sub-token: each model fine-tuned each way (empty: whole-word)"),
     Setting("NER_EXTRA", kinds.ner_flags, "ner", help="more biofairseq-ner sweep flags"),
     # a twin more or less: new outputs, none changed
-    Setting("BASELINE", kinds.one_of("random-init", "none"),
-            help="random-init: also fine-tune a randomly initialised twin of the model, to show what pretraining adds"),
+    Setting("BASELINE", kinds.baseline,
+            help="random-init: also fine-tune a randomly initialised twin of the model, to show what pretraining adds; "
+                 "original: INIT_FROM's model as given, to show what continuing it adds; both (space-separated), or none"),
     # what to do after stage 5's check, which it does not change
     Setting("WEAK_PRETRAINING", kinds.one_of("stop", "continue"),
             help="stop before fine-tuning a model no better than word frequencies (stop), or say so and go on"),
@@ -293,6 +294,9 @@ def resolve(recipe, environ, repo, script="recipe"):
     for name, other, holds, fix in TOGETHER:
         if name in own and other in own and not holds(values[name], values[other]):
             raise SettingsError(f"{name}={values[name]}: must be {fix} ({other}={values[other]})")
+    if "original" in values["BASELINE"].split() and not values.get("INIT_FROM"):
+        raise SettingsError(f"BASELINE={values['BASELINE']}: original fine-tunes INIT_FROM's model as it was given, and "
+                            "there is none; set INIT_FROM or drop original")
     if "SOURCES" in own:  # what each source holds, as the cleaning will read it: text, not NER columns or a PDF
         for pair in values["SOURCES"].split():
             problem = source_problem(*pair.split("=", 1), values["TEXT_DOCS"], values["TEXT_FIELD"], recipe=True)
@@ -302,7 +306,8 @@ def resolve(recipe, environ, repo, script="recipe"):
             if problem:
                 raise SettingsError(problem)
         if "INIT_FROM" in own and values["INIT_FROM"]:
-            problem = init_from_problem(recipe, values, environ) or init_vocabulary_problem(values)
+            problem = (init_from_problem(recipe, values, environ) or init_vocabulary_problem(values)
+                       or init_weights_problem(values))
             if problem:
                 raise SettingsError(problem)
     return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}
@@ -373,12 +378,18 @@ def init_from_problem(recipe, values, environ):
     if problems:
         return (f"INIT_FROM={init}: {'; '.join(problems)}: no fairseq {family.fairseq_model} computes this "
                 f"{family.name} model, so it cannot be continued")
+    own = [name for name in ("ARCH", "VOCAB_SIZE", "VOCAB_SIZES", "VOCAB_TYPE") if environ.get(name) and name in values]
+    if own:
+        return (f"{own[0]}={environ[own[0]]}: INIT_FROM={init} brings its own shape and vocabulary, which the run "
+                f"continues; drop {' and '.join(own)}")
     longest = family.max_length(config)
     lengths = ["TOKENS_PER_SAMPLE", "NER_MAX_LENGTH"] + (["PHASE2_TOKENS_PER_SAMPLE"] if values.get("PHASE2_SHARE", "0") != "0" else [])
-    for name in lengths:
-        if name in values and int(values[name]) > longest:
-            return (f"{name}={values[name]}: INIT_FROM={init} has {longest} positions (max_position_embeddings "
-                    f"{config.max_position_embeddings}); give at most {longest}")
+    longer = [f"{name}={values[name]}" for name in lengths if name in values and int(values[name]) > longest]
+    if longer:
+        phase2 = " (or PHASE2_SHARE=0: one length)" if any(n.startswith("PHASE2") for n in longer) else ""
+        said = longer[0] if len(longer) == 1 else f"{', '.join(longer[:-1])} and {longer[-1]}"
+        return (f"{said}: INIT_FROM={init} has {longest} positions (max_position_embeddings "
+                f"{config.max_position_embeddings}); give at most {longest}{phase2}")
     if family.name == "ELECTRA":
         from biofairseq.convert.families.electra import generator_folder
 
@@ -390,6 +401,19 @@ def init_from_problem(recipe, values, environ):
                     f"{generator_folder(source)}), whose width is its own; drop the setting (it sizes a fresh generator "
                     "where the folder has none)")
     return None
+
+
+def init_weights_problem(values):
+    """None, or the line saying INIT_FROM's folder (or its ELECTRA generator's) holds no weights: a download cut short,
+    which from-hf would meet after the cleaning."""
+    init = values["INIT_FROM"]
+    if init.endswith(".pt"):
+        return None
+    from biofairseq.convert import families
+
+    generator = Path(init) / "generator"
+    missing = families.weights_problem(init) or ((generator / "config.json").is_file() and families.weights_problem(generator))
+    return f"INIT_FROM={init}: {missing.split(': ', 1)[1]} in {missing.split(': ', 1)[0]}" if missing else None
 
 
 UNKNOWN_SHARE = 0.01  # of the corpus's tokens that INIT_FROM's vocabulary may leave unknown

@@ -273,12 +273,24 @@ recipe_convert() {  # recipe_convert [FLAG...]: the kept checkpoint in transform
     [[ -z $MODEL_NAME ]] || PRETRAINED+=(--pretrain "$MODEL_NAME=$PRETRAIN")  # the report's models, in this order
 }
 
-recipe_baseline() {  # BASELINE=random-init: a randomly initialised copy of the model converted last, fine-tuned beside it
-    [[ $BASELINE == random-init ]] || return 0
-    if stage 6b "a randomly initialised copy of $(basename "$HF_MODEL"), as a baseline" "$RUN_DIR/hf/random_init"; then
-        run "$PYTHON" -m biofairseq.recipe.random_init "$HF_MODEL" "$RUN_DIR/hf/random_init"
+recipe_baseline() {  # BASELINE: random-init (a randomly initialised copy of the model converted last) and/or original
+    # (INIT_FROM's model as it was given, before the continued pretraining), each fine-tuned beside it
+    if [[ " $BASELINE " == *" random-init "* ]]; then
+        if stage 6b "a randomly initialised copy of $(basename "$HF_MODEL"), as a baseline" "$RUN_DIR/hf/random_init"; then
+            run "$PYTHON" -m biofairseq.recipe.random_init "$HF_MODEL" "$RUN_DIR/hf/random_init"
+        fi
+        MODELS+=("$RUN_DIR/hf/random_init")
     fi
-    MODELS+=("$RUN_DIR/hf/random_init")
+    if [[ " $BASELINE " == *" original "* ]]; then
+        if stage 6c "INIT_FROM's model as it was given, as a baseline" "$RUN_DIR/hf/original"; then
+            if [[ $INIT_FROM == *.pt ]]; then
+                run biofairseq-convert to-hf "$INIT_FROM" "$RUN_DIR/hf/original" "${INIT_TO_HF_ARGS[@]}"
+            else
+                run ln -s "$INIT_FROM" "$RUN_DIR/hf/original"  # fine-tuned as the folder holds it
+            fi
+        fi
+        MODELS+=("$RUN_DIR/hf/original")
+    fi
 }
 
 kept_checkpoint() {  # kept_checkpoint [PRETRAIN_DIR]: the checkpoint its best.json names (default: the current model's)

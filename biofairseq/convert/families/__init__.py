@@ -45,6 +45,22 @@ def for_config(config, where):
     return family
 
 
+def family_of_class(name):
+    """The family whose transformers classes include ``name`` (BertForMaskedLM: BERT), or None."""
+    return next((f for f in FAMILIES if name in f.classes()), None)
+
+
+WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
+
+
+def weights_problem(path):
+    """None, or why a transformers folder holds no weights transformers can load (a download cut short)."""
+    if any((Path(path) / name).is_file() for name in WEIGHTS):
+        return None
+    return (f"{path}: no weights ({', '.join(WEIGHTS[:2])} or a sharded index); download the model's whole folder (a "
+            "TensorFlow or Flax checkpoint alone is not read)")
+
+
 def for_fairseq(fairseq, vocabulary):
     """The family a loaded fairseq checkpoint goes back to transformers as: its model's, and among fairseq's RoBERTa
     encoders, BERT or Megatron-BERT where its vocabulary is a WordPiece one (a continued BERT)."""
@@ -72,6 +88,11 @@ def inspect(source):
         declared = json.loads((path / "config.json").read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
         raise ConvertError(f"{path}/config.json: not JSON ({first_line(error)}); give the folder save_pretrained wrote") from None
+    if isinstance(declared, dict) and not declared.get("model_type"):  # an older config (transformers refuses it too)
+        guess = family_of_class((declared.get("architectures") or [""])[0])
+        example = f": \"model_type\": \"{guess.model_types[0]}\" for its {declared['architectures'][0]}" if guess else ""
+        raise ConvertError(f"{path}/config.json: no model_type, which transformers needs to read it; add the model's"
+                           f"{example}")
     if not isinstance(declared, dict) or declared.get("model_type") not in {t for f in FAMILIES for t in f.model_types}:
         # no family's: said before transformers is asked (it refuses a type it does not know in a paragraph)
         for_config(Namespace(model_type=declared.get("model_type") if isinstance(declared, dict) else None,
@@ -81,4 +102,7 @@ def inspect(source):
     except (ValueError, OSError, KeyError) as error:
         raise ConvertError(f"{path}: config.json does not load in transformers ({first_line(error)})") from None
     family = for_config(config, path)
+    misplaced = family.misplaced(config)
+    if misplaced:
+        raise ConvertError(f"{path}: {misplaced}")
     return family, config, family.problems(config, source)

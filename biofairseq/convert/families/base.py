@@ -22,6 +22,10 @@ class Family:
 
     # ---- from-hf: reading a transformers folder
 
+    def misplaced(self, config):
+        """None, or why this folder is the wrong part of a model (an ELECTRA's generator given as the model)."""
+        return None
+
     def problems(self, config, source=None):
         """The settings of a transformers config that no fairseq model of the family computes, each named; [] if none.
         Read from config.json alone, so that the recipes' settings step refuses a folder before any work."""
@@ -30,6 +34,13 @@ class Family:
     def settings(self, config, source=None, models=()):
         """The fairseq model's settings (names of its --arch flags) for a transformers config without problems."""
         raise NotImplementedError
+
+    def classes(self):
+        """The transformers classes of its layouts (what from-hf reads, what to-hf writes)."""
+        return [c for layout in self.all_layouts() for c in (layout.model_class, *layout.also_reads)]
+
+    def all_layouts(self):
+        return ()
 
     def max_length(self, config):
         """The longest sequence the model embeds (its position table counted from position 0)."""

@@ -44,6 +44,9 @@ class BERT(Family):
     layout = LAYOUT
     class_name = "BertForMaskedLM"
 
+    def all_layouts(self):
+        return (self.layout,)
+
     def problems(self, config, source=None):
         return common_problems(config)
 

@@ -135,20 +135,25 @@ class ELECTRA(Family):
     recipes = ("bioelectra",)
     published = "BioELECTRA (discriminator and generator), ELECTRA small, base and large"
 
+    def all_layouts(self):
+        return electra_layouts("tied")
+
     def problems(self, config, source=None):
         problems = common_problems(config)
         if config.hidden_act != "gelu":
             problems.append(f"hidden_act {config.hidden_act} (transformers' ELECTRA generator head computes gelu "
                             "whatever it says; fairseq's computes hidden_act)")
-        if "ElectraForPreTraining" not in (config.architectures or ["ElectraForPreTraining"]):
-            problems.append(f"a {', '.join(config.architectures)}, not a discriminator (ElectraForPreTraining): give the "
-                            f"discriminator's folder, with the generator in its {GENERATOR_FOLDER}/ folder or named by "
-                            "--generator")
         folder = generator_folder(source) if source is not None else None
         if folder is not None:
             generator = self.generator_config(folder)
             problems += _generator_problems(config, generator)
         return problems
+
+    def misplaced(self, config):
+        if "ElectraForPreTraining" in (config.architectures or ["ElectraForPreTraining"]):
+            return None
+        return (f"an ELECTRA generator ({', '.join(config.architectures)}), not a discriminator (ElectraForPreTraining): "
+                f"give the discriminator's folder, which holds this one as its {GENERATOR_FOLDER}/ folder")
 
     @staticmethod
     def generator_config(folder):

@@ -35,6 +35,9 @@ class ModernBERT(Family):
     published = "ModernBERT base and large, BioClinical ModernBERT"
     eps = "norm_eps"
 
+    def all_layouts(self):
+        return (LAYOUT,)
+
     def problems(self, config, source=None):
         rope = config.rope_parameters
         return [name for name, wrong in (

@@ -84,6 +84,9 @@ class RoBERTa(Family):
     recipes = ("bsc_bio_es", "beto", "biomegatron")
     published = "RoBERTa, XLM-R, CamemBERT, bsc-bio-es, RoBERTa-PreLayerNorm, XLM-R-XL"
 
+    def all_layouts(self):
+        return LAYOUTS
+
     def problems(self, config, source=None):
         pad, rows = config.pad_token_id, config.max_position_embeddings
         return common_problems(config) + [name for name, wrong in (
