@@ -526,6 +526,26 @@ def test_brat_scores_count_every_gold_mention_nested_ones_included(trained):
     assert f"{100 * m['test']['f1']:.2f} ± 0.00" in table and "seqeval on BIO" in table
 
 
+def test_empty_and_blank_notes_get_empty_outputs_alone_or_in_a_folder(trained, tmp_path):
+    """A note with no text, or only whitespace, has nothing to tag: no window at all (Trainer.predict then gave None,
+    and predict ended in a TypeError)."""
+    out, dev, _ = trained
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "empty.txt").write_text("")
+    (notes / "blank.txt").write_text("  \n\n\t\n")
+    real = sorted(dev.glob("*.txt"))[0]
+    shutil.copy(real, notes)
+    ner("predict", "--model", out, "--input", notes / "blank.txt", "--output-dir", tmp_path / "alone", "--max-length", 64)
+    assert (tmp_path / "alone" / "predictions" / "blank.ann").read_text() == ""
+    ner("predict", "--model", out, "--input", notes, "--output-dir", tmp_path / "folder", "--max-length", 64,
+        "--window-overlap", 16)
+    written = tmp_path / "folder" / "predictions"
+    assert (written / "empty.ann").read_text() == (written / "blank.ann").read_text() == ""
+    # the real note beside them is tagged as the run tagged it in its dev set
+    assert (written / f"{real.stem}.ann").read_text() == (out / "predictions" / "dev" / f"{real.stem}.ann").read_text()
+
+
 def test_predict_tags_plain_notes_and_a_partly_annotated_folder(trained, tmp_path):
     out, dev, _ = trained
     notes = tmp_path / "notes"

@@ -275,6 +275,8 @@ class Predictor:
         return [iob2.repair(t) for t in windows.word_tags(self.windows, predictions, self.labels, len(self.data.sentences))]
 
     def predict(self, trainer):
+        if not self.inputs:  # empty or whitespace-only notes: no window, and Trainer.predict has no predictions to give
+            return self.tags([])
         # Trainer's compute_metrics scores the dev set; on other inputs it would index past the dev windows.
         compute, trainer.compute_metrics = trainer.compute_metrics, None
         try:
