@@ -47,7 +47,7 @@ EXTRAS = {
         "transformers>=5", "accelerate>=1.1", "seqeval>=1.2", "matplotlib>=3.7", "tensorboard", "regex",
         "safetensors>=0.4", "PyYAML", "huggingface_hub",
     ],
-    "test": ["pytest>=8", "pytest-xdist>=3"],
+    "test": ["pytest>=8", "pytest-xdist>=3", "pandas>=2"],  # pandas: predict's JSON lines, read as a team reads them
 }
 
 # name=module:function; biofairseq.commands turns a missing dependency into one line naming its install command.

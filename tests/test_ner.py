@@ -474,6 +474,10 @@ def test_sweep_on_conll_writes_both_statistics_and_resumes(model, tmp_path):
     assert "median_over_seeds" in report and "± " in first.stdout and "best-on-dev test F1" in first.stdout
     assert (tmp_path / "sweep" / "dev_f1.png").read_bytes()[:4] == b"\x89PNG"
     assert (tmp_path / "sweep" / "lr=0.001" / "seed=1" / "predictions" / "dev" / "predictions.conll").is_file()
+    # the default overlap of 128 is capped at half a window (64 sub-tokens, <s> and </s> aside): the card says what was used
+    assert metrics[0]["window_overlap"] == 31
+    card = (tmp_path / "sweep" / "lr=0.001" / "seed=1" / "model" / "README.md").read_text(encoding="utf-8")
+    assert re.search(r"\| window overlap +\| +31 \|", card)
     second = ner(*args)
     assert second.stdout.count("finished earlier, skipped") == 4
     # the repaired I- tag: one warning line on stderr for the whole grid, and its count in every run's metrics.json
@@ -544,6 +548,36 @@ def test_empty_and_blank_notes_get_empty_outputs_alone_or_in_a_folder(trained, t
     assert (written / "empty.ann").read_text() == (written / "blank.ann").read_text() == ""
     # the real note beside them is tagged as the run tagged it in its dev set
     assert (written / f"{real.stem}.ann").read_text() == (out / "predictions" / "dev" / f"{real.stem}.ann").read_text()
+
+
+def test_predict_writes_brat_json_lines_and_conll_that_agree_and_load_in_the_tools_users_have(trained, tmp_path):
+    """Every format at once (the default): the BRAT files read back through our own reader, pandas' read of the JSON
+    lines and the CoNLL file's tags give the same entities, at the same character offsets, each JSON record's text the
+    note's text there and a confidence in (0, 1]; annotation.conf names the model's types. --max-length left out is
+    the run's own (metrics.json). --formats picks."""
+    import pandas
+
+    out, test, _ = trained  # the dev set: the test set has a type the model lacks
+    proc = ner("predict", "--model", out, "--input", test, "--output-dir", tmp_path / "all", "--window-overlap", 16)
+    assert "windows of 64 sub-tokens: its fine-tuning run's (metrics.json)" in proc.stdout
+    written = tmp_path / "all" / "predictions"
+    frame = pandas.read_json(written / "entities.jsonl", lines=True)
+    assert list(frame.columns) == ["file", "start", "end", "type", "text", "score"] and len(frame) > 0
+    assert frame["score"].between(0, 1, inclusive="right").all()
+    texts = {f: (test / f).read_text(encoding="utf-8") for f in frame["file"].unique()}
+    assert all(texts[r.file][r.start:r.end] == r.text for r in frame.itertuples())
+    from_json = {(r.file[:-4], r.start, r.end, r.type) for r in frame.itertuples()}
+    read_back = {(d.id, e.start, e.end, e.type) for d in brat.read_folder(written, []) for e in d.entities}
+    assert read_back == from_json
+    conf = (written / "annotation.conf").read_text().split("\n\n")[0].splitlines()
+    assert conf[0] == "[entities]" and set(frame["type"]) <= set(conf[1:])
+    columns = [line.split("\t") for line in (written / "predictions.conll").read_text(encoding="utf-8").splitlines()
+               if line and not line.startswith("-DOCSTART-")]
+    assert all(len(c) == 4 for c in columns)
+    begun = {(int(c[1]), c[3][2:]) for c in columns if c[3].startswith("B-")}
+    assert begun == {(r.start, r.type) for r in frame.itertuples()}  # each entity begins at its first token's offset
+    ner("predict", "--model", out, "--input", test, "--output-dir", tmp_path / "json", "--formats", "jsonl")
+    assert sorted(p.name for p in (tmp_path / "json" / "predictions").iterdir()) == ["entities.jsonl"]
 
 
 def test_predict_tags_plain_notes_and_a_partly_annotated_folder(trained, tmp_path):
@@ -679,7 +713,8 @@ def test_predict_tags_a_single_txt_file_as_raw_text(trained, tmp_path):
     shutil.copy(sorted(dev.glob("*.txt"))[0], note)
     proc = ner("predict", "--model", out, "--input", note, "--output-dir", tmp_path / "tagged", "--max-length", 64)
     written = tmp_path / "tagged" / "predictions"
-    assert sorted(p.name for p in written.iterdir()) == ["notes.ann", "notes.txt"] and "warning" not in proc.stderr
+    assert sorted(p.name for p in written.iterdir()) == ["annotation.conf", "entities.jsonl", "notes.ann", "notes.txt",
+                                                          "predictions.conll"] and "warning" not in proc.stderr
     assert (written / "notes.txt").read_bytes() == note.read_bytes()
     assert {e.type for e in brat.read_folder(written, [])[0].entities} <= {"NORMALIZABLES", "NO_NORMALIZABLES", "PROTEINAS", "UNCLEAR"}
     assert "scores" not in json.loads((tmp_path / "tagged" / "metrics.json").read_text())

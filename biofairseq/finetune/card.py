@@ -109,7 +109,7 @@ def body(report, source, name, paths):
         ["batch size x gradient accumulation", f"{o['batch_size']} x {o['gradient_accumulation']}"],
         ["weight decay", f"{o['weight_decay']:g}"], ["warm-up ratio", f"{o['warmup_ratio']:g}"],
         ["layer-wise LR decay", f"{o['layerwise_lr_decay']:g}"], ["max length (sub-tokens per window)", str(report["max_length"])],
-        ["window overlap", str(o["window_overlap"])], ["label scheme", o["label_scheme"]], ["head", head],
+        ["window overlap", str(report.get("window_overlap", o["window_overlap"]))], ["label scheme", o["label_scheme"]], ["head", head],
         ["precision", report["precision"]], ["training time", f"{report['train_seconds']:g} s"],
     ]
     lines += ["## Training", "", markdown_table(["setting", "value"], settings), ""]

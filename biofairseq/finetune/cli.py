@@ -107,13 +107,29 @@ def _parser():
     predict.add_argument("--input", required=True, type=Path,
                          help="a .txt file or a folder of them (raw text; scored where X.ann is beside X.txt), or a CoNLL file (.conll, .tsv, .bio)")
     predict.add_argument("--output-dir", required=True, type=Path,
-                         help="folder to create: predictions/ (X.txt + X.ann for text, predictions.conll for CoNLL) and metrics.json")
+                         help="folder to create: predictions/ (the --formats chosen) and metrics.json")
     _option_flags(predict, prediction_only=True)
+    # --max-length left out: the model's own fine-tuning length (its run's metrics.json), else TrainOptions' default
+    predict.set_defaults(max_length=None)
+    predict.add_argument("--formats", type=_formats, default="brat,jsonl,conll",
+                         help="comma-separated: brat (X.txt + X.ann and annotation.conf, for notes), jsonl "
+                              "(entities.jsonl: file, start, end, type, text, score per entity), conll (predictions.conll: "
+                              "token, character offsets, tag; -DOCSTART- naming each note); default: all")
     predict.add_argument("--overwrite", action="store_true", help="replace --output-dir if it exists")
     report = command("report", "the bsc-bio-es Table 2 layout (+ median over seeds, per-type scores) as Markdown, JSON and a plot")
     report.add_argument("runs", nargs="+", type=Path, help="sweep folders (one per model) or run folders")
     report.add_argument("--output-dir", type=Path, default=None, help="where report.md/.json and dev_f1.png go (default: the one RUN_DIR)")
     return parser
+
+
+def _formats(text):
+    from biofairseq.finetune.outputs import FORMATS
+
+    chosen = [f for f in text.split(",") if f]
+    unknown = [f for f in chosen if f not in FORMATS]
+    if unknown or not chosen:
+        raise argparse.ArgumentTypeError(f"{text}: give some of {', '.join(FORMATS)}, comma-separated")
+    return chosen
 
 
 def _options(args):
@@ -189,7 +205,11 @@ def main(argv=None):
             training.train(args.model, args.train, args.dev, args.test, args.output_dir, _options(args), args.overwrite, log, card=_card(args))
             log(f"wrote {args.output_dir}/metrics.json in {time.time() - started:.0f} s")
         elif args.command == "predict":
-            training.predict(args.model, args.input, args.output_dir, _options(args), args.overwrite, log)
+            given = args.max_length is not None
+            if not given:
+                args.max_length = training.TrainOptions.max_length
+            training.predict(args.model, args.input, args.output_dir, _options(args), args.overwrite, log,
+                             formats=args.formats, max_length_given=given)
             log(f"wrote {args.output_dir}/predictions in {time.time() - started:.0f} s")
         elif args.command == "sweep":
             folders = sweep.sweep(args.model, args.train, args.dev, args.test, args.output_dir, _options(args), args.lrs, args.seeds, log,

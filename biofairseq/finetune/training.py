@@ -14,7 +14,7 @@ import re
 import shutil
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
 from biofairseq.arguments import first_line
@@ -272,17 +272,30 @@ class Predictor:
 
     def tags(self, predictions):
         """Predicted tags per word, repaired by conlleval's rule so that seqeval and the BRAT files read the same entities."""
-        return [iob2.repair(t) for t in windows.word_tags(self.windows, predictions, self.labels, len(self.data.sentences))]
+        return self.tagged(predictions)[0]
 
-    def predict(self, trainer):
+    def tagged(self, predictions):
+        """(the tags per word, as ``tags``; the probability of each word's predicted label), from the (label index,
+        probability) of each window position (``_best_label``)."""
+        n = len(self.data.sentences)
+        indices = [p[..., 0] for p in predictions]
+        tags = [iob2.repair(t) for t in windows.word_tags(self.windows, indices, self.labels, n)]
+        return tags, [[float(p) for p in s] for s in windows.word_values(self.windows, [p[..., 1] for p in predictions], n)]
+
+    def predict(self, trainer, callbacks=()):
+        """(tags, probabilities) of every word; ``callbacks``: the Trainer's for this prediction alone (progress)."""
         if not self.inputs:  # empty or whitespace-only notes: no window, and Trainer.predict has no predictions to give
-            return self.tags([])
+            return self.tagged([])
         # Trainer's compute_metrics scores the dev set; on other inputs it would index past the dev windows.
         compute, trainer.compute_metrics = trainer.compute_metrics, None
+        for callback in callbacks:
+            trainer.add_callback(callback)
         try:
-            return self.tags(trainer.predict(self.inputs).predictions)
+            return self.tagged(trainer.predict(self.inputs).predictions)
         finally:
             trainer.compute_metrics = compute
+            for callback in callbacks:
+                trainer.remove_callback(callback)
 
     def scores(self, tags, written=None):
         """Scores of the annotated sentences (None when there are none).
@@ -313,8 +326,13 @@ class Predictor:
             conll.write_file(out / "predictions.conll", [(s.tokens, t) for s, t in zip(self.data.sentences, tags)])
 
 
-def _argmax(logits, labels):
-    return logits.argmax(-1)
+def _best_label(logits, labels):
+    """Each position's most probable label and its probability, in place of the logits: what tags and confidences
+    need, in a sliver of the logits' memory (the Trainer gathers every evaluation window's)."""
+    import torch
+
+    best = logits.float().softmax(-1).max(-1)
+    return torch.stack([best.indices.float(), best.values], dim=-1)
 
 
 def read_annotated(path, role, warn=stderr):
@@ -378,7 +396,7 @@ def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inpu
     trainer = _trainer_class()(
         model=model, args=args, train_dataset=train_inputs, eval_dataset=eval_inputs, processing_class=tokenizer,
         data_collator=DataCollatorForTokenClassification(tokenizer, pad_to_multiple_of=8 if precision != "fp32" else None),
-        compute_metrics=compute_metrics, preprocess_logits_for_metrics=_argmax, callbacks=list(callbacks),
+        compute_metrics=compute_metrics, preprocess_logits_for_metrics=_best_label, callbacks=list(callbacks),
     )
     trainer.layerwise_lr_decay = options.layerwise_lr_decay
     trainer.warmup_ratio = options.warmup_ratio
@@ -470,6 +488,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
         report = {
             "model": str(source), "model_sha256": fingerprint, "train": str(train_path), "dev": str(dev_path), "test": str(test_path) if test_path else None,
             "options": asdict(options), "precision": precision, "labels": labels, "max_length": max_length,
+            "window_overlap": windows.overlap_used(tokenizer, max_length, options.window_overlap),  # what windows got
             "best": best, "history": history, "train_seconds": round(seconds, 1), "train_loss": result.training_loss,
             "train_tokens_per_epoch": train_tokens, "train_tokens_per_second": round(train_tokens * options.epochs / result.metrics["train_runtime"], 1),
             # what reading the data changed (entities dropped, kept by their offsets, trimmed...), as the warnings said
@@ -479,7 +498,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
         predictions_dir = output_dir / "predictions"
         for name in ("dev", "test"):
             if name in predictors:
-                tags = predictors[name].predict(trainer)
+                tags, _ = predictors[name].predict(trainer)
                 with staged_folder(predictions_dir / name, True, NERFormatError) as staging:
                     predictors[name].write(tags, staging)
                 report[name] = predictors[name].scores(tags, predictions_dir / name)
@@ -493,6 +512,22 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
             shutil.rmtree(checkpoints, ignore_errors=True)
         write_text(output_dir / "metrics.json", json.dumps(report, indent=1) + "\n")
     return report
+
+
+def _tagging_progress(windows, log, every=0.1, least=2000):
+    """A callback that says how far tagging is, every tenth of an input of many windows (a note of megabytes)."""
+    from transformers import TrainerCallback
+
+    class Progress(TrainerCallback):
+        done, said = 0, 0.0
+
+        def on_prediction_step(self, args, state, control, **kwargs):
+            self.done += args.per_device_eval_batch_size
+            if windows >= least and self.done / windows >= self.said + every:
+                self.said = min(1.0, self.done / windows)
+                log(f"tagged {100 * self.said:.0f}% of {windows:,} windows")
+
+    return Progress()
 
 
 def _progress(log):
@@ -517,8 +552,12 @@ def _trained_windows(source):
     return run.get("options", {}).get("context", "sentence"), run.get("max_length")
 
 
-def predict(model_dir, input_path, output_dir, options, overwrite=False, log=print, warn=stderr):
-    """Tags a BRAT folder, a .txt file or a CoNLL file with a fine-tuned model; scores it too when it is annotated."""
+def predict(model_dir, input_path, output_dir, options, overwrite=False, log=print, warn=stderr, formats=None,
+            max_length_given=True):
+    """Tags a BRAT folder, a .txt file or a CoNLL file with a fine-tuned model; scores it too when it is annotated.
+    ``formats``: of ``outputs.FORMATS`` (default all); ``max_length_given``: --max-length was given (else the model's
+    own fine-tuning length, where its run recorded one)."""
+    from biofairseq.finetune import outputs
     import transformers
     from transformers import AutoConfig
 
@@ -546,8 +585,15 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
              "for them, so their gold mentions count as missed (--allow-unseen-types)")
     tokenizer = load_tokenizer(source)
     model = head.load(source)
-    limit = position_limit(model.config, options.max_length)
     trained = _trained_windows(source)
+    asked = options.max_length
+    if not max_length_given and trained:  # as the model learned: its run's windows
+        options = replace(options, max_length=trained[1])
+    limit = position_limit(model.config, options.max_length)
+    said = ("--max-length as given" if max_length_given else "its fine-tuning run's (metrics.json)" if trained
+            else "the default (no fine-tuning run recorded beside the model)")
+    capped = f", capped by the model's {limit} positions" if limit < options.max_length else ""
+    log(f"windows of {limit} sub-tokens: {said}{capped}")
     if trained and trained != (options.context, limit):
         warn(f"note: {source} was fine-tuned with --context {trained[0]} --max-length {trained[1]}; it tags with "
              f"--context {options.context} --max-length {limit} as asked (give the former to tag as it learned)")
@@ -556,14 +602,24 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
     with staged_folder(output_dir, overwrite, NERFormatError) as staging:
         trainer = make_trainer(model, tokenizer, options, staging / "unused", None)
         started = time.time()
-        tags = predictor.predict(trainer)
+        tags, probabilities = predictor.predict(trainer, [_tagging_progress(len(predictor.inputs), log)])
         seconds = time.time() - started
         shutil.rmtree(staging / "unused", ignore_errors=True)
-        predictor.write(tags, staging / "predictions")
+        types = sorted({l[2:] for l in labels if l != "O"})
+        written = outputs.write(staging / "predictions", dataset, tags, probabilities, formats or outputs.FORMATS, types)
+        sub_tokens = sum(len(w.input_ids) for w in predictor.windows)
         report = {"model": str(source), "input": str(input_path), "seconds": round(seconds, 2),
                   "words": sum(len(s.tokens) for s in dataset.sentences), "windows": len(predictor.windows),
+                  "sub_tokens": sub_tokens, "sub_tokens_per_second": round(sub_tokens / max(seconds, 1e-9), 1),
+                  "max_length": limit, "max_length_from": said, "outputs": written,
                   "data_problems": dataset.problem_counts(), "unseen_types": unknown}
-        scores = predictor.scores(tags, staging / "predictions")
+        scored = staging / "predictions"  # BRAT gold is scored from BRAT predictions, as the official scorers read them
+        if dataset.is_brat and "brat" not in (formats or outputs.FORMATS):
+            scored = staging / "brat-scored"
+            outputs.write(scored, dataset, tags, probabilities, ["brat"], types)
+        scores = predictor.scores(tags, scored)
+        if scored.name == "brat-scored":
+            shutil.rmtree(scored)
         if scores is not None:
             report["scores"] = scores
             report["scored_documents"] = sum(d.annotated for d in dataset.documents) if dataset.is_brat else None

@@ -71,11 +71,17 @@ def owners(windows, n_words):
     return [k for k, _ in best]
 
 
+def overlap_used(tokenizer, max_length, overlap):
+    """The overlap windows get: at most half of what a window holds besides its special tokens."""
+    prefix, suffix = special_template(tokenizer)
+    return min(overlap, (max_length - len(prefix) - len(suffix)) // 2)
+
+
 def build(sentences, tokenizer, label_ids, max_length, scheme="first-subtoken", overlap=128):
     """The windows of these sentences, with labels when the sentences have tags."""
     prefix, suffix = special_template(tokenizer)
     budget = max_length - len(prefix) - len(suffix)
-    overlap = min(overlap, budget // 2)
+    overlap = overlap_used(tokenizer, max_length, overlap)
     windows = []
     for index, (sentence, pieces) in enumerate(zip(sentences, word_pieces(tokenizer, sentences))):
         pieces = [p[:budget] for p in pieces]
@@ -94,10 +100,16 @@ def build(sentences, tokenizer, label_ids, max_length, scheme="first-subtoken", 
     return windows
 
 
+def word_values(windows, values, n_sentences):
+    """Each word's value, per sentence, from each window's values per position (a predicted label index, its
+    probability): its first sub-token's, in the window that owns the word."""
+    found = [dict() for _ in range(n_sentences)]
+    for window, per_position in zip(windows, values):
+        for w, position in window.owned:
+            found[window.sentence][w] = per_position[position]
+    return [[f[w] for w in range(len(f))] for f in found]
+
+
 def word_tags(windows, predictions, labels, n_sentences):
     """The predicted tag of every word, from each window's predicted label index per position."""
-    tags = [dict() for _ in range(n_sentences)]
-    for window, predicted in zip(windows, predictions):
-        for w, position in window.owned:
-            tags[window.sentence][w] = labels[predicted[position]]
-    return [[t[w] for w in range(len(t))] for t in tags]
+    return [[labels[int(i)] for i in s] for s in word_values(windows, predictions, n_sentences)]
