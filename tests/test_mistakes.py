@@ -8,6 +8,7 @@ the Python commands they start served by this process too (tests/command_server.
 interpreter by its path (a Python without the project). docs/development.md lists the catalogue."""
 
 import gzip
+import json
 import os
 import runpy
 import shutil
@@ -191,6 +192,8 @@ MISTAKES = [
     # NER
     Mistake("a model folder that is not a model", [*NER, "--model", "empty", *SPLITS], "a folder without config.json",
             "out"),
+    Mistake("a model whose tokenizer has no special tokens", [*NER, "--model", "hf/bare-tokenizer", *SPLITS],
+            ("--model hf/bare-tokenizer: its tokenizer has no padding token", "save the model's own tokenizer"), "out"),
     Mistake("a Hub model id without network", [*NER, "--model", "PlanTL-GOB-ES/bsc-bio-es", *SPLITS],
             ("--model PlanTL-GOB-ES/bsc-bio-es", "HF_HUB_OFFLINE"), "out", {"HF_HUB_OFFLINE": "1"}),
     Mistake("NER data that does not exist", ["biofairseq-ner", "sweep", "--model", "hf/my-model", "--train",
@@ -288,6 +291,18 @@ def workdir(tmp_path_factory):
     (work / "hf" / "odd").mkdir(parents=True)  # a BERT whose tokenizer file is not one
     (work / "hf" / "odd" / "config.json").write_text('{"model_type": "bert", "architectures": ["BertForMaskedLM"]}')
     (work / "hf" / "odd" / "tokenizer.json").write_text("{not json")
+    bare = work / "hf" / "bare-tokenizer"  # a RoBERTa whose tokenizer.json is its BPE alone: no <s>, </s>, <pad>
+    bare.mkdir(parents=True)
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    vocab = json.loads((DATA_BIN / "vocab.json").read_text(encoding="utf-8"))
+    merges = [tuple(line.split()) for line in (DATA_BIN / "merges.txt").read_text(encoding="utf-8").splitlines()[1:] if line]
+    from transformers import PreTrainedTokenizerFast
+
+    tokenizer = Tokenizer(models.BPE(vocab, merges))
+    tokenizer.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    PreTrainedTokenizerFast(tokenizer_object=tokenizer).save_pretrained(bare)
+    (bare / "config.json").write_text('{"model_type": "roberta", "architectures": ["RobertaForMaskedLM"]}')
     (work / "hf" / "alien").mkdir(parents=True)  # a model type transformers does not know
     (work / "hf" / "alien" / "config.json").write_text('{"model_type": "no_such_model_type"}')
     (work / "ncbi").symlink_to(NCBI, target_is_directory=True)

@@ -84,9 +84,15 @@ def load_tokenizer(model_dir):
     from transformers import AutoTokenizer
 
     try:
-        return AutoTokenizer.from_pretrained(model_dir, add_prefix_space=True)
+        tokenizer = AutoTokenizer.from_pretrained(model_dir, add_prefix_space=True)
     except (OSError, ValueError) as error:  # a model folder without its tokenizer's files
         raise NERFormatError(f"--model {model_dir}: its tokenizer does not load ({first_line(error)[:200]}); give a folder with the tokenizer files (biofairseq-convert to-hf writes them)") from None
+    if tokenizer.pad_token_id is None:  # a tokenizer.json of the vocabulary alone (no special tokens): batches need one
+        raise NERFormatError(f"--model {model_dir}: its tokenizer has no padding token (nor the other special tokens its "
+                             "model was pretrained with, <s> </s> or [CLS] [SEP]); save the model's own tokenizer in the "
+                             "folder (biofairseq-convert to-hf writes it; tokenizer.save_pretrained of the one it was "
+                             "pretrained with)")
+    return tokenizer
 
 
 def position_limit(config, asked):

@@ -23,6 +23,11 @@ def special_template(tokenizer):
     """Ids the tokenizer puts before and after a single sequence (``<s>`` ... ``</s>``, ``[CLS]`` ... ``[SEP]``)."""
     encoding = tokenizer(["a"], is_split_into_words=True)
     positions = [i for i, w in enumerate(encoding.word_ids()) if w is not None]
+    if not positions:
+        from biofairseq.finetune import NERFormatError
+
+        raise NERFormatError(f"the tokenizer ({type(tokenizer).__name__}) gives no token for the word 'a', not even its "
+                             "unknown one; save the model's own tokenizer in the folder (biofairseq-convert to-hf writes it)")
     ids = encoding["input_ids"]
     return ids[: positions[0]], ids[positions[-1] + 1 :]
 
