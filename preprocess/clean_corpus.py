@@ -107,4 +107,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from biofairseq.interrupts import ends_in_one_line
+
+    with ends_in_one_line("clean_corpus.py", "finished shards are kept; the same command cleans only the shards left"):
+        main()

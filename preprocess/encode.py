@@ -39,4 +39,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from biofairseq.interrupts import ends_in_one_line
+
+    with ends_in_one_line("encode.py", "nothing was written (the output appears only when complete); run the same "
+                          "command again"):
+        main()

@@ -114,4 +114,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from biofairseq.interrupts import ends_in_one_line
+
+    with ends_in_one_line("train_vocab.py", "nothing was written (the vocabulary folder appears only when complete); "
+                          "run the same command again"):
+        main()

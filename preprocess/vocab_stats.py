@@ -47,4 +47,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from biofairseq.interrupts import ends_in_one_line
+
+    with ends_in_one_line("vocab_stats.py", "nothing was written; run the same command again"):
+        main()

@@ -30,14 +30,19 @@ def start(args):
     return proc
 
 
-def kill_when(proc, condition, timeout=120):
-    """SIGKILL to proc's process group as soon as condition() holds; fails if proc ends first."""
+def kill_when(proc, condition, timeout=120, signal_number=None):
+    """SIGKILL to proc's process group as soon as condition() holds (or ``signal_number``, which the group may
+    handle); fails if proc ends first."""
     deadline = time.monotonic() + timeout
     while not condition():
         assert proc.poll() is None, f"ended (exit {proc.returncode}) before the kill point:\n{''.join(proc.lines)[-3000:]}"
         assert time.monotonic() < deadline, "the kill point was never reached"
         time.sleep(0.002)
-    kill_group(proc, timeout=5)
+    if signal_number is None:
+        kill_group(proc, timeout=5)
+    else:
+        os.killpg(proc.pid, signal_number)
+        proc.wait(30)
     proc.reader.join(10)
 
 
@@ -88,6 +93,20 @@ def test_clean_corpus_killed_mid_shard_resumes_to_the_same_text(cleaned, tmp_pat
     reference = tree(cleaned / "reference", skip={"timing.json"})
     assert set(reference) == {"train.txt", "valid.txt", "stats.json"}
     assert tree(out, skip={"timing.json"}) == reference  # the work folder, and every temporary, gone
+
+
+def test_clean_corpus_interrupted_ends_in_its_own_line_after_its_workers_stop(cleaned, tmp_path):
+    """Ctrl-C reaches the whole process group, the pool's workers too: they leave it to the parent, which ends them and
+    says in one line what is kept (exit status 130), after its progress bar, not under a traceback per worker."""
+    import signal
+
+    out = tmp_path / "clean"
+    proc = start(clean(cleaned / "cases.jsonl", out))
+    kill_when(proc, lambda: any(out.glob("work/shards/cases/*.json")), signal_number=signal.SIGINT)
+    assert proc.returncode == 130
+    assert proc.lines[-1].strip() == ("clean_corpus.py: interrupted; finished shards are kept; the same command cleans "
+                                      "only the shards left")
+    assert not [line for line in proc.lines if "Traceback" in line or "KeyboardInterrupt" in line]
 
 
 # ---- preprocess/binarize.sh
@@ -185,8 +204,28 @@ def test_pretraining_killed_after_its_last_checkpoint_is_not_trained_again_and_a
     log = stages(PRETRAIN.format(p=tmp_path, until=20))
     assert (checkpoints / "checkpoint_last.pt").read_bytes() == whole, log
     assert "cut short" in log and "RUN" not in log and "at update 20 already" in log  # fairseq would train update 21
-    assert "RUN biofairseq-train data" in stages(PRETRAIN.format(p=tmp_path, until=30))  # not yet at the end: resumed
-    assert "RUN biofairseq-train data" in stages(PRETRAIN.format(p=tmp_path / "new", until=20))  # no checkpoint: starts
+    resumed = stages(PRETRAIN.format(p=tmp_path, until=30))  # not yet at the end: resumed, and the recipe says so
+    assert "RUN biofairseq-train data" in resumed and f"resuming: {checkpoints}/checkpoint_last.pt is at update 20 of 30" in resumed
+    started = stages(PRETRAIN.format(p=tmp_path / "new", until=20))  # no checkpoint: starts
+    assert "RUN biofairseq-train data" in started and "resuming" not in started
+
+
+def test_an_interrupt_ends_a_recipe_in_one_line_naming_the_stage_and_the_command_that_resumes(tmp_path):
+    """Ctrl-C (SIGINT to the recipe's process group) and a scheduler's SIGTERM, mid-stage: the command running stops
+    (here one that only waits), and the recipe ends in one line: the stage it was in, that finished stages are kept and
+    the same command resumes; exit status 130 and 143, as a shell reports a signal. A command of ours says what it kept
+    in a line of its own (test_training.py)."""
+    import signal
+
+    script = (f"set -euo pipefail; RECIPE=demo; source {STAGES}; stage 4 'pretrain bio_roberta_tiny' {tmp_path}/out && "
+              f"run {sys.executable} -c 'import time; time.sleep(60)'")
+    for sig, status in ((signal.SIGINT, 130), (signal.SIGTERM, 143)):
+        proc = start(["bash", "-c", script])
+        kill_when(proc, lambda: any(line.startswith("+ ") for line in proc.lines), signal_number=sig)
+        assert proc.wait(30) == status
+        last = proc.lines[-1].strip()
+        assert last.startswith("demo.sh: interrupted in stage 4 (pretrain bio_roberta_tiny); finished stages are kept")
+        assert "run the same command again" in last
 
 
 def test_a_sweep_whose_report_was_cut_short_or_whose_model_changed_is_run_again(tmp_path):

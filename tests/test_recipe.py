@@ -12,6 +12,7 @@ import os
 import shlex
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -99,6 +100,13 @@ def test_every_stage_runs_and_the_report_comes_from_the_run(run):
     assert "pretraining_check:" in proc.stderr
     # the checkpoint records its BPE (fairseq's --bpe flags)
     assert train[train.index("--bpe") + 1] == "hf_byte_bpe" and train[train.index("--bpe-vocab") + 1].endswith("vocab.json")
+    # the converted model's card carries the corpus language, and the fine-tuned models' cards inherit it
+    best = ner[0]["best_on_dev"]
+    for card in (run_dir / "hf" / "bsc_bio_es" / "README.md", Path(best["path"]) / "model" / "README.md"):
+        assert "\nlanguage:\n- es\n" in card.read_text(encoding="utf-8"), card
+    # the report says where the best run on dev is, with its seed, relative to the run's folder
+    folder = Path(best["path"]).relative_to(run_dir.resolve())
+    assert f"- model=bsc_bio_es: best on dev, lr {best['lr']:g}, seed {best['seed']}: `{folder}/`" in proc.stdout
 
 
 def test_the_vocabulary_folder_has_the_umasks_mode_like_the_others(run):

@@ -298,3 +298,34 @@ def test_each_run_in_this_process_writes_its_tensorboard_events_into_its_own_fol
                       "--no-save", "--tensorboard-logdir", "tensorboard", cwd=tmp_path / run)
     for run in ("first", "second"):
         assert len(list((tmp_path / run / "tensorboard" / "train_inner").glob("events.out.tfevents.*"))) == 1, run
+
+
+def test_an_interrupted_biofairseq_train_ends_in_one_line_without_the_noise_of_its_start(bytebpe_corpus, tmp_path):
+    """Ctrl-C (SIGINT) mid-training, the console script as a user starts it: exit status 130 and one line saying the
+    checkpoints are kept and the same command resumes, no traceback; and none of the warnings fairseq, hydra and torch
+    print at every start (tensorboardX, hydra's deprecations, torch.cuda.amp, pin_memory on a CPU)."""
+    import signal
+    import threading
+    import time
+
+    from biofairseq.samples import BIN
+
+    proc = subprocess.Popen(
+        [str(BIN / "biofairseq-train"), str(bytebpe_corpus.data_bin), *TINY[2:], "--max-update", "100000",
+         "--total-num-update", "100000", "--save-dir", str(tmp_path / "checkpoints"), "--disable-validation"],
+        cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"}, start_new_session=True)
+    lines = []
+    reader = threading.Thread(target=lambda: lines.extend(proc.stdout), daemon=True)
+    reader.start()
+    deadline = time.monotonic() + 120
+    while not any("train_inner" in line for line in lines):
+        assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)[-3000:]
+        time.sleep(0.05)
+    os.killpg(proc.pid, signal.SIGINT)
+    assert proc.wait(60) == 130
+    reader.join(10)
+    assert lines[-1].strip() == ("biofairseq-train: interrupted; the checkpoints saved so far are kept "
+                                 "(checkpoint_last.pt is the latest); the same command resumes from it")
+    noise = [line for line in lines if re.search(r"Traceback|Warning|tensorboardX", line)]
+    assert noise == []

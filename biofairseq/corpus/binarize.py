@@ -450,4 +450,8 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    main()
+    from biofairseq.interrupts import ends_in_one_line
+
+    with ends_in_one_line("binarize", "nothing was written (the data-bin appears only when complete); run the same "
+                          "command again"):
+        main()

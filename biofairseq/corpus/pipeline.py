@@ -155,7 +155,9 @@ def _run_shards(pending, args, config, out_dir):
     elif args.launcher == "local":
         import multiprocessing
 
-        with multiprocessing.get_context("fork").Pool(args.workers) as pool:
+        from biofairseq.interrupts import ignore_in_workers
+
+        with multiprocessing.get_context("fork").Pool(args.workers, ignore_in_workers) as pool:
             for shard in pool.imap_unordered(_process_packed, [(s, *job_args) for s in pending]):
                 bar.update(shard.size)
     else:  # the same shards as a job array, through submitit

@@ -2,10 +2,12 @@
 
 import multiprocessing
 
+from biofairseq.interrupts import ignore_in_workers
+
 
 def map_jobs(function, jobs, workers):
     """[function(job) for job in jobs], in up to ``workers`` forked processes when there is more than one job."""
     if workers > 1 and len(jobs) > 1:
-        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs))) as pool:
+        with multiprocessing.get_context("fork").Pool(min(workers, len(jobs)), ignore_in_workers) as pool:
             return pool.map(function, jobs)
     return [function(job) for job in jobs]

@@ -115,6 +115,19 @@ def markdown(summaries):
         "label for them, so their gold mentions count as missed in these scores (trained with --allow-unseen-types)." for s in unseen)
 
 
+def best_lines(summaries, root=None):
+    """Where each model's run best on dev is, its seed, and the model to take from it (a folder relative to ``root``
+    where it is inside)."""
+    lines = []
+    for s in summaries:
+        best, path = s["best_on_dev"], Path(s["best_on_dev"]["path"])
+        if root is not None and Path(root).resolve() in path.resolve().parents:
+            path = path.resolve().relative_to(Path(root).resolve())
+        lines.append(f"- {s['model']}: best on dev, lr {best['lr']:g}, seed {best['seed']}: `{path}/` (its fine-tuned "
+                     f"model: `{path}/model/`)")
+    return lines
+
+
 def per_type_markdown(summaries):
     """Per entity type, mean ± std of P, R and F1 over each model's runs, with the scorer named."""
     pct = lambda s: f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f}"

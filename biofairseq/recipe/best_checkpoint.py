@@ -144,4 +144,7 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from biofairseq.interrupts import ends_in_one_line
+
+    with ends_in_one_line("best_checkpoint", "nothing was written; run the same command again"):
+        sys.exit(main())

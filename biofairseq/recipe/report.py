@@ -167,7 +167,7 @@ def markdown(run_dir, found):
         for name, p in models.items():
             lines += [f"### {name} (`pretrain/{name}/`)", "", *_pretraining_lines(p, f"pretrain/{name}")]
     for name, (_, summaries) in found["ner"].items():
-        lines += [f"## NER: {name} (`ner/{name}/`)", "", report.markdown(summaries), ""]
+        lines += [f"## NER: {name} (`ner/{name}/`)", "", report.markdown(summaries), "", *report.best_lines(summaries, run_dir), ""]
         lines += _labelling_lines(summaries)
     if found["ner"]:
         lines += ["Scores are exact-span, exact-type micro averages, in %; for BRAT data, the official scorers' (every gold mention of "

@@ -30,6 +30,19 @@ SDPA_ARGS=(--attention sdpa)  # what the fast path adds to choose SDPA; a model 
 
 die() { echo "$RECIPE.sh: error: $*" >&2; exit 1; }
 
+# An interrupt (Ctrl-C: SIGINT to the recipe and the command it runs; SIGTERM: a scheduler's stop) ends in one line
+# saying where the run was and that the same command resumes; the command running says what it kept. bash runs a trap
+# once its foreground command has ended: SIGTERM sent to bash alone stops the recipe after that command.
+STAGE_NOW=
+on_interrupt() {  # on_interrupt STATUS
+    trap - INT TERM
+    echo >&2
+    echo "$RECIPE.sh: interrupted${STAGE_NOW:+ in stage $STAGE_NOW}; finished stages are kept and an unfinished one resumes where it stopped: run the same command again [$(elapsed)]" >&2
+    exit "$1"
+}
+trap 'on_interrupt 130' INT
+trap 'on_interrupt 143' TERM
+
 recipe_settings() {  # every setting, resolved and checked before any work (one line and exit 1 at the first wrong one),
     # kept in recipe.env and set here; STOP_AFTER=settings prints recipe.env and stops
     local tool resolved
@@ -65,6 +78,7 @@ elapsed() { printf '%d:%02d elapsed' $((SECONDS / 60)) $((SECONDS % 60)); }
 RAN=0
 stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (default OUTPUT) exists
     local output=$3 done=${4:-$3}
+    STAGE_NOW="$1 ($2)"
     echo >&2
     echo "==== $1 $2 -> $output  [$(elapsed)]" >&2
     if [[ -e $done ]]; then  # (FORCE=1 removed every stage's output before the first: recipe_force)
@@ -178,6 +192,7 @@ pretrain_phase() {  # pretrain_phase TOKENS_PER_SAMPLE BATCH_PER_DEVICE UPDATE_F
         echo "$PRETRAIN/checkpoints/checkpoint_last.pt: at update $updates already, where this run ends; not trained again" >&2
         return 0
     fi
+    (( updates == 0 )) || echo "resuming: $PRETRAIN/checkpoints/checkpoint_last.pt is at update $updates of $until" >&2
     run "${LAUNCH[@]}" biofairseq-train "$DATA_PATH" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
         "${MODEL_ARGS[@]}" "${FAST_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$UPDATES" --max-update "$until" \
         --batch-size "$batch" --update-freq "$freq" --num-workers 2 "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" \
@@ -267,7 +282,7 @@ recipe_pick() {
 
 recipe_convert() {  # recipe_convert [FLAG...]: the kept checkpoint in transformers; FLAGs go to biofairseq-convert
     if stage 6 "convert ${MODEL_NAME:+$MODEL_NAME }to transformers" "$HF_MODEL"; then
-        run biofairseq-convert to-hf "$(kept_checkpoint)" "$HF_MODEL" "$@"
+        run biofairseq-convert to-hf "$(kept_checkpoint)" "$HF_MODEL" --language "$CORPUS_LANG" "$@"
     fi
     MODELS+=("$HF_MODEL")
     [[ -z $MODEL_NAME ]] || PRETRAINED+=(--pretrain "$MODEL_NAME=$PRETRAIN")  # the report's models, in this order
