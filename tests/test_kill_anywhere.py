@@ -257,6 +257,15 @@ def test_a_sweep_whose_report_was_cut_short_or_whose_model_changed_is_run_again(
     log = stages(script)
     assert f"{models['m']} changed since {sweep} was run" in log and log.count("RUN biofairseq-ner sweep") == 1, log
     assert f"--model {models['m']} " in log
+    # NER_SEEDS grown (or shrunk) since: both sweeps run again, keeping their finished runs (the sweep's to skip)
+    (sweep / "report.json").write_text("x")
+    (sweep / "model.sha256").write_text(weights_sha256(models["m"]) + "\n")
+    for name in models:
+        (tmp_path / "ner" / "pharmaconer" / f"model={name}" / "grid.json").write_text('["lr=0.001/seed=1"]')
+    assert "RUN" not in stages(script)
+    log = stages(script.replace("NER_SEEDS=1 ", "NER_SEEDS=1,2 "))
+    assert log.count("another grid of learning rates and seeds is asked for") == 2, log
+    assert log.count("RUN biofairseq-ner sweep") == 2 and "--seeds 1,2 " in log, log
 
 
 # ---- biofairseq/finetune/training.py

@@ -476,6 +476,11 @@ def test_sweep_on_conll_writes_both_statistics_and_resumes(model, tmp_path):
     assert (tmp_path / "sweep" / "lr=0.001" / "seed=1" / "predictions" / "dev" / "predictions.conll").is_file()
     # the default overlap of 128 is capped at half a window (64 sub-tokens, <s> and </s> aside): the card says what was used
     assert metrics[0]["window_overlap"] == 31
+    # the grid shrunk on a rerun: nothing trains again, and the report holds the runs asked for, not all on disk
+    again = ner(*[a if a != "1,2" else "2" for a in args])
+    assert again.stdout.count("finished earlier, skipped") == 2, again.stdout
+    shrunk = json.loads((tmp_path / "sweep" / "report.json").read_text())[0]
+    assert shrunk["runs"] == 2 and shrunk["seeds"] == [2]
     card = (tmp_path / "sweep" / "lr=0.001" / "seed=1" / "model" / "README.md").read_text(encoding="utf-8")
     assert re.search(r"\| window overlap +\| +31 \|", card)
     second = ner(*args)

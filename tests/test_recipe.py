@@ -18,6 +18,7 @@ import pytest
 
 import command_server
 
+from biofairseq.recipe import settings
 from biofairseq.recipe.presets import RECIPES
 from biofairseq.samples import BIN, RECIPE_SMALL, REPO, recipe_sample
 
@@ -125,16 +126,17 @@ def test_a_rerun_skips_every_finished_stage(run, sample):
     assert (run_dir / "report.md").stat().st_mtime_ns == report
 
 
-@pytest.mark.parametrize("name, value, stage", [("VALID_DOCS", "11", "stage 1 (clean the sources)"),
-                                                ("NER_EPOCHS", "3", "stage 7 (fine-tune on NER)")])
-def test_a_rerun_with_a_setting_that_finished_stages_did_not_use_stops_in_one_line(run, sample, name, value, stage):
+@pytest.mark.parametrize("name, value, stage, force", [("VALID_DOCS", "11", "stage 1 (clean the sources)", "clean"),
+                                                       ("NER_EPOCHS", "3", "stage 7 (fine-tune on NER)", "ner")])
+def test_a_rerun_with_a_setting_that_finished_stages_did_not_use_stops_in_one_line(run, sample, name, value, stage, force):
     run_dir, _ = run
     env = (run_dir / "recipe.env").read_text()
     proc = recipe(run_dir, check=False, served=True, **{**sample, name: value})
     assert proc.returncode == 1 and not commands(proc.stderr)
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith(f"bsc_bio_es.sh: error: {name}={value}, but {stage} already made {run_dir}/")
-    assert last.endswith(f"with {name}={sample[name]}; give {name}={sample[name]} to go on, FORCE=1 to redo every stage, or a new RUN_DIR")
+    assert last.endswith(f"with {name}={sample[name]}; give {name}={sample[name]} to go on, FORCE={force} to redo from "
+                         f"{stage.split(' (')[0]} on, or a new RUN_DIR")
     assert (run_dir / "recipe.env").read_text() == env and not (run_dir / "recipe.changes").exists()
 
 
@@ -273,6 +275,10 @@ def test_force_removes_every_stage_output_before_the_first_stage_runs(tmp_path):
     for name in made:
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).touch()
-    script = f'source {REPO / "recipes" / "lib" / "stages.sh"}; RUN_DIR={tmp_path}; recipe_force'
-    subprocess.run(["bash", "-c", script], check=True, capture_output=True, env={**os.environ, "RECIPE": "x"})
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["recipe.env"]
+    for force, kept in (("ner", ["clean", "data-bin", "hf", "pretrain", "recipe.env", "vocab"]), ("1", ["recipe.env"])):
+        removed = settings.shell("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), "FORCE": force,
+                                                "STOP_AFTER": "settings"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
+        removed = next(line for line in removed.splitlines() if line.startswith("FORCE_REMOVE="))
+        script = f'source {REPO / "recipes" / "lib" / "stages.sh"}; RUN_DIR={tmp_path}; {removed}; recipe_force'
+        subprocess.run(["bash", "-c", script], check=True, capture_output=True, env={**os.environ, "RECIPE": "x"})
+        assert sorted(p.name for p in tmp_path.iterdir()) == kept

@@ -87,7 +87,7 @@ def test_ner_folder_layouts_are_accepted_or_refused_in_one_line_before_any_work(
     else:
         assert code == 0, stderr
         assert f"NER_DATA: x: {expected}" in stderr and lines[-1].endswith("STOP_AFTER=settings: stopped before any work")
-        assert f"NER_DATA=x={ner}\n" in stdout  # recipe.env records it as given
+        assert f"NER_DATA=x={tmp_path / 'ner'}\n" in stdout  # recipe.env records the folder, absolute
     assert [p.name for p in tmp_path.iterdir()] == ([] if layout == "missing" else ["ner"])  # no run folder (runs/)
 
 
@@ -175,3 +175,29 @@ def test_the_sample_of_a_source_reads_its_start_only(tmp_path):
     finally:
         tracemalloc.stop()
     assert sum(map(len, documents)) == 1 << 16 and peak < 4 << 20, peak
+
+
+def test_a_folder_of_notes_read_at_blank_lines_and_more_valid_documents_than_the_corpus_are_named_before_any_work(tmp_path, monkeypatch):
+    """Both were noticed only by the cleaning, after it had read the whole corpus: a folder of notes split into their
+    paragraphs (a warning at the end), VALID_DOCS=2000 against 300 notes (an error at the end)."""
+    import gzip
+    import json
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "notes").mkdir()
+    with gzip.open(REPO / "examples" / "data" / "clinical_cases.jsonl.gz", "rt", encoding="utf-8") as f:
+        cases = [json.loads(line)["text"] for line, _ in zip(f, range(30))]
+    for n, case in enumerate(cases):  # three paragraphs a note
+        words = case.split()
+        third = len(words) // 3
+        (tmp_path / "notes" / f"note{n:02}.txt").write_text(
+            "\n\n".join(" ".join(words[i * third:(i + 1) * third if i < 2 else None]) for i in range(3)), encoding="utf-8")
+    code, _, err = step("bsc_bio_es", SOURCES="notes=notes")  # VALID_DOCS=50 of 90 paragraphs
+    assert code == 0 and err.startswith("note: SOURCES 'notes': its first 20 text files give 60 documents, split at "
+                                        "blank lines (TEXT_DOCS=blank-line); if each file is one document"), err
+    assert step("bsc_bio_es", SOURCES="notes=notes", TEXT_DOCS="file") == (1, "", (
+        "bsc_bio_es.sh: error: VALID_DOCS=50, but SOURCES hold 30 documents (read as TEXT_DOCS=file) before cleaning, "
+        "none left to train on; give VALID_DOCS=3 (a tenth)\n"))
+    code, _, err = step("bsc_bio_es", SOURCES="notes=notes", TEXT_DOCS="file", VALID_DOCS="3")
+    assert code == 0 and "note:" not in err, err
+    assert [p.name for p in tmp_path.iterdir()] == ["notes"]  # no run folder

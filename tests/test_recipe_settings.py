@@ -20,10 +20,14 @@ ENGLISH = {"SOURCES": f"abstracts={NCBI_TEXT}", "TEXT_DOCS": "line", "NER_DATA":
 
 
 def inputs_of(recipe, preset):
-    """Inputs in the preset's corpus language: the settings step refuses a corpus in another."""
+    """Inputs in the preset's corpus language (the settings step refuses a corpus in another), the 1,000-document
+    sample given as several sources when the preset holds out more (VALID_DOCS: the paper's 2,000)."""
     r = presets.RECIPES[recipe]
-    lang = {**presets.SHARED, **r.defaults, **r.presets[preset]}.get("CORPUS_LANG")
-    return ENGLISH if presets.value_of(lang) == "en" else INPUTS
+    table = {**presets.SHARED, **r.defaults, **r.presets[preset]}
+    inputs = ENGLISH if presets.value_of(table.get("CORPUS_LANG")) == "en" else INPUTS
+    copies = int(presets.value_of(table["VALID_DOCS"])) // 1000 + 1
+    name, path = inputs["SOURCES"].split("=", 1)
+    return {**inputs, "SOURCES": " ".join(f"{name}{n or ''}={path}" for n in range(copies))}
 
 
 def resolved(recipe, run_dir, say=None, **environ):
@@ -57,7 +61,7 @@ def test_bash_reads_no_setting_the_settings_step_does_not_give():
         assigned |= set(re.findall(r"\b(?:for|mapfile -t) ([A-Z][A-Z0-9_]*)", code))
         given = set(settings.names(recipe)) | set(presets.RECIPES[recipe].fixed) | set(presets.RECIPES[recipe].computed)
         given |= {"DEVICES", "UPDATE_FREQ", "PHASE2_UPDATE_FREQ", "PHASE1_UPDATES", "NER_NAMES", "NER_TRAIN", "NER_DEV",
-                  "NER_TEST"}
+                  "NER_TEST", "FORCE_REMOVE"}
         assert read - assigned - given - outside == set(), recipe
 
 
@@ -269,3 +273,46 @@ def test_the_docs_tables_of_settings_and_presets_are_the_tables_themselves():
     begin, end = "<!-- generated: python -m biofairseq.recipe.settings docs -->\n", "<!-- end of generated -->"
     assert docs[docs.index(begin) + len(begin):docs.index(end)].strip() == settings.docs().strip(), \
         "docs/recipes.md: run python -m biofairseq.recipe.settings docs and paste its tables between the markers"
+
+
+def test_a_rerun_compares_folders_by_what_they_name_may_change_the_sweeps_grid_and_forces_from_a_stage(tmp_path, monkeypatch, capsys):
+    """notes=notes and notes=/abs/notes are one corpus (refused as a changed setting before); NER_SEEDS and NER_LRS
+    may grow or shrink after the sweeps ran; FORCE=ner lets NER's settings change and keeps the earlier stages'."""
+    work, run_dir = tmp_path / "work", tmp_path / "run"
+    (work / "sub").mkdir(parents=True)
+    shutil.copy(EXAMPLES / "clinical_cases.jsonl.gz", work / "cases.jsonl.gz")
+    monkeypatch.chdir(work)
+
+    def rerun(**environ):
+        environ = {"NUM_GPUS": "0", "RUN_DIR": str(run_dir), "STOP_AFTER": "none", "SOURCES": "cases=cases.jsonl.gz", **environ}
+        return settings.shell("bsc_bio_es", environ, REPO, "bsc_bio_es.sh", say=lambda line: print(line, file=__import__("sys").stderr))
+
+    rerun()
+    assert settings.read(run_dir)["SOURCES"] == f"cases={work / 'cases.jsonl.gz'}"  # recorded absolute
+    for name in ("clean", "ner/pharmaconer/model=bsc_bio_es/lr=0.0005/seed=1"):
+        (run_dir / name).mkdir(parents=True)
+    rerun(SOURCES=f"cases={work / 'cases.jsonl.gz'}")
+    monkeypatch.chdir(work / "sub")
+    rerun(SOURCES="cases=../cases.jsonl.gz")
+    monkeypatch.chdir(work)
+    env = (run_dir / "recipe.env").read_text()
+    (run_dir / "recipe.env").write_text(env.replace(str(work / "cases.jsonl.gz"), "cases.jsonl.gz"))  # an older record
+    rerun(SOURCES=f"cases={work / 'cases.jsonl.gz'}")
+    assert "note:" not in capsys.readouterr().err and not (run_dir / "recipe.changes").exists()
+    shutil.copy(work / "cases.jsonl.gz", work / "other.jsonl.gz")
+    with pytest.raises(settings.SettingsError, match=r"^SOURCES=cases=.*other.jsonl.gz, but stage 1 .* FORCE=clean to redo from stage 1 on"):
+        rerun(SOURCES="cases=other.jsonl.gz")
+
+    rerun(NER_SEEDS="1", NER_LRS="5e-4")  # the tiny preset's 1,2 and 5e-4,1e-3
+    err = capsys.readouterr().err
+    assert "NER_SEEDS=1 (was 1,2): the sweep keeps its finished runs, runs the missing ones and reports those asked for" in err
+    assert settings.read(run_dir)["NER_SEEDS"] == "1" and len(settings.changes_of(run_dir)) == 2
+    with pytest.raises(settings.SettingsError, match=r"^NER_EPOCHS=4, but stage 7 .*; give NER_EPOCHS=10 to go on, FORCE=ner to redo from stage 7 on"):
+        rerun(NER_EPOCHS="4")
+    text = rerun(NER_EPOCHS="4", FORCE="ner")
+    assert "NER_EPOCHS=4 (was 10): its stage is redone (FORCE)" in capsys.readouterr().err
+    assert "FORCE_REMOVE=(ner breakout report.md report.json report.png)" in text
+    with pytest.raises(settings.SettingsError, match=r"^PEAK_LR=0.0002, but .*FORCE=pretrain to redo from stage 4"):
+        (run_dir / "pretrain").mkdir()
+        (run_dir / "pretrain" / "checkpoint_last.pt").touch()
+        rerun(PEAK_LR="0.0002", FORCE="ner")

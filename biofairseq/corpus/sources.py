@@ -324,6 +324,41 @@ def _text_document(path, first, lines):
         return "error", str(e)
 
 
+def count_documents(paths, text_docs="blank-line", text_field="text", more_than=None):
+    """The documents of the sources as the cleaning reads them (before it removes any), counted only up to
+    ``more_than`` + 1: what a check of VALID_DOCS needs costs no more than reading that many documents."""
+    count = 0
+    for path in paths:
+        for kind, piece in _found(path, text_docs):
+            if kind != "piece":
+                continue
+            for found, *_ in read_documents(piece, text_field):
+                count += found == "doc"
+                if more_than is not None and count > more_than:
+                    return count
+    return count
+
+
+NOTE_BYTES = 1 << 20  # a text file above this is a corpus's part, not a note
+
+
+def paragraphs_as_documents(path, files=20):
+    """For a folder of notes (small text files) read at blank lines: (files looked at, the documents they give) over
+    its first ``files`` text files, when they give at least two a file (the cleaning's own warning, said before it
+    runs); else None, also for a folder holding a text file above NOTE_BYTES (parts of a corpus)."""
+    looked, documents = 0, 0
+    for kind, piece in _found(path, "blank-line"):
+        if kind != "piece" or piece.fmt != "text":
+            continue
+        if os.path.getsize(piece.path) > NOTE_BYTES:
+            return None
+        looked += 1
+        documents += sum(found == "doc" for found, *_ in read_documents(piece))
+        if looked >= files:
+            break
+    return (looked, documents) if looked > 1 and documents >= 2 * looked else None
+
+
 def sample_documents(paths, text_docs="blank-line", text_field="text", chars=1 << 16):
     """The first documents of the sources, about ``chars`` characters in all, as the cleaning reads them, for the
     checks that need the words before any work (their language; whether a model's vocabulary knows them). Only the

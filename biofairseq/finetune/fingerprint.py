@@ -4,9 +4,9 @@ Runs and sweeps record it (a run's metrics.json, a sweep's model.sha256); a swee
 its report is whole and model.sha256 is that model's. The recipes ask before stage 7:
 
     python -m biofairseq.finetune.fingerprint MODEL_DIR                the fingerprint
-    python -m biofairseq.finetune.fingerprint check-sweep SWEEP MODEL  a sweep of another model, or one whose report
-                                                                       was cut short: its report.json goes (the sweep
-                                                                       runs again, keeping its finished runs)
+    python -m biofairseq.finetune.fingerprint check-sweep SWEEP MODEL [LRS SEEDS]
+        a sweep of another model, one whose report was cut short, or one of another grid (LRS and SEEDS
+        comma-separated): its report.json goes (the sweep runs again, keeping its finished runs)
 """
 
 import hashlib
@@ -40,8 +40,11 @@ def model_fingerprint(source):
     return f"{source}@{Path(cached_file(source, 'config.json')).parent.name}"
 
 
-def stale_sweep(sweep_dir, model_dir):
-    """Why sweep_dir's report is not model_dir's finished sweep, or None (no report yet, or a current one)."""
+def stale_sweep(sweep_dir, model_dir, lrs=None, seeds=None):
+    """Why sweep_dir's report is not model_dir's finished sweep of the grid lrs x seeds (when given), or None (no
+    report yet, or a current one)."""
+    from biofairseq.finetune.sweep_folder import asked, grid
+
     sweep_dir = Path(sweep_dir)
     if not (sweep_dir / REPORT[0]).is_file():
         return None
@@ -50,19 +53,22 @@ def stale_sweep(sweep_dir, model_dir):
         return f"{model_dir} changed since {sweep_dir} was run; its runs are redone"
     if not all((sweep_dir / name).is_file() for name in REPORT[1:]):
         return f"{sweep_dir}: its report was cut short; the sweep writes it again"
+    ran = asked(sweep_dir)  # None: a sweep of an older version, which did not record its grid
+    if lrs is not None and ran is not None and ran != [sweep_dir / name for name in grid(lrs, seeds)]:
+        return f"{sweep_dir}: another grid of learning rates and seeds is asked for; its finished runs are kept"
     return None
 
 
-def check_sweep(sweep_dir, model_dir):
-    why = stale_sweep(sweep_dir, model_dir)
+def check_sweep(sweep_dir, model_dir, lrs=None, seeds=None):
+    why = stale_sweep(sweep_dir, model_dir, lrs, seeds)
     if why:
         print(f"note: {why}", file=sys.stderr)
         (Path(sweep_dir) / REPORT[0]).unlink()
 
 
 if __name__ == "__main__":
-    if sys.argv[1:2] == ["check-sweep"] and len(sys.argv) == 4:
-        check_sweep(sys.argv[2], sys.argv[3])
+    if sys.argv[1:2] == ["check-sweep"] and len(sys.argv) in (4, 6):
+        check_sweep(sys.argv[2], sys.argv[3], *([w.strip() for w in a.split(",") if w.strip()] for a in sys.argv[4:]))
     elif len(sys.argv) == 2:
         print(weights_sha256(sys.argv[1]))
     else:

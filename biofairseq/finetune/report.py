@@ -24,13 +24,17 @@ from pathlib import Path
 from biofairseq.atomic import write_text
 from biofairseq.finetune import NERFormatError
 from biofairseq.finetune.metrics import SCORERS
+from biofairseq.finetune.sweep_folder import asked
 from biofairseq.text.tables import markdown_table
 
 
 def runs(folder):
-    """metrics.json of every finished run under ``folder`` (a sweep folder or one run), with LR and seed."""
+    """metrics.json of every finished run under ``folder`` (one run, or a sweep folder: the runs it was last asked
+    for), with LR and seed."""
     folder = Path(folder)
-    found = sorted(folder.rglob("metrics.json")) if folder.is_dir() else []
+    grid = asked(folder)
+    found = (sorted(p / "metrics.json" for p in grid if (p / "metrics.json").is_file()) if grid is not None
+             else sorted(folder.rglob("metrics.json")) if folder.is_dir() else [])
     if not found:
         raise NERFormatError(f"{folder}: no finished run (metrics.json from biofairseq-ner train or sweep) below it; give a sweep or run folder")
     out = []

@@ -9,6 +9,28 @@ def run_folder(root, lr, seed):
     return Path(root) / f"lr={lr:g}" / f"seed={seed}"
 
 
+GRID = "grid.json"  # the runs a sweep was last asked for (lr=X/seed=Y), which its report holds
+
+
+def grid(lrs, seeds):
+    """The run folders' names of a sweep's grid, in order, once each (1e-3 and 0.001 are one learning rate)."""
+    return list(dict.fromkeys(str(run_folder("", float(lr), int(seed))) for lr in lrs for seed in seeds))
+
+
+def write_grid(root, names):
+    from biofairseq.atomic import write_text
+
+    write_text(Path(root) / GRID, json.dumps(names) + "\n")
+
+
+def asked(root):
+    """The run folders a sweep folder was last asked for, or None (a run folder, or a sweep of an older version)."""
+    try:
+        return [Path(root) / name for name in json.loads((Path(root) / GRID).read_text(encoding="utf-8"))]
+    except (OSError, ValueError, TypeError):
+        return None
+
+
 def runs(root):
     """The run folders of a sweep folder (lr=X/seed=Y), finished or not; none for any other folder."""
     return sorted(p for p in Path(root).glob("lr=*/seed=*") if p.is_dir())

@@ -32,7 +32,8 @@ MODERNBERT_CONTEXT = 8192  # bio_modernbert's --max-positions (rotary positions:
 SEEDS = 2**32 - 1  # the largest seed numpy takes
 
 # The stages whose outputs the recorded settings shape, in order: (number, title, outputs under RUN_DIR). A setting
-# of one may not change once any of its outputs exists (FORCE=1 or a new RUN_DIR), one of a stage not yet run may.
+# of one may not change once any of its outputs exists (FORCE from that stage, or a new RUN_DIR), one of a stage not
+# yet run may.
 STAGES = {
     "clean": ("1", "clean the sources", ("clean",)),
     "vocabulary": ("2", "the vocabulary", ("vocab", "init")),
@@ -40,6 +41,18 @@ STAGES = {
     "pretrain": ("4", "pretrain", ("pretrain/**/*.pt",)),
     "ner": ("7", "fine-tune on NER", ("ner/*/*", "breakout/*.json")),
 }
+# FORCE=STAGE: what goes before the first stage runs, from that stage on (FORCE=1 is FORCE=clean): each stage's
+# outputs under RUN_DIR, in the recipes' order (the break-out rates of the NER data go with NER)
+FORCED = {
+    "clean": ("clean",),
+    "vocabulary": ("vocab", "init", "init.hf"),
+    "binarize": ("data-bin",),
+    "pretrain": ("pretrain",),
+    "convert": ("hf",),
+    "ner": ("ner", "breakout"),
+    "report": ("report.md", "report.json", "report.png"),
+}
+NAMED_PATHS = ("SOURCES", "NER_DATA")  # NAME=PATH ...: compared, and recorded, by the files they name
 
 
 @dataclass(frozen=True)
@@ -61,7 +74,8 @@ SETTINGS = [  # recipe.env's order
     Setting("RUN_DIR", kinds.run_dir, recorded=False, help="where everything goes"),
     Setting("STOP_AFTER", kinds.one_of("none", "settings", "binarize"), recorded=False,
             help="settings: print the resolved settings and stop before any work; binarize: stop after stages 1-3"),
-    Setting("FORCE", kinds.one_of("0", "1"), recorded=False, help="1: redo every stage (earlier outputs removed first)"),
+    Setting("FORCE", kinds.one_of("0", "1", *FORCED), recorded=False,
+            help="redo from a stage on, its and later outputs removed first: 1 (every stage), " + ", ".join(FORCED)),
     Setting("NUM_GPUS", kinds.or_empty(kinds.whole), recorded=False, help="GPUs per machine (empty: all torch sees; 0: CPU)"),
     Setting("NUM_NODES", kinds.positive, recorded=False, help="machines for pretraining; above 1, under Slurm's srun"),
     Setting("WORKERS", kinds.positive, recorded=False, help="processes for cleaning and binarizing"),
@@ -108,8 +122,10 @@ SETTINGS = [  # recipe.env's order
             help="the encoder layers through torch.compile (biofairseq-train --compile)"),
     Setting("WEIGHT_DECAY_EXCLUDE", kinds.one_of("none", "norm_and_bias"), "pretrain",
             help="norm_and_bias: no weight decay on LayerNorm weights and biases"),
-    Setting("NER_LRS", kinds.each(LR, "5e-5,1e-4"), "ner", help="the sweep's learning rates, comma-separated"),
-    Setting("NER_SEEDS", kinds.each(kinds.whole_between(0, SEEDS, ", the largest seed numpy takes"), "1,2,3"), "ner",
+    # the sweep's grid may grow or shrink on a rerun: its finished runs are kept, the missing ones run, the report
+    # holds the runs asked for
+    Setting("NER_LRS", kinds.each(LR, "5e-5,1e-4"), None, help="the sweep's learning rates, comma-separated"),
+    Setting("NER_SEEDS", kinds.each(kinds.whole_between(0, SEEDS, ", the largest seed numpy takes"), "1,2,3"), None,
             help="the sweep's seeds, comma-separated"),
     Setting("NER_EPOCHS", kinds.number_in(0, None, low_open=True), "ner", help="epochs of each NER run"),
     Setting("NER_MAX_LENGTH", SAMPLE, "ner", help="tokens per NER window"),
@@ -311,6 +327,40 @@ def resolve(recipe, environ, repo, script="recipe"):
             if problem:
                 raise SettingsError(problem)
     return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}
+
+
+def valid_docs_problem(values):
+    """None, or the one line saying that SOURCES hold no more documents than VALID_DOCS holds out (the cleaning would
+    say so after it had cleaned them all); counting stops past VALID_DOCS, so a large corpus costs what VALID_DOCS'
+    documents cost to read."""
+    from biofairseq.corpus.sources import count_documents
+
+    wanted = int(values["VALID_DOCS"])
+    paths = [pair.split("=", 1)[1] for pair in values["SOURCES"].split()]
+    found = count_documents(paths, values["TEXT_DOCS"], values["TEXT_FIELD"], more_than=wanted)
+    if found > wanted:
+        return None
+    text = any(".jsonl" not in Path(path).name for path in paths)  # plain text (or folders): TEXT_DOCS applies
+    hint = "; or, if each line is a document, TEXT_DOCS=line" if values["TEXT_DOCS"] == "blank-line" and text else ""
+    read = f" (read as TEXT_DOCS={values['TEXT_DOCS']})" if text else ""
+    return (f"VALID_DOCS={wanted}, but SOURCES hold {found:,} document{'s' * (found != 1)}{read} before cleaning, none "
+            f"left to train on; give VALID_DOCS={max(1, found // 10)} (a tenth){hint}")
+
+
+def notes_read_as_paragraphs(values):
+    """A line for each source that is a folder of notes read at blank lines (TEXT_DOCS=blank-line), each note's
+    paragraphs becoming documents: said before any work, not after the cleaning."""
+    from biofairseq.corpus.sources import paragraphs_as_documents
+
+    lines = []
+    for pair in values["SOURCES"].split() if values["TEXT_DOCS"] == "blank-line" else ():
+        name, path = pair.split("=", 1)
+        found = paragraphs_as_documents(path) if os.path.isdir(path) else None
+        if found:
+            lines.append(f"note: SOURCES '{name}': its first {found[0]} text files give {found[1]} documents, split at "
+                         "blank lines (TEXT_DOCS=blank-line); if each file is one document (a note, a case), give "
+                         "TEXT_DOCS=file")
+    return lines
 
 
 def languages(texts):
@@ -585,6 +635,27 @@ def absolute(path):
     return os.path.join(os.path.abspath(os.path.dirname(path) or "."), os.path.basename(path))
 
 
+def absolute_pairs(value):
+    """NAME=PATH ... with each PATH absolute, so that a rerun from another folder means the same files; a path that
+    would then hold a space (the recipes split the pairs at spaces) is kept as given."""
+    pairs = []
+    for pair in value.split():
+        name, _, path = pair.partition("=")
+        whole = absolute(os.path.expanduser(path))
+        pairs.append(f"{name}={path if any(c.isspace() for c in whole) else whole}")
+    return " ".join(pairs)
+
+
+def _meaning(name, value):
+    """What a path setting names, for comparing two runs' values: each path resolved (links followed, a relative one
+    from here, as an older recipe.env may hold); None for other settings."""
+    if name in NAMED_PATHS:
+        return [(n, os.path.realpath(p)) for n, _, p in (pair.partition("=") for pair in value.split())]
+    if name == "INIT_FROM":
+        return os.path.realpath(value) if value else ""
+    return None
+
+
 # ---- recipe.env: written on the first run, compared with on the next
 
 
@@ -614,10 +685,13 @@ def produced(run_dir, stage):
     return None
 
 
-def same(before, now):
-    """Equal values of a setting: as text, or as numbers item by item (0.5 and 0.50, 1e-3 and 0.001)."""
+def same(before, now, name=None):
+    """Equal values of a setting: as text, as the files they name (notes=notes and notes=/abs/notes), or as numbers
+    item by item (0.5 and 0.50, 1e-3 and 0.001)."""
     if before == now:
         return True
+    if _meaning(name, before) is not None:
+        return _meaning(name, before) == _meaning(name, now)
     a, b = re.split(r"[,\s]+", before.strip()), re.split(r"[,\s]+", now.strip())
     try:
         return len(a) == len(b) and all(float(x) == float(y) for x, y in zip(a, b))
@@ -627,19 +701,19 @@ def same(before, now):
 
 def keep(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr)):
     """recipe.env: written on the first run (or with FORCE=1); on a rerun, a changed setting of a stage that has
-    outputs stops the recipe (SettingsError, naming every such setting); the others are taken, recipe.env rewritten
-    and each change added to recipe.changes, which the report lists. STOP_AFTER=settings compares the same way and
-    writes nothing. Returns recipe.env's text."""
-    now, dry = recorded(recipe, values), values["STOP_AFTER"] == "settings"
+    outputs stops the recipe (SettingsError, naming every such setting) unless FORCE redoes that stage; the others are
+    taken, recipe.env rewritten and each change added to recipe.changes, which the report lists. STOP_AFTER=settings
+    compares the same way and writes nothing. Returns recipe.env's text."""
+    now, dry, force = recorded(recipe, values), values["STOP_AFTER"] == "settings", values["FORCE"]
     path, changes = Path(run_dir) / "recipe.env", Path(run_dir) / "recipe.changes"
     changed = []
-    if values["FORCE"] != "1" and path.is_file():
+    if force not in ("1", "clean") and path.is_file():
         before = read(run_dir)
         # a setting the first run did not record (an older version) takes today's value
         changed = [s for s in SETTINGS if s.name in now and s.recorded and s.name in before
-                   and not same(before[s.name], now[s.name])]
-        order = list(STAGES)
-        conflicts = [(s, produced(run_dir, s.stage)) for s in sorted((s for s in changed if s.stage),
+                   and not same(before[s.name], now[s.name], s.name)]
+        order, redone = list(FORCED), set(list(FORCED)[list(FORCED).index(force):] if force in FORCED else ())
+        conflicts = [(s, produced(run_dir, s.stage)) for s in sorted((s for s in changed if s.stage and s.stage not in redone),
                                                                      key=lambda s: order.index(s.stage))]
         conflicts = [(s, output) for s, output in conflicts if output is not None]
         if conflicts:
@@ -649,15 +723,18 @@ def keep(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr))
             old = " ".join(f"{s.name}={before[s.name]}" for s, _ in conflicts)
             raise SettingsError(
                 f"{first.name}={now[first.name]}, but stage {number} ({title}) already made {output} with "
-                f"{first.name}={before[first.name]}{also}; give {old} to go on, FORCE=1 to redo every stage, "
-                "or a new RUN_DIR")
+                f"{first.name}={before[first.name]}{also}; give {old} to go on, FORCE={first.stage} to redo from "
+                f"stage {number} on, or a new RUN_DIR")
         for s in changed:
-            say(f"note: {s.name}={now[s.name]} (was {before[s.name]}): no stage made with it has run yet; "
+            why = ("its stage is redone (FORCE)" if s.stage in redone else "no stage made with it has run yet" if s.stage
+                   else "the sweep keeps its finished runs, runs the missing ones and reports those asked for"
+                   if s.name in ("NER_LRS", "NER_SEEDS") else "taken")
+            say(f"note: {s.name}={now[s.name]} (was {before[s.name]}): {why}; "
                 f"{'would be ' if dry else ''}recorded in {changes}")
     text = _env_text(now)
     if dry:
         return text
-    if values["FORCE"] == "1" or not path.is_file():
+    if force in ("1", "clean") or not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)
         changes.unlink(missing_ok=True)
@@ -684,15 +761,24 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
     """The settings resolved, checked and kept, as the bash the recipe evals: NAME=value and NAME=(...) lines, and
     under STOP_AFTER=settings, recipe.env printed and an exit."""
     values = resolve(recipe, environ, repo, script)
+    for line in notes_read_as_paragraphs(values) if "SOURCES" in values else ():
+        say(line)
     computed = devices(values, environ)
     r = RECIPES[recipe]
     view = Values(recipe, {**values, "REPO": str(repo)})
     computed.update({name: derived.compute(view) for name, derived in r.computed.items()})
+    problem = valid_docs_problem(values) if "VALID_DOCS" in values else None  # after the cheaper checks
+    if problem:
+        raise SettingsError(problem)
     arrays = ner_data(values, say, given="NER_DATA" in environ)
     if values["INIT_FROM"]:
         values["INIT_FROM"] = absolute(values["INIT_FROM"])
+    for name in (n for n in NAMED_PATHS if n in values):  # as recorded, and compared with a rerun's (keep)
+        values[name] = absolute_pairs(values[name])
     text = keep(recipe, values, values["RUN_DIR"], say)
     lines = [f"{name}={shlex.quote(value)}" for name, value in {**values, **computed}.items() if name != "RECIPE"]
+    arrays["FORCE_REMOVE"] = [o for stage in list(FORCED)[list(FORCED).index(values["FORCE"]):] for o in FORCED[stage]] \
+        if values["FORCE"] in FORCED else list(sum(FORCED.values(), ())) if values["FORCE"] == "1" else []
     lines += [f"{name}=({' '.join(map(shlex.quote, items))})" for name, items in arrays.items()]
     if values["STOP_AFTER"] == "settings":
         say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")

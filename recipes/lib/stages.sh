@@ -60,7 +60,7 @@ recipe_settings() {  # every setting, resolved and checked before any work (one 
     CLEAN=$RUN_DIR/clean VOCAB=$RUN_DIR/vocab DATA_BIN=$RUN_DIR/data-bin PRETRAIN=$RUN_DIR/pretrain
     HF_MODEL=$RUN_DIR/hf/$RECIPE NER_DIR=$RUN_DIR/ner MODEL_NAME= MODELS=() PRETRAINED=() VOCAB_NAMES=() BREAKOUT_ARGS=()
     ARCH_ARGS=(--arch "$ARCH") INIT_CHECKPOINT= INIT_ARGS=() INIT_TO_HF_ARGS=()  # recipe_init_from sets the first two
-    [[ $FORCE != 1 ]] || recipe_force
+    (( ${#FORCE_REMOVE[@]} == 0 )) || recipe_force
     echo "$RECIPE.sh: PRESET=$PRESET RUN_DIR=$RUN_DIR; $NUM_GPUS GPU(s) x $NUM_NODES machine(s), update frequency $UPDATE_FREQ" >&2
 }
 
@@ -81,8 +81,8 @@ stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (def
     STAGE_NOW="$1 ($2)"
     echo >&2
     echo "==== $1 $2 -> $output  [$(elapsed)]" >&2
-    if [[ -e $done ]]; then  # (FORCE=1 removed every stage's output before the first: recipe_force)
-        echo "skipped: $done exists (FORCE=1 redoes it)" >&2
+    if [[ -e $done ]]; then  # (FORCE removed the outputs of the stages it redoes before the first: recipe_force)
+        echo "skipped: $done exists (FORCE=1 redoes every stage, FORCE=STAGE from that stage on)" >&2
         return 1
     fi
     # a stage killed outright (SIGKILL) left its tools' temporaries beside its output, which no trap removed: the
@@ -95,10 +95,11 @@ stage() {  # stage NUMBER TITLE OUTPUT [DONE]: runs (returns 0) unless DONE (def
     RAN=1
 }
 
-recipe_force() {  # FORCE=1: every stage's output goes before the first stage runs, so that a run that stops early
-    # (STOP_AFTER=binarize) leaves nothing of an earlier run's later stages to be taken for this one's
+recipe_force() {  # FORCE=1 (or FORCE=STAGE): the outputs of every stage (from STAGE on), named by the settings step
+    # in FORCE_REMOVE, go before the first stage runs, so that a run that stops early (STOP_AFTER=binarize) leaves
+    # nothing of an earlier run's later stages to be taken for this one's
     local output
-    for output in clean vocab init init.hf data-bin breakout pretrain hf ner report.md report.json report.png; do
+    for output in "${FORCE_REMOVE[@]}"; do
         if [[ -e $RUN_DIR/$output ]]; then run rm -rf "${RUN_DIR:?}/$output"; fi
     done
 }
@@ -327,8 +328,9 @@ recipe_ner() {
                 sweep_dir=$NER_DIR/$name/model=$(basename "$model")
                 [[ $labelling == default ]] || sweep_dir+=",labels=$labelling"
                 REPORT_ARGS+=(--ner "$name=$sweep_dir")
-                # a sweep of another model (pretrained again since), or one whose report was cut short, runs again
-                "$PYTHON" -m biofairseq.finetune.fingerprint check-sweep "$sweep_dir" "$model"
+                # a sweep of another model (pretrained again since), one whose report was cut short, or one of
+                # another grid (NER_LRS, NER_SEEDS grown or shrunk) runs again, keeping its finished runs
+                "$PYTHON" -m biofairseq.finetune.fingerprint check-sweep "$sweep_dir" "$model" "$NER_LRS" "$NER_SEEDS"
                 stage 7 "fine-tune $(basename "$model") on $name${NER_LABELLINGS:+, $labelling labelling}" "$sweep_dir" \
                     "$sweep_dir/report.json" || continue
                 ner_args=(--model "$model" --train "$train" --dev "$dev" ${test:+--test "$test"} --output-dir "$sweep_dir"
