@@ -110,6 +110,32 @@ def test_every_stage_runs_and_the_report_comes_from_the_run(run):
     assert f"- model=bsc_bio_es: best on dev, lr {best['lr']:g}, seed {best['seed']}: `{folder}/`" in proc.stdout
 
 
+def test_a_rerun_from_the_inputs_folder_with_fewer_seeds_then_force_ner_keeps_pretraining(run, sample, tmp_path):
+    """The same inputs named relative to another working folder are the same settings; a sweep shrunk to one seed
+    reports that seed's runs, trained before; FORCE=ner fine-tunes again and leaves the corpus, pretraining and model."""
+    run_dir = tmp_path / "tiny"
+    shutil.copytree(run[0], run_dir, symlinks=True)
+    inputs = Path(sample["SOURCES"].split("=", 1)[1]).parent
+    relative = {**sample, "SOURCES": "cases=cases.jsonl", "NER_DATA": "pharmaconer=ner", "NER_SEEDS": "2"}
+    proc = recipe(run_dir, served=True, cwd=inputs, **relative)
+    assert proc.stderr.count("another grid of learning rates and seeds is asked for") == 2
+    assert [c[0] for c in commands(proc.stderr) if c[0].startswith("biofairseq")] == ["biofairseq-ner"] * 2
+    assert "NER_SEEDS=2 (was 1,2): the sweep keeps its finished runs" in proc.stderr
+    assert proc.stderr.count("finished earlier, skipped") == 2
+    ner = json.loads((run_dir / "report.json").read_text())["ner"]["pharmaconer"]
+    assert [(s["runs"], s["seeds"]) for s in ner] == [(1, [2]), (1, [2])]
+    kept = {p: p.stat().st_mtime_ns for p in (run_dir / "pretrain" / "checkpoints").iterdir()}
+    proc = recipe(run_dir, served=True, cwd=inputs, FORCE="ner", **{**relative, "NER_EPOCHS": "2"})
+    printed = commands(proc.stderr)
+    assert not [c for c in printed if c[0] in ("biofairseq-train", "biofairseq-convert")]
+    removed = sorted(Path(c[-1]).name for c in printed if c[0] == "rm")
+    assert "ner" in removed and set(removed) <= {"ner", "breakout", "report.md", "report.json", "report.png"}, removed
+    assert proc.stderr.count("finished earlier, skipped") == 0 and "NER_EPOCHS=2 (was 1): its stage is redone" in proc.stderr
+    assert {p: p.stat().st_mtime_ns for p in (run_dir / "pretrain" / "checkpoints").iterdir()} == kept
+    metrics = json.loads((run_dir / "ner" / "pharmaconer" / "model=bsc_bio_es" / "lr=0.001" / "seed=2" / "metrics.json").read_text())
+    assert [h["epoch"] for h in metrics["history"]][-1] == 2  # trained again, with NER_EPOCHS=2
+
+
 def test_the_vocabulary_folder_has_the_umasks_mode_like_the_others(run):
     """tempfile.mkdtemp makes its folder 0700, which shut teammates out of a shared run folder's vocabulary."""
     umask = os.umask(0)
