@@ -288,3 +288,11 @@ def test_a_checkpoint_cut_short_is_dropped_before_a_run_resumes(tmp_path):
     training.drop_cut_checkpoints(checkpoints, said.append)
     assert sorted(p.name for p in checkpoints.iterdir()) == ["checkpoint-2"] and len(said) == 2
     assert get_last_checkpoint(str(checkpoints)).endswith("checkpoint-2")
+
+
+def test_an_interrupted_run_under_force_says_to_resume_without_it():
+    """'Run the same command again' with FORCE=ner in it would remove what the interrupted run had made."""
+    proc = subprocess.run(["bash", "-c", f"RECIPE=test; source {STAGES}; FORCE=ner STAGE_NOW='7 (fine-tune)'; on_interrupt 130"],
+                          env=ENV, capture_output=True, text=True)
+    assert proc.returncode == 130 and proc.stderr.strip().startswith("test.sh: interrupted in stage 7 (fine-tune); ")
+    assert "run the same command again without FORCE=ner [" in proc.stderr

@@ -148,7 +148,7 @@ MISTAKES = [
                                                 ".tsv or .bio"), "run", {**SETTINGS, "NER_DATA": "ncbi=ncbi_txt"}),
     Mistake("a folder of CoNLL files as a recipe's corpus", RECIPE, ("SOURCES: 'notes=ncbi': a folder of CoNLL files",
                                                                      "NER_DATA"), "run", {**SETTINGS, "SOURCES": "notes=ncbi"}),
-    Mistake("a quoted ~ in a path", RECIPE, "~ is not expanded inside quotes: write $HOME", "run",
+    Mistake("a quoted ~ in a path", RECIPE, "~ is not expanded inside quotes or after NAME=: write $HOME", "run",
             {**SETTINGS, "SOURCES": "notes=~/raw/notes.txt"}),
     Mistake("sources separated by a comma", RECIPE, "separate NAME=PATH pairs with spaces, not commas", "run",
             {**SETTINGS, "SOURCES": "a=raw/cases.jsonl,b=raw/cases.jsonl"}),

@@ -192,12 +192,18 @@ def test_a_folder_of_notes_read_at_blank_lines_and_more_valid_documents_than_the
         third = len(words) // 3
         (tmp_path / "notes" / f"note{n:02}.txt").write_text(
             "\n\n".join(" ".join(words[i * third:(i + 1) * third if i < 2 else None]) for i in range(3)), encoding="utf-8")
-    code, _, err = step("bsc_bio_es", SOURCES="notes=notes")  # VALID_DOCS=50 of 90 paragraphs
+    code, _, err = step("bsc_bio_es", SOURCES="notes=notes", VALID_DOCS="10")  # of 90 paragraphs
     assert code == 0 and err.startswith("note: SOURCES 'notes': its first 20 text files give 60 documents, split at "
-                                        "blank lines (TEXT_DOCS=blank-line); if each file is one document"), err
+                                        "blank lines (TEXT_DOCS=blank-line); if each file is one document (a note, a "
+                                        "case), give TEXT_DOCS=file (and a VALID_DOCS=10 that the files outnumber "
+                                        "twice)"), err
+    code, _, err = step("bsc_bio_es", SOURCES="notes=notes", VALID_DOCS="10", TEXT_DOCS="blank-line")  # as meant
+    assert code == 0 and "note:" not in err, err
     assert step("bsc_bio_es", SOURCES="notes=notes", TEXT_DOCS="file") == (1, "", (
         "bsc_bio_es.sh: error: VALID_DOCS=50, but SOURCES hold 30 documents (read as TEXT_DOCS=file) before cleaning, "
         "none left to train on; give VALID_DOCS=3 (a tenth)\n"))
-    code, _, err = step("bsc_bio_es", SOURCES="notes=notes", TEXT_DOCS="file", VALID_DOCS="3")
+    code, _, err = step("bsc_bio_es", SOURCES="notes=notes", TEXT_DOCS="file", VALID_DOCS="16")
+    assert code == 1 and "30 documents (read as TEXT_DOCS=file) before cleaning, 14 left to train on" in err, err
+    code, _, err = step("bsc_bio_es", SOURCES="notes=notes", TEXT_DOCS="file", VALID_DOCS="15")
     assert code == 0 and "note:" not in err, err
     assert [p.name for p in tmp_path.iterdir()] == ["notes"]  # no run folder

@@ -25,7 +25,7 @@ def whole(value):
             return f"too large; give at most {LONGEST_WHOLE} digits"
         return None if value == "0" or not value.startswith("0") else f"write it without leading zeros, as {int(value)}"
     if re.fullmatch(NUMBER, value) and math.isfinite(float(value)) and float(value).is_integer():
-        return f"write it in digits, as {int(float(value))}"
+        return f"a whole number: write it without a point or exponent, as {int(float(value))}"
     return "not a whole number; give one, as 10"
 
 
@@ -161,7 +161,7 @@ def named_paths(what, noun):
                 return f"'{pair}': the name {name} is given twice; give each its own name"
             names.add(name)
             if not Path(path).exists():
-                hint = ("; ~ is not expanded inside quotes: write $HOME" if path.startswith("~") else
+                hint = ("; ~ is not expanded inside quotes or after NAME=: write $HOME" if path.startswith("~") else
                         "; separate NAME=PATH pairs with spaces, not commas" if "," in path else "")
                 return f"'{pair}': {path}: no such {noun}; fix the path (a relative one starts from {Path.cwd()}){hint}"
         return None if names else f"give NAME={what}"
@@ -174,7 +174,7 @@ def init_from(value):
         return None
     wanted = "give a transformers model folder (with config.json) or a fairseq checkpoint (.pt)"
     if value.startswith("~"):
-        return f"~ is not expanded inside quotes: write $HOME; {wanted}"
+        return f"~ is not expanded inside quotes or after NAME=: write $HOME; {wanted}"
     if path.is_dir():
         return f"no config.json in the folder; {wanted}"
     if path.is_file():

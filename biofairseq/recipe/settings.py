@@ -75,7 +75,8 @@ SETTINGS = [  # recipe.env's order
     Setting("STOP_AFTER", kinds.one_of("none", "settings", "binarize"), recorded=False,
             help="settings: print the resolved settings and stop before any work; binarize: stop after stages 1-3"),
     Setting("FORCE", kinds.one_of("0", "1", *FORCED), recorded=False,
-            help="redo from a stage on, its and later outputs removed first: 1 (every stage), " + ", ".join(FORCED)),
+            help="redo from a stage on, its and later outputs removed first: 1 (every stage), " + ", ".join(FORCED)
+                 + "; 0: none"),
     Setting("NUM_GPUS", kinds.or_empty(kinds.whole), recorded=False, help="GPUs per machine (empty: all torch sees; 0: CPU)"),
     Setting("NUM_NODES", kinds.positive, recorded=False, help="machines for pretraining; above 1, under Slurm's srun"),
     Setting("WORKERS", kinds.positive, recorded=False, help="processes for cleaning and binarizing"),
@@ -330,26 +331,27 @@ def resolve(recipe, environ, repo, script="recipe"):
 
 
 def valid_docs_problem(values):
-    """None, or the one line saying that SOURCES hold no more documents than VALID_DOCS holds out (the cleaning would
-    say so after it had cleaned them all); counting stops past VALID_DOCS, so a large corpus costs what VALID_DOCS'
-    documents cost to read."""
+    """None, or the one line saying that VALID_DOCS would hold out half of SOURCES' documents or more (all of them:
+    the cleaning would say so after it had cleaned them all); counting stops at twice VALID_DOCS, so a large corpus
+    costs what that many documents cost to read."""
     from biofairseq.corpus.sources import count_documents
 
     wanted = int(values["VALID_DOCS"])
     paths = [pair.split("=", 1)[1] for pair in values["SOURCES"].split()]
-    found = count_documents(paths, values["TEXT_DOCS"], values["TEXT_FIELD"], more_than=wanted)
-    if found > wanted:
+    found = count_documents(paths, values["TEXT_DOCS"], values["TEXT_FIELD"], more_than=2 * wanted - 1)
+    if found >= 2 * wanted:  # at least as many to train on as held out, before the cleaning removes any
         return None
     text = any(".jsonl" not in Path(path).name for path in paths)  # plain text (or folders): TEXT_DOCS applies
     hint = "; or, if each line is a document, TEXT_DOCS=line" if values["TEXT_DOCS"] == "blank-line" and text else ""
     read = f" (read as TEXT_DOCS={values['TEXT_DOCS']})" if text else ""
-    return (f"VALID_DOCS={wanted}, but SOURCES hold {found:,} document{'s' * (found != 1)}{read} before cleaning, none "
-            f"left to train on; give VALID_DOCS={max(1, found // 10)} (a tenth){hint}")
+    left = f"{found - wanted:,} left to train on" if found > wanted else "none left to train on"
+    return (f"VALID_DOCS={wanted}, but SOURCES hold {found:,} document{'s' * (found != 1)}{read} before cleaning, "
+            f"{left}; give VALID_DOCS={max(1, found // 10)} (a tenth){hint}")
 
 
 def notes_read_as_paragraphs(values):
-    """A line for each source that is a folder of notes read at blank lines (TEXT_DOCS=blank-line), each note's
-    paragraphs becoming documents: said before any work, not after the cleaning."""
+    """A line for each source that is a folder of notes read at blank lines (TEXT_DOCS=blank-line by default, not
+    given), each note's paragraphs becoming documents: said before any work, not after the cleaning."""
     from biofairseq.corpus.sources import paragraphs_as_documents
 
     lines = []
@@ -359,7 +361,7 @@ def notes_read_as_paragraphs(values):
         if found:
             lines.append(f"note: SOURCES '{name}': its first {found[0]} text files give {found[1]} documents, split at "
                          "blank lines (TEXT_DOCS=blank-line); if each file is one document (a note, a case), give "
-                         "TEXT_DOCS=file")
+                         f"TEXT_DOCS=file (and a VALID_DOCS={values['VALID_DOCS']} that the files outnumber twice)")
     return lines
 
 
@@ -693,6 +695,11 @@ def same(before, now, name=None):
     if _meaning(name, before) is not None:
         return _meaning(name, before) == _meaning(name, now)
     a, b = re.split(r"[,\s]+", before.strip()), re.split(r"[,\s]+", now.strip())
+    if name in ("NER_LRS", "NER_SEEDS"):  # a grid: its order and repeats do not change the runs
+        try:
+            return {float(x) for x in a} == {float(y) for y in b}
+        except ValueError:
+            return False
     try:
         return len(a) == len(b) and all(float(x) == float(y) for x, y in zip(a, b))
     except ValueError:
@@ -761,7 +768,7 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
     """The settings resolved, checked and kept, as the bash the recipe evals: NAME=value and NAME=(...) lines, and
     under STOP_AFTER=settings, recipe.env printed and an exit."""
     values = resolve(recipe, environ, repo, script)
-    for line in notes_read_as_paragraphs(values) if "SOURCES" in values else ():
+    for line in notes_read_as_paragraphs(values) if "SOURCES" in values and "TEXT_DOCS" not in environ else ():
         say(line)
     computed = devices(values, environ)
     r = RECIPES[recipe]
@@ -779,6 +786,10 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
     lines = [f"{name}={shlex.quote(value)}" for name, value in {**values, **computed}.items() if name != "RECIPE"]
     arrays["FORCE_REMOVE"] = [o for stage in list(FORCED)[list(FORCED).index(values["FORCE"]):] for o in FORCED[stage]] \
         if values["FORCE"] in FORCED else list(sum(FORCED.values(), ())) if values["FORCE"] == "1" else []
+    removed = [str(Path(values["RUN_DIR"]) / o) for o in arrays["FORCE_REMOVE"] if (Path(values["RUN_DIR"]) / o).exists()]
+    if removed:
+        say(f"note: FORCE={values['FORCE']} {'would remove' if values['STOP_AFTER'] == 'settings' else 'removes'} "
+            f"{', '.join(removed)} before the first stage")
     lines += [f"{name}=({' '.join(map(shlex.quote, items))})" for name, items in arrays.items()]
     if values["STOP_AFTER"] == "settings":
         say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")

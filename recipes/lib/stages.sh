@@ -37,7 +37,9 @@ STAGE_NOW=
 on_interrupt() {  # on_interrupt STATUS
     trap - INT TERM
     echo >&2
-    echo "$RECIPE.sh: interrupted${STAGE_NOW:+ in stage $STAGE_NOW}; finished stages are kept and an unfinished one resumes where it stopped: run the same command again [$(elapsed)]" >&2
+    local again="run the same command again"  # without FORCE, which would remove what this run has made
+    [[ ${FORCE:-0} == 0 ]] || again="run the same command again without FORCE=$FORCE"
+    echo "$RECIPE.sh: interrupted${STAGE_NOW:+ in stage $STAGE_NOW}; finished stages are kept and an unfinished one resumes where it stopped: $again [$(elapsed)]" >&2
     exit "$1"
 }
 trap 'on_interrupt 130' INT
