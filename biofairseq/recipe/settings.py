@@ -52,6 +52,12 @@ FORCED = {
     "ner": ("ner", "breakout"),
     "report": ("report.md", "report.json", "report.png"),
 }
+def redone(force):
+    """The stages FORCE redoes, in order: every one (1), those from a stage on (its name), none (0)."""
+    stages = list(FORCED)
+    return stages if force == "1" else stages[stages.index(force):] if force in FORCED else []
+
+
 NAMED_PATHS = ("SOURCES", "NER_DATA")  # NAME=PATH ...: compared, and recorded, by the files they name
 
 
@@ -714,13 +720,14 @@ def keep(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr))
     now, dry, force = recorded(recipe, values), values["STOP_AFTER"] == "settings", values["FORCE"]
     path, changes = Path(run_dir) / "recipe.env", Path(run_dir) / "recipe.changes"
     changed = []
-    if force not in ("1", "clean") and path.is_file():
+    forced = redone(force)
+    if "clean" not in forced and path.is_file():
         before = read(run_dir)
         # a setting the first run did not record (an older version) takes today's value
         changed = [s for s in SETTINGS if s.name in now and s.recorded and s.name in before
                    and not same(before[s.name], now[s.name], s.name)]
-        order, redone = list(FORCED), set(list(FORCED)[list(FORCED).index(force):] if force in FORCED else ())
-        conflicts = [(s, produced(run_dir, s.stage)) for s in sorted((s for s in changed if s.stage and s.stage not in redone),
+        order = list(FORCED)
+        conflicts = [(s, produced(run_dir, s.stage)) for s in sorted((s for s in changed if s.stage and s.stage not in forced),
                                                                      key=lambda s: order.index(s.stage))]
         conflicts = [(s, output) for s, output in conflicts if output is not None]
         if conflicts:
@@ -733,7 +740,7 @@ def keep(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr))
                 f"{first.name}={before[first.name]}{also}; give {old} to go on, FORCE={first.stage} to redo from "
                 f"stage {number} on, or a new RUN_DIR")
         for s in changed:
-            why = ("its stage is redone (FORCE)" if s.stage in redone else "no stage made with it has run yet" if s.stage
+            why = ("its stage is redone (FORCE)" if s.stage in forced else "no stage made with it has run yet" if s.stage
                    else "the sweep keeps its finished runs, runs the missing ones and reports those asked for"
                    if s.name in ("NER_LRS", "NER_SEEDS") else "taken")
             say(f"note: {s.name}={now[s.name]} (was {before[s.name]}): {why}; "
@@ -741,7 +748,7 @@ def keep(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr))
     text = _env_text(now)
     if dry:
         return text
-    if force in ("1", "clean") or not path.is_file():
+    if "clean" in forced or not path.is_file():
         path.parent.mkdir(parents=True, exist_ok=True)
         write_text(path, text)
         changes.unlink(missing_ok=True)
@@ -784,8 +791,7 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
         values[name] = absolute_pairs(values[name])
     text = keep(recipe, values, values["RUN_DIR"], say)
     lines = [f"{name}={shlex.quote(value)}" for name, value in {**values, **computed}.items() if name != "RECIPE"]
-    arrays["FORCE_REMOVE"] = [o for stage in list(FORCED)[list(FORCED).index(values["FORCE"]):] for o in FORCED[stage]] \
-        if values["FORCE"] in FORCED else list(sum(FORCED.values(), ())) if values["FORCE"] == "1" else []
+    arrays["FORCE_REMOVE"] = [output for stage in redone(values["FORCE"]) for output in FORCED[stage]]
     removed = [str(Path(values["RUN_DIR"]) / o) for o in arrays["FORCE_REMOVE"] if (Path(values["RUN_DIR"]) / o).exists()]
     if removed:
         say(f"note: FORCE={values['FORCE']} {'would remove' if values['STOP_AFTER'] == 'settings' else 'removes'} "
