@@ -59,7 +59,13 @@ def recipe_data_bin(work, vocab_size):
 
 
 def train(data_bin, name, seed, args, save_dir):
-    """One fairseq-train run: its logged validations (update, ppl) and tokens per update (the mean of its logs)."""
+    """One fairseq-train run: its logged validations (update, ppl) and tokens per update (the mean of its logs), kept
+    in save_dir/run.json; a finished run is read back, a killed one resumes from its last checkpoint (fairseq's own
+    resume), logging the validations from there on."""
+    done = Path(save_dir) / "run.json"
+    if done.is_file():
+        return json.loads(done.read_text())
+    resumed = resumed_at(save_dir)
     cmd = [str(BIN / "fairseq-train"), str(data_bin), *COMMON, *SYSTEMS[name], "--seed", str(seed),
            "--batch-size", str(args.batch), "--lr", str(args.lr), "--warmup-updates", str(args.warmup),
            "--max-update", str(args.updates), "--total-num-update", str(args.updates),
@@ -74,7 +80,15 @@ def train(data_bin, name, seed, args, save_dir):
     valid = [(int(r["valid_num_updates"]), float(r["valid_ppl"])) for r in logged if "valid_ppl" in r]
     tokens = statistics.mean(float(r["wpb"]) for r in logged if "wpb" in r)
     print(f"{name} seed {seed}: validations {valid}, {tokens:.0f} tokens an update", flush=True)
-    return {"valid": valid, "tokens_per_update": tokens}
+    run = {"valid": valid, "tokens_per_update": tokens, **({"resumed_after": resumed} if resumed else {})}
+    done.write_text(json.dumps(run))
+    return run
+
+
+def resumed_at(save_dir):
+    """The update a killed run will resume from: its latest interval checkpoint's (checkpoint_E_U.pt), or None."""
+    updates = [int(p.stem.rsplit("_", 1)[1]) for p in Path(save_dir).glob("checkpoint_*_*.pt")]
+    return max(updates) if updates else None
 
 
 def scorer(data_bin, masks):
@@ -187,7 +201,7 @@ def main():
             results[n][s] = {"tokens_per_update": run["tokens_per_update"], "fairseq_last": last[1], "fairseq_best": best[1],
                              "scored_last": scored_last,
                              "scored_best": scored_last if best == last else score(folder / "checkpoint_best.pt"),
-                             "valid": run["valid"]}
+                             "valid": run["valid"], **{k: run[k] for k in ("resumed_after",) if k in run}}
             print(f"{n} seed {s}: {results[n][s]}", flush=True)
         publish(report(args, results, data_bin), args.output)
 
