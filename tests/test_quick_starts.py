@@ -71,11 +71,12 @@ def run(line, cwd):
 
 @pytest.fixture(scope="module")
 def workdir(tmp_path_factory):
-    """The user's folder: raw notes (40 clinical cases, gzipped JSON lines), NER data in BRAT folders, notes to tag."""
+    """The user's folder: raw notes (100 clinical cases, gzipped JSON lines: the pilot preset holds out 100 documents,
+    and the settings step asks for at least as many to train on), NER data in BRAT folders, notes to tag."""
     work = tmp_path_factory.mktemp("user")
     (work / "raw").mkdir()
     with gzip.open(CLINICAL_CASES, "rt", encoding="utf-8", newline="\n") as f:
-        lines = [next(f) for _ in range(40)]
+        lines = [next(f) for _ in range(100)]
     with gzip.open(work / "raw" / "notes.jsonl.gz", "wt", encoding="utf-8", newline="\n") as f:
         f.writelines(lines)
     for split, count in (("train", 4), ("valid", 2), ("test", 2)):
