@@ -23,57 +23,16 @@ except ModuleNotFoundError as missing:
     sys.exit(f"{sys.argv[0]}: error: {missing.name} not found; run 'make install' and 'source .venv/bin/activate', "
              "then run this again")
 
-from biofairseq.arguments import OneLineParser, at_least
+from biofairseq.arguments import OneLineParser
+from biofairseq.corpus import options
 from biofairseq.corpus.checks import language_problem, output_problem, source_problem
 from biofairseq.corpus.cleaning import add_arguments, config_from_args
-from biofairseq.corpus.sources import TEXT_DOCS, InputError
-
-
-def source(value):
-    name, sep, path = value.partition("=")
-    if not sep or not name or not path:
-        raise argparse.ArgumentTypeError(f"{value!r}: expected NAME=PATH, e.g. --source scielo=raw/scielo.jsonl.gz")
-    return name, path
+from biofairseq.corpus.sources import InputError
 
 
 def parse_args(argv=None):
     p = OneLineParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--source", dest="sources", action="append", type=source, required=True, metavar="NAME=PATH",
-                   help="a named input file or folder; repeat for several sources (statistics are kept per source)")
-    p.add_argument("--output-dir", required=True, help="where train.txt, valid.txt and stats.json go")
-    p.add_argument("--lang", required=True,
-                   help="the target language, a code of fastText's lid.176 (ISO 639-1 where there is one: es, en, ...)")
-    p.add_argument("--valid-docs", type=at_least(0), default=2000, help="documents held out for validation (default: 2000)")
-    p.add_argument("--seed", type=int, default=1,
-                   help="seed of the document hash that picks the --valid-docs of smallest hash for validation: adding "
-                        "a source changes the valid set only where one of its documents ranks among them (default: 1)")
-    p.add_argument("--workers", type=at_least(1), default=1, help="parallel shards (local processes or array tasks)")
-    p.add_argument("--text-field", default="text", help="the text field of JSON lines (default: text)")
-    p.add_argument("--text-docs", choices=TEXT_DOCS, default="blank-line",
-                   help="plain text: documents separated by blank lines (nothing but spaces, tabs, CR; default), "
-                        "one document per line, or one per file")
-    p.add_argument("--shard-size", type=at_least(1), default=64 << 20, help="bytes of raw input per shard (default: 64 MiB)")
-    p.add_argument("--strict", action="store_true",
-                   help="stop at the first unreadable file or record (default: skip it and count it in the stats)")
-    p.add_argument("--overwrite", action="store_true", help="start again, discarding earlier outputs in --output-dir")
-    p.add_argument("--keep-work", action="store_true", help="keep the cleaned shards in OUTPUT_DIR/work")
-    p.add_argument("--quiet", action="store_true", help="no progress bar and no table")
-    p.add_argument("--dedup-bucket-hashes", type=at_least(1), default=1 << 24,
-                   help="most hashes a deduplicating worker holds at once, however often a sentence repeats, about "
-                        "55 bytes each (default: 2^24, about 0.9 GiB a worker); the results do not depend on it")
-    cluster = p.add_argument_group("running shards as a job array (submitit)")
-    cluster.add_argument("--launcher", choices=("local", "slurm", "submitit-local"), default="local",
-                         help="local processes (default), a Slurm job array, or submitit's local executor: for the "
-                              "cleaning of the shards and, before it, the decompression of each large compressed file "
-                              "(a task a file; under slurm none of it on the submitting host)")
-    cluster.add_argument("--slurm-partition", help="Slurm partition")
-    cluster.add_argument("--slurm-time", type=at_least(1), default=240,
-                         help="minutes per array task: a shard's cleaning, or a large compressed file's decompression "
-                              "(default: 240)")
-    cluster.add_argument("--slurm-mem-gb", type=int, default=None, help="memory per array task")
-    cluster.add_argument("--slurm-array-size", type=at_least(1), default=1000,
-                         help="shards per job array, below the cluster's MaxArraySize (Slurm's default: 1001); more "
-                              "shards are submitted as several arrays (default: 1000)")
+    options.add_arguments(p)
     add_arguments(p)
     args = p.parse_args(argv)
     names = [n for n, _ in args.sources]
@@ -94,7 +53,7 @@ def main(argv=None):
     from biofairseq.corpus.pipeline import clean_corpus, format_table
 
     try:
-        stats = clean_corpus(args, config_from_args(args))
+        stats = clean_corpus(options.options_from_args(args), config_from_args(args))
     except InputError as e:
         sys.exit(f"error: {e}")
     for warning in stats.get("warnings", []):

@@ -140,7 +140,7 @@ def test_large_compressed_files_are_split_as_array_tasks_under_a_job_array_launc
 
     def clean(out, *extra):
         args = cli.parse_args([str(a) for a in (*common, "--output-dir", out, *extra)])
-        pipeline.clean_corpus(args, cli.config_from_args(args))
+        pipeline.clean_corpus(cli.options.options_from_args(args), cli.config_from_args(args))
 
     clean(tmp_path / "local")
     assert any("split" in f for f in mapped)  # the spy sees the local splitting

@@ -826,3 +826,28 @@ def test_vocabulary_and_binarize_mistakes_give_one_line_and_no_output(script, ar
         proc = run_script(f"preprocess/{script}", *args, check=False, cwd=mistakes)
     assert proc.returncode == status and proc.stderr.count("\n") == 1 and proc.stderr.startswith(message), proc.stderr
     assert sorted(p.name for p in mistakes.iterdir()) == before  # no output, no half-written or temporary folder
+
+
+def test_the_cleaning_runs_from_python_on_its_typed_options_and_its_flags_are_their_fields(tmp_path, capsys):
+    """A library user gives CorpusOptions and CleaningConfig, no argparse Namespace; clean_corpus.py's flags are the
+    options' fields, each with its help, so the two cannot drift apart."""
+    from dataclasses import fields
+
+    from biofairseq.corpus.cleaning import CleaningConfig
+    from biofairseq.corpus.options import CorpusOptions
+    from biofairseq.corpus.pipeline import clean_corpus
+
+    (tmp_path / "cases.jsonl").write_text("".join(clinical_lines(0, 40)), encoding="utf-8")
+    options = CorpusOptions(sources=[("cases", str(tmp_path / "cases.jsonl"))], output_dir=str(tmp_path / "clean"),
+                            lang="es", valid_docs=4, quiet=True)
+    stats = clean_corpus(options, CleaningConfig())
+    assert stats["train_docs"] + stats["valid_docs"] == stats["total"]["docs_out"] > 30 and stats["valid_docs"] == 4
+    assert (tmp_path / "clean" / "valid.txt").read_text(encoding="utf-8").count("\n\n") >= 3
+    from test_corpus_boundaries import _clean_corpus_module
+
+    with pytest.raises(SystemExit):
+        _clean_corpus_module().parse_args(["--help"])
+    helped = " ".join(capsys.readouterr().out.split())
+    for f in fields(CorpusOptions):
+        assert f"{f.metadata.get('flag', '--' + f.name.replace('_', '-'))} " in helped, f.name
+        assert " ".join(f.metadata["help"].split()[:6]) in helped, f.name

@@ -88,7 +88,7 @@ def _read_docs(path):
                 doc.append(line[:-1])
 
 
-def _fingerprint(args, config, sources):
+def _fingerprint(options, config, sources):
     inputs = []
     for name, path in sources:
         for root, _, files in walk(path) if os.path.isdir(path) else [(os.path.dirname(path), [], [os.path.basename(path)])]:
@@ -98,25 +98,25 @@ def _fingerprint(args, config, sources):
                     st = os.stat(p)
                     inputs.append([p, st.st_size, st.st_mtime_ns])
     return {
-        "version": FORMAT_VERSION, "sources": sources, "lang": args.lang, "cleaning": asdict(config),
-        "text_field": args.text_field, "text_docs": args.text_docs, "shard_size": args.shard_size,
-        "valid_docs": args.valid_docs, "seed": args.seed, "inputs": sorted(inputs),
+        "version": FORMAT_VERSION, "sources": sources, "lang": options.lang, "cleaning": asdict(config),
+        "text_field": options.text_field, "text_docs": options.text_docs, "shard_size": options.shard_size,
+        "valid_docs": options.valid_docs, "seed": options.seed, "inputs": sorted(inputs),
     }
 
 
-def _split_large_compressed(pieces, args, work):
+def _split_large_compressed(pieces, options, work):
     """The pieces of each source ({name: pieces}), with each large compressed file decompressed into parts of a shard
     under work/split, the files of every source at once, where --launcher runs the cleaning: --workers local
     processes, or an array of one-core tasks (--slurm-*). Under Slurm the submitting host is often a login node, and
     decompressing 100 GB there for hours is what the cluster is for; work/ is on a shared file system already, since
     the cleaning tasks write their shards there."""
     large = [(name, i) for name, found in pieces.items() for i, piece in enumerate(found)
-             if needs_splitting(piece, args.shard_size)]
-    jobs = [(pieces[name][i], args.shard_size, work / "split" / name / f"{i:05d}") for name, i in large]
-    if args.launcher == "local":
-        parts = map_jobs(_split_compressed, jobs, args.workers)
+             if needs_splitting(piece, options.shard_size)]
+    jobs = [(pieces[name][i], options.shard_size, work / "split" / name / f"{i:05d}") for name, i in large]
+    if options.launcher == "local":
+        parts = map_jobs(_split_compressed, jobs, options.workers)
     else:
-        parts = list(_map_array(split_compressed, jobs, args, work / "submitit-split"))
+        parts = list(_map_array(split_compressed, jobs, options, work / "submitit-split"))
     split = dict(zip(large, parts))
     return {name: [part for i, piece in enumerate(found) for part in split.get((name, i), [piece])]
             for name, found in pieces.items()}
@@ -126,42 +126,42 @@ def _split_compressed(job):
     return split_compressed(*job)
 
 
-def _map_array(function, jobs, args, folder):
+def _map_array(function, jobs, options, folder):
     """function(*job) for each job, as submitit job arrays of at most --slurm-array-size one-core tasks (Slurm's, or
     submitit's local executor); yields the results in order as they come."""
     import submitit
 
-    executor = submitit.AutoExecutor(folder=folder, cluster="local" if args.launcher == "submitit-local" else "slurm")
-    params = {"timeout_min": args.slurm_time, "cpus_per_task": 1, "mem_gb": args.slurm_mem_gb}
-    if args.launcher == "slurm":
-        params.update(slurm_array_parallelism=args.workers, slurm_partition=args.slurm_partition)
+    executor = submitit.AutoExecutor(folder=folder, cluster="local" if options.launcher == "submitit-local" else "slurm")
+    params = {"timeout_min": options.slurm_time, "cpus_per_task": 1, "mem_gb": options.slurm_mem_gb}
+    if options.launcher == "slurm":
+        params.update(slurm_array_parallelism=options.workers, slurm_partition=options.slurm_partition)
     executor.update_parameters(**{k: v for k, v in params.items() if v is not None})
     submitted = []
-    for start in range(0, len(jobs), args.slurm_array_size):  # arrays under the cluster's MaxArraySize
-        submitted += executor.map_array(function, *zip(*jobs[start:start + args.slurm_array_size]))
+    for start in range(0, len(jobs), options.slurm_array_size):  # arrays under the cluster's MaxArraySize
+        submitted += executor.map_array(function, *zip(*jobs[start:start + options.slurm_array_size]))
     for job in submitted:
         yield job.result()
 
 
-def _run_shards(pending, args, config, out_dir):
+def _run_shards(pending, options, config, out_dir):
     from tqdm import tqdm
 
-    bar = tqdm(total=sum(s.size for s in pending), unit="B", unit_scale=True, desc="cleaning", disable=args.quiet)
-    job_args = (config, args.lang, args.text_field, args.strict, str(out_dir))
-    if args.launcher == "local" and args.workers == 1:
+    bar = tqdm(total=sum(s.size for s in pending), unit="B", unit_scale=True, desc="cleaning", disable=options.quiet)
+    job_args = (config, options.lang, options.text_field, options.strict, str(out_dir))
+    if options.launcher == "local" and options.workers == 1:
         for shard in pending:
             process_shard(shard, *job_args)
             bar.update(shard.size)
-    elif args.launcher == "local":
+    elif options.launcher == "local":
         import multiprocessing
 
         from biofairseq.interrupts import ignore_in_workers
 
-        with multiprocessing.get_context("fork").Pool(args.workers, ignore_in_workers) as pool:
+        with multiprocessing.get_context("fork").Pool(options.workers, ignore_in_workers) as pool:
             for shard in pool.imap_unordered(_process_packed, [(s, *job_args) for s in pending]):
                 bar.update(shard.size)
     else:  # the same shards as a job array, through submitit
-        for shard in _map_array(process_shard, [(s, *job_args) for s in pending], args, out_dir.parent / "submitit"):
+        for shard in _map_array(process_shard, [(s, *job_args) for s in pending], options, out_dir.parent / "submitit"):
             bar.update(shard.size)
     bar.close()
 
@@ -258,14 +258,14 @@ def format_table(stats):
     return "\n".join(lines)
 
 
-def clean_corpus(args, config):
+def clean_corpus(options, config):
     """Runs (or resumes) the whole cleaning; returns the statistics written to stats.json."""
-    sources = [list(s) for s in args.sources]
-    output_dir = Path(args.output_dir)
+    sources = [list(s) for s in options.sources]
+    output_dir = Path(options.output_dir)
     work = output_dir / "work"
-    fingerprint = _fingerprint(args, config, sources)
+    fingerprint = _fingerprint(options, config, sources)
     stats_path = output_dir / "stats.json"
-    if args.overwrite:
+    if options.overwrite:
         for name in ("train.txt", "valid.txt", "stats.json"):
             (output_dir / name).unlink(missing_ok=True)
         shutil.rmtree(work, ignore_errors=True)
@@ -281,7 +281,7 @@ def clean_corpus(args, config):
     if plan and plan["fingerprint"] != fingerprint:  # a killed run's shards: kept for its own resume
         raise InputError(f"{work}: holds an unfinished run with other arguments or inputs; use another --output-dir or --overwrite")
     try:
-        return _clean(args, config, sources, output_dir, work, plan, fingerprint)
+        return _clean(options, config, sources, output_dir, work, plan, fingerprint)
     except InputError:
         # a failed run leaves nothing that the corrected rerun would trip on (its outputs appear only on success)
         shutil.rmtree(work, ignore_errors=True)
@@ -323,7 +323,7 @@ def _few_documents(shards, per_source):
     return ""
 
 
-def _clean(args, config, sources, output_dir, work, plan, fingerprint):
+def _clean(options, config, sources, output_dir, work, plan, fingerprint):
     clock = time.perf_counter()
     seconds = {}
     plan_path = work / "plan.json"
@@ -333,24 +333,24 @@ def _clean(args, config, sources, output_dir, work, plan, fingerprint):
     else:
         pieces, discovery_errors = {}, {}
         for name, path in sources:
-            pieces[name], errors = discover(path, args.text_docs)
-            if errors and args.strict:
+            pieces[name], errors = discover(path, options.text_docs)
+            if errors and options.strict:
                 raise InputError(errors[0])
             discovery_errors[name] = errors
-        pieces = _split_large_compressed(pieces, args, work)
-        shards = [shard for name, _ in sources for shard in plan_shards(name, pieces[name], args.shard_size)]
+        pieces = _split_large_compressed(pieces, options, work)
+        shards = [shard for name, _ in sources for shard in plan_shards(name, pieces[name], options.shard_size)]
         write_text(plan_path, json.dumps({"fingerprint": fingerprint, "shards": [s.to_json() for s in shards], "errors": discovery_errors}))
     shard_dir = work / "shards"
     for tmp in shard_dir.glob("*/*.tmp") if shard_dir.is_dir() else []:
         tmp.unlink()
     pending = [s for s in shards if not _shard_done(shard_dir, s)]
-    if len(pending) < len(shards) and not args.quiet:
+    if len(pending) < len(shards) and not options.quiet:
         print(f"resuming: {len(shards) - len(pending)} of {len(shards)} shards already cleaned", file=sys.stderr)
     seconds["plan"], clock = time.perf_counter() - clock, time.perf_counter()
-    _run_shards(pending, args, config, shard_dir)
+    _run_shards(pending, options, config, shard_dir)
     seconds["clean_shards"], clock = time.perf_counter() - clock, time.perf_counter()
 
-    per_source, errors, n_docs = _merge(shards, sources, config, shard_dir, work, args.workers, args.dedup_bucket_hashes)
+    per_source, errors, n_docs = _merge(shards, sources, config, shard_dir, work, options.workers, options.dedup_bucket_hashes)
     seconds["deduplicate"], clock = time.perf_counter() - clock, time.perf_counter()
     warnings = []
     for name, _ in sources:
@@ -369,21 +369,21 @@ def _clean(args, config, sources, output_dir, work, plan, fingerprint):
     for counts in per_source.values():
         total.update(counts)
     if n_docs == 0:
-        raise InputError(_nothing_left(total, errors, args.lang))
-    if n_docs <= args.valid_docs:
+        raise InputError(_nothing_left(total, errors, options.lang))
+    if n_docs <= options.valid_docs:
         fix = f"use --valid-docs {max(1, n_docs // 10)} (below {n_docs:,}), or give more text" if n_docs > 1 else "give more text"
-        raise InputError(f"--valid-docs {args.valid_docs}: only {n_docs:,} document{'s' * (n_docs > 1)} left after "
+        raise InputError(f"--valid-docs {options.valid_docs}: only {n_docs:,} document{'s' * (n_docs > 1)} left after "
                          f"cleaning{_few_documents(shards, per_source)}; {fix}")
-    _split(work, output_dir, n_docs, args.valid_docs, args.seed)
+    _split(work, output_dir, n_docs, options.valid_docs, options.seed)
     seconds["split"] = time.perf_counter() - clock
     stats = {
         "sources": {name: dict(c) for name, c in per_source.items()}, "total": dict(total),
-        "train_docs": n_docs - args.valid_docs, "valid_docs": args.valid_docs,
+        "train_docs": n_docs - options.valid_docs, "valid_docs": options.valid_docs,
         "errors": {name: e[:100] for name, e in errors.items() if e}, "warnings": warnings, "fingerprint": fingerprint,
     }
     # where this run's time went (only the unfinished shards, when it resumed), apart from the reproducible stats
     write_text(output_dir / "timing.json", json.dumps({k: round(v, 2) for k, v in seconds.items()}) + "\n")
     write_text(output_dir / "stats.json", json.dumps(stats, indent=1, ensure_ascii=False))
-    if not args.keep_work:
+    if not options.keep_work:
         shutil.rmtree(work)
     return stats
