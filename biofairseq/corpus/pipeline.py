@@ -12,7 +12,7 @@ import shutil
 import sys
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 
 import numpy as np
@@ -88,7 +88,8 @@ def _read_docs(path):
                 doc.append(line[:-1])
 
 
-def _fingerprint(options, config, sources):
+def _inputs(sources):
+    """[path, size, mtime] of every file under the sources."""
     inputs = []
     for name, path in sources:
         for root, _, files in walk(path) if os.path.isdir(path) else [(os.path.dirname(path), [], [os.path.basename(path)])]:
@@ -97,6 +98,22 @@ def _fingerprint(options, config, sources):
                 if os.path.isfile(p):
                     st = os.stat(p)
                     inputs.append([p, st.st_size, st.st_mtime_ns])
+    return inputs
+
+
+SHARD_BYTES = 64 << 20  # the largest shard --shard-size gives by default
+SHARDS_PER_WORKER = 4  # what a small input is cut into at least, so that no worker waits for another's one shard
+
+
+def shard_size(given, inputs, workers):
+    """--shard-size, or by default 64 MiB, less for an input under 4 shards a worker of several (256 KiB at least)."""
+    if given or workers == 1:
+        return given or SHARD_BYTES
+    total = sum(size for _, size, _ in inputs)
+    return max(1 << 18, min(SHARD_BYTES, -(-total // (SHARDS_PER_WORKER * workers))))
+
+
+def _fingerprint(options, config, sources, inputs):
     return {
         "version": FORMAT_VERSION, "sources": sources, "lang": options.lang, "cleaning": asdict(config),
         "text_field": options.text_field, "text_docs": options.text_docs, "shard_size": options.shard_size,
@@ -263,7 +280,11 @@ def clean_corpus(options, config):
     sources = [list(s) for s in options.sources]
     output_dir = Path(options.output_dir)
     work = output_dir / "work"
-    fingerprint = _fingerprint(options, config, sources)
+    inputs = _inputs(sources)
+    # the fingerprint holds the shard size asked for (64 MiB by default, as before it adapted): a rerun with more
+    # workers resumes the same run, from the shards its plan recorded
+    fingerprint = _fingerprint(replace(options, shard_size=options.shard_size or SHARD_BYTES), config, sources, inputs)
+    options = replace(options, shard_size=shard_size(options.shard_size, inputs, options.workers))
     stats_path = output_dir / "stats.json"
     if options.overwrite:
         for name in ("train.txt", "valid.txt", "stats.json"):
