@@ -14,10 +14,7 @@ import torch
 from biofairseq import checkpoints
 from biofairseq.arguments import first_line
 from biofairseq.convert import ConvertError, families, parity, vocabulary
-
-
-def _a(name):
-    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
+from biofairseq.text.phrases import with_article
 
 
 def _refuse(hf_dir, family, problems):
@@ -38,7 +35,7 @@ def convert(hf_dir, output, final_output, verify=True, log=print, generator=None
     family, config, problems = families.inspect(source)
     if (generator or generator_fraction) and family.name != "ELECTRA":
         flag = "--generator" if generator else "--generator-fraction"
-        raise ConvertError(f"{hf_dir}: {flag}: {_a(family.name)} model has no generator (an ELECTRA's); drop the flag")
+        raise ConvertError(f"{hf_dir}: {flag}: {with_article(family.name)} model has no generator (an ELECTRA's); drop the flag")
     if problems:
         raise _refuse(hf_dir, family, problems)
     models, notes = family.read(hf_dir, config, source)

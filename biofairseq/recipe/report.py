@@ -22,6 +22,7 @@ from biofairseq.recipe.best_checkpoint import records
 from biofairseq.recipe.objectives import objective_of, percent
 from biofairseq.recipe.settings import SettingsError, changes_of
 from biofairseq.recipe.settings import read as recorded_settings
+from biofairseq.text.phrases import with_article
 from biofairseq.text.tables import markdown_table
 
 
@@ -123,10 +124,6 @@ def ner(pairs):
     return out
 
 
-def _a(name):
-    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
-
-
 def markdown(run_dir, found):
     from biofairseq.finetune import report
 
@@ -147,7 +144,7 @@ def markdown(run_dir, found):
                   + (f", in {v['shards']} shards (one an epoch)" if v["shards"] > 1 else "") + ".", ""]
     if s.get("INIT_FROM"):
         start = found.get("init") or {}
-        what = f", {_a(start['family'])} model (`{start['transformers_class']}`)" if start.get("family") else ""
+        what = f", {with_article(start['family'])} model (`{start['transformers_class']}`)" if start.get("family") else ""
         lines += [f"Continual pretraining: the weights and the vocabulary are those of `INIT_FROM={s['INIT_FROM']}`{what} "
                   "(converted to fairseq in `init/`, parity-checked: `init/conversion.json`); no vocabulary was learned on "
                   "the corpus.", ""]

@@ -26,6 +26,7 @@ from biofairseq.finetune import splits
 from biofairseq.model_shapes import ELECTRA_SHARING
 from biofairseq.recipe import kinds
 from biofairseq.recipe.presets import RECIPES, SHARED, Derived, Fixed, Required, source_of, value_of
+from biofairseq.text.phrases import with_article
 
 POSITIONS = 512  # the presets' position table (--max-positions): no sample may be longer
 MODERNBERT_CONTEXT = 8192  # bio_modernbert's --max-positions (rotary positions: a longest sequence, no table)
@@ -52,6 +53,8 @@ FORCED = {
     "ner": ("ner", "breakout"),
     "report": ("report.md", "report.json", "report.png"),
 }
+
+
 def redone(force):
     """The stages FORCE redoes, in order: every one (1), those from a stage on (its name), none (0)."""
     stages = list(FORCED)
@@ -59,6 +62,12 @@ def redone(force):
 
 
 NAMED_PATHS = ("SOURCES", "NER_DATA")  # NAME=PATH ...: compared, and recorded, by the files they name
+GRID = ("NER_LRS", "NER_SEEDS")  # the sweep's grid: compared as sets, free to grow or shrink after the sweep ran
+
+
+def path_pairs(value):
+    """[(name, path)] of a NAME=PATH ... setting (its kind, kinds.named_paths, has checked it)."""
+    return [tuple(pair.partition("=")[::2]) for pair in value.split()]
 
 
 @dataclass(frozen=True)
@@ -259,10 +268,6 @@ class Values(dict):
         return int(self[name])
 
 
-def _a(name):
-    return f"{'an' if name[0] in 'AEIOU' else 'a'} {name}"
-
-
 def _plural(items):
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
@@ -343,7 +348,7 @@ def valid_docs_problem(values):
     from biofairseq.corpus.sources import count_documents
 
     wanted = int(values["VALID_DOCS"])
-    paths = [pair.split("=", 1)[1] for pair in values["SOURCES"].split()]
+    paths = [path for _, path in path_pairs(values["SOURCES"])]
     found = count_documents(paths, values["TEXT_DOCS"], values["TEXT_FIELD"], more_than=2 * wanted - 1)
     if found >= 2 * wanted:  # at least as many to train on as held out, before the cleaning removes any
         return None
@@ -361,8 +366,7 @@ def notes_read_as_paragraphs(values):
     from biofairseq.corpus.sources import paragraphs_as_documents
 
     lines = []
-    for pair in values["SOURCES"].split() if values["TEXT_DOCS"] == "blank-line" else ():
-        name, path = pair.split("=", 1)
+    for name, path in path_pairs(values["SOURCES"]) if values["TEXT_DOCS"] == "blank-line" else ():
         found = paragraphs_as_documents(path) if os.path.isdir(path) else None
         if found:
             lines.append(f"note: SOURCES '{name}': its first {found[0]} text files give {found[1]} documents, split at "
@@ -431,8 +435,8 @@ def init_from_problem(recipe, values, environ):
     kind = ", ".join(config.architectures or []) or config.model_type
     if recipe not in family.recipes:
         takes = [f.name for f in families.FAMILIES if recipe in f.recipes]
-        return (f"INIT_FROM={init}: {_a(family.name)} model ({kind}); {recipe}.sh continues {_plural(takes)} models; "
-                f"continue {_a(family.name)} with {_plural([f'recipes/{r}.sh' for r in family.recipes])}")
+        return (f"INIT_FROM={init}: {with_article(family.name)} model ({kind}); {recipe}.sh continues {_plural(takes)} models; "
+                f"continue {with_article(family.name)} with {_plural([f'recipes/{r}.sh' for r in family.recipes])}")
     if problems:
         return (f"INIT_FROM={init}: {'; '.join(problems)}: no fairseq {family.fairseq_model} computes this "
                 f"{family.name} model, so it cannot be continued")
@@ -647,8 +651,7 @@ def absolute_pairs(value):
     """NAME=PATH ... with each PATH absolute, so that a rerun from another folder means the same files; a path that
     would then hold a space (the recipes split the pairs at spaces) is kept as given."""
     pairs = []
-    for pair in value.split():
-        name, _, path = pair.partition("=")
+    for name, path in path_pairs(value):
         whole = absolute(os.path.expanduser(path))
         pairs.append(f"{name}={path if any(c.isspace() for c in whole) else whole}")
     return " ".join(pairs)
@@ -658,7 +661,7 @@ def _meaning(name, value):
     """What a path setting names, for comparing two runs' values: each path resolved (links followed, a relative one
     from here, as an older recipe.env may hold); None for other settings."""
     if name in NAMED_PATHS:
-        return [(n, os.path.realpath(p)) for n, _, p in (pair.partition("=") for pair in value.split())]
+        return [(name, os.path.realpath(path)) for name, path in path_pairs(value)]
     if name == "INIT_FROM":
         return os.path.realpath(value) if value else ""
     return None
@@ -701,7 +704,7 @@ def same(before, now, name=None):
     if _meaning(name, before) is not None:
         return _meaning(name, before) == _meaning(name, now)
     a, b = re.split(r"[,\s]+", before.strip()), re.split(r"[,\s]+", now.strip())
-    if name in ("NER_LRS", "NER_SEEDS"):  # a grid: its order and repeats do not change the runs
+    if name in GRID:  # its order and repeats do not change the runs
         try:
             return {float(x) for x in a} == {float(y) for y in b}
         except ValueError:
@@ -742,7 +745,7 @@ def keep(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr))
         for s in changed:
             why = ("its stage is redone (FORCE)" if s.stage in forced else "no stage made with it has run yet" if s.stage
                    else "the sweep keeps its finished runs, runs the missing ones and reports those asked for"
-                   if s.name in ("NER_LRS", "NER_SEEDS") else "taken")
+                   if s.name in GRID else "taken")
             say(f"note: {s.name}={now[s.name]} (was {before[s.name]}): {why}; "
                 f"{'would be ' if dry else ''}recorded in {changes}")
     text = _env_text(now)
