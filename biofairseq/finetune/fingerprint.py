@@ -13,6 +13,8 @@ import hashlib
 import sys
 from pathlib import Path
 
+from biofairseq.finetune.sweep_folder import asked, grid
+
 # a sweep's report, in the order biofairseq.finetune.report writes it: report.json alone is a report cut short
 REPORT = ("report.json", "report.md", "dev_f1.png")
 
@@ -43,8 +45,6 @@ def model_fingerprint(source):
 def stale_sweep(sweep_dir, model_dir, lrs=None, seeds=None):
     """Why sweep_dir's report is not model_dir's finished sweep of the grid lrs x seeds (when given), or None (no
     report yet, or a current one)."""
-    from biofairseq.finetune.sweep_folder import asked, grid
-
     sweep_dir = Path(sweep_dir)
     if not (sweep_dir / REPORT[0]).is_file():
         return None

@@ -42,9 +42,8 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
 
     # 1e-3 and 0.001 are one setting: one folder (lr=0.001), run once; the report holds these runs alone (a grid
     # shrunk since an earlier sweep leaves that sweep's other runs on disk, out of the report)
-    configurations = list({(f"{lr:g}", seed): (lr, seed) for lr in lrs for seed in seeds}.values())
-    for n, (lr, seed) in enumerate(configurations, 1):
-        folder = run_folder(root, lr, seed)
+    configurations = {run_folder(root, lr, seed): (lr, seed) for lr in lrs for seed in seeds}
+    for n, (folder, (lr, seed)) in enumerate(configurations.items(), 1):
         folders.append(folder)
         finished = folder / "metrics.json"
         redo = False

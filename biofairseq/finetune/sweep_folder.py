@@ -4,6 +4,8 @@ it and by the commands that are given one in place of a model."""
 import json
 from pathlib import Path
 
+from biofairseq.atomic import write_text
+
 
 def run_folder(root, lr, seed):
     return Path(root) / f"lr={lr:g}" / f"seed={seed}"
@@ -18,8 +20,6 @@ def grid(lrs, seeds):
 
 
 def write_grid(root, names):
-    from biofairseq.atomic import write_text
-
     write_text(Path(root) / GRID, json.dumps(names) + "\n")
 
 

@@ -283,10 +283,9 @@ class Predictor:
     def tagged(self, predictions):
         """(the tags per word, as ``tags``; the probability of each word's predicted label), from the (label index,
         probability) of each window position (``_best_label``)."""
-        n = len(self.data.sentences)
-        indices = [p[..., 0] for p in predictions]
-        tags = [iob2.repair(t) for t in windows.word_tags(self.windows, indices, self.labels, n)]
-        return tags, [[float(p) for p in s] for s in windows.word_values(self.windows, [p[..., 1] for p in predictions], n)]
+        per_word = windows.word_values(self.windows, predictions, len(self.data.sentences))  # (index, probability)
+        tags = [iob2.repair([self.labels[int(i)] for i, _ in s]) for s in per_word]
+        return tags, [[float(p) for _, p in s] for s in per_word]
 
     def predict(self, trainer, callbacks=()):
         """(tags, probabilities) of every word; ``callbacks``: the Trainer's for this prediction alone (progress)."""
