@@ -17,6 +17,7 @@ sentences kept are counted against --langid off, which keeps what the other filt
 import gettext
 import glob
 import json
+import os
 import random
 import sys
 import time
@@ -32,19 +33,14 @@ MODES = ("both", "document", "sentence", "off")
 
 
 def ncbi_sentences():
-    import os
+    """NCBI-disease's sentences of 5 words or more, their tokens joined back (the project's CoNLL reader)."""
+    from biofairseq.finetune.conll import read_file
 
     shared = os.environ.get("BIOFAIRSEQ_SHARED")
     folder = Path(shared) / "data" / "ncbi_disease" if shared else NCBI
-    sentences, words = [], []
-    for path in sorted(folder.glob("*.tsv")):
-        for line in path.read_text(encoding="utf-8").splitlines() + [""]:
-            if line.strip():
-                words.append(line.split("\t")[0])
-            elif words:
-                sentences.append(" ".join(words).replace(" ,", ",").replace(" .", ".").replace("( ", "(").replace(" )", ")"))
-                words = []
-    return [s for s in sentences if len(s.split()) >= 5]
+    sentences = [" ".join(tokens) for path in sorted(folder.glob("*.tsv")) for tokens, _ in read_file(path)]
+    return [s.replace(" ,", ",").replace(" .", ".").replace("( ", "(").replace(" )", ")")
+            for s in sentences if len(s.split()) >= 5]
 
 
 def catalogue_sentences(lang):
