@@ -170,6 +170,8 @@ def instrument(timers, cleaner):
         patch(cleaner, "clean", timers.wrap("clean(): the rest (Python between the stages)", clean_document))
     else:
         patch(cleaner, "clean", timers.wrap("clean(): the rest (Python between the stages)", cleaner.clean))
+    if getattr(cleaner, "gate", None) is not None:
+        patch(cleaner, "gate", Proxy(cleaner.gate, timers, {"flagged_spans": "language gate (function words, letters)"}))
     patch(dedup.ShardHashes, "add", timers.wrap("hashing (ShardHashes.add: xxhash)", dedup.ShardHashes.add))
     patch(pipeline, "open", lambda *a, **k: TimedFile(open(*a, **k), timers, {"write": "writing the shard"}))
 

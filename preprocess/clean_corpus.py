@@ -9,9 +9,10 @@ sentences and deduplicated, per source and then across sources. The output has o
 blank line between documents; the --valid-docs documents of smallest hash (seeded with --seed) go to valid.txt,
 so that cleaning again with one more source keeps most of them.
 
-Shards run in parallel (--workers) or as a Slurm job array (--launcher slurm, through submitit), and so does the
-decompression of large compressed files into shards; a run restarted with the same arguments redoes only
-unfinished shards, and the outputs appear atomically.
+Every stage (decompressing large compressed files into shards, cleaning the shards, deduplication, filtering the
+shards of their repeats, the split) runs as independent jobs in parallel (--workers) or as Slurm job arrays
+(--launcher slurm, through submitit), the submitting host reading none of the corpus; a run restarted with the same
+arguments redoes only unfinished jobs, and the outputs appear atomically.
 """
 
 import argparse

@@ -83,9 +83,19 @@ def _docs(path):
     return [d for d in path.read_text(encoding="utf-8").split("\n\n") if d]
 
 
-def _split(tmp_path, name, docs, valid_docs=40, seed=1):
-    _write(tmp_path / name / "work" / "all.txt", docs)
-    pipeline._split(tmp_path / name / "work", tmp_path / name, len(docs), valid_docs, seed)
+def _split(tmp_path, name, docs, valid_docs=40, seed=1, shards=3):
+    """train and valid documents of ``docs`` cut into ``shards`` kept shards, as the pipeline's last stages make them."""
+    from types import SimpleNamespace
+
+    from biofairseq.corpus.dedup import Repeats
+
+    kept, size = [], -(-len(docs) // shards)
+    for k in range(shards):
+        _write(tmp_path / name / "work" / f"{k}.txt", docs[k * size:(k + 1) * size])
+        kept.append(pipeline.filter_shard((k, tmp_path / name / "work" / f"{k}.txt", (Repeats([]),) * 3, valid_docs,
+                                           seed, tmp_path / name / "work" / f"kept{k}")))
+    stages = pipeline.Stages(SimpleNamespace(launcher="local", workers=1), tmp_path / name / "work")
+    pipeline._split(kept, tmp_path / name, valid_docs, stages)
     return _docs(tmp_path / name / "train.txt"), _docs(tmp_path / name / "valid.txt")
 
 
@@ -149,17 +159,24 @@ def test_large_compressed_files_are_split_as_array_tasks_under_a_job_array_launc
     monkeypatch.setenv("SLURM_STANDIN", str(tmp_path / "slurm"))
     clean(tmp_path / "array", "--launcher", launcher, "--slurm-array-size", 2, "--slurm-partition", "cpu",
           "--slurm-time", 30)
-    assert not [f for f in mapped if "split" in f], mapped
+    assert not mapped, mapped  # no stage in the submitting host's processes
     work = tmp_path / "array" / "work"
     assert len(list((work / "submitit-split").glob("*_log.out"))) == 2  # a task a file
     shards = len(json.loads((work / "plan.json").read_text())["shards"])
     assert shards >= 4 and len(list((work / "submitit").glob("*_log.out"))) == shards  # every task's log there
+    # then the deduplication's partitions (a task a shard) and buckets, the filter (a task a shard), the split (one)
+    assert len(list((work / "submitit-filter").glob("*_log.out"))) == shards
+    assert len(list((work / "submitit-dedup").glob("*_log.out"))) == 2 * (shards + 1)  # documents, then sentences
+    assert len(list((work / "submitit-split-valid").glob("*_log.out"))) == 1
     if launcher == "slurm":
         scripts = [p.read_text() for p in sorted((tmp_path / "slurm").glob("*.sh"), key=lambda p: int(p.stem))]
-        assert len(scripts) == 1 + (shards + 1) // 2  # the split array, then the shards' arrays of at most 2 tasks
-        for k, script in enumerate(scripts):
+        shard_arrays = (shards + 1) // 2  # the split array, then the shards' arrays of at most 2 tasks
+        assert len(scripts) == 1 + shard_arrays + 2 * (shard_arrays + 1) + shard_arrays + 1
+        for k, script in enumerate(scripts[:1 + shard_arrays]):
             tasks = 2 if k == 0 else min(2, shards - 2 * (k - 1))
             for line in (f"--array=0-{tasks - 1}%{tasks}", "--cpus-per-task=1", "--partition=cpu", "--time=30"):
                 assert f"#SBATCH {line}\n" in script, (line, script)
+        for script in scripts[1 + shard_arrays:]:
+            assert "#SBATCH --partition=cpu\n" in script and "--array=0-2" not in script, script
     for name in ("train.txt", "valid.txt"):
         assert (tmp_path / "array" / name).read_bytes() == (tmp_path / "local" / name).read_bytes()

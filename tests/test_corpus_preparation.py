@@ -181,7 +181,7 @@ def test_bucketed_deduplication_keeps_what_one_pass_over_all_hashes_keeps(repeat
                 kept = oracle.filter(doc.split("\n"), source_index, counts[source])
                 if kept:
                     expected.append("\n".join(kept))
-    assert docs_of(work / "all.txt") == expected
+    assert [d for name in names for d in docs_of(work / "kept" / f"{name}.txt")] == expected
     for source in ("first", "second"):
         for kind in ("docs_source", "docs_global", "sentences_source", "sentences_global"):
             found = stats["sources"][source].get(f"duplicate_{kind}", 0)
@@ -290,7 +290,7 @@ def test_a_rerun_cleans_only_the_shards_left_and_a_finished_run_is_left_alone(tm
     out = tmp_path / "out"
     run_py("clean_corpus.py", *args, "--quiet", "--keep-work", "--output-dir", out)
     whole = {name: (out / name).read_bytes() for name in ("train.txt", "valid.txt", "stats.json")}
-    for name in (*whole, "timing.json", "work/all.txt"):
+    for name in (*whole, "timing.json"):
         (out / name).unlink()
     results = sorted((out / "work" / "shards" / "cases").glob("*.json"))
     total = len(json.loads((out / "work" / "plan.json").read_text())["shards"])
@@ -304,6 +304,30 @@ def test_a_rerun_cleans_only_the_shards_left_and_a_finished_run_is_left_alone(tm
     again = run_py("clean_corpus.py", *args, "--quiet", "--output-dir", out)  # complete: nothing to do
     assert again.returncode == 0 and {name: (out / name).read_bytes() for name in whole} == whole
     assert not (out / "work").exists()
+
+
+def test_a_rerun_after_the_shards_were_cleaned_redoes_only_the_filtering_left(tmp_path):
+    """Killed after deduplication, while the shards were being filtered of their repeats (each shard's filtering a
+    task of its own): the rerun filters only the shards without a result, reuses the others, and makes the
+    uninterrupted run's outputs."""
+    source = tmp_path / "cases.jsonl"
+    source.write_text("".join(clinical_lines(0, 120)), encoding="utf-8")
+    args = ["--source", f"cases={source}", "--lang", "es", "--valid-docs", 10, "--shard-size", 40_000, "--quiet",
+            "--keep-work"]
+    out = tmp_path / "out"
+    run_py("clean_corpus.py", *args, "--output-dir", out)
+    whole = {name: (out / name).read_bytes() for name in ("train.txt", "valid.txt", "stats.json")}
+    for name in whole:
+        (out / name).unlink()
+    results = sorted((out / "work" / "kept" / "cases").glob("*.json"))
+    assert len(results) >= 4
+    for result in results[1::2]:  # half the shards not yet filtered
+        result.unlink()
+    kept = {p: p.stat().st_mtime_ns for p in (out / "work" / "kept" / "cases").glob("*.txt")}
+    run_py("clean_corpus.py", *args, "--output-dir", out)
+    assert {name: (out / name).read_bytes() for name in whole} == whole
+    redone = {p for p, mtime in kept.items() if p.stat().st_mtime_ns != mtime}
+    assert redone == {Path(str(r)[:-len(".json")] + ".txt") for r in results[1::2]}
 
 
 @pytest.fixture(scope="module", params=["bytelevel-bpe", "sentencepiece"])

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import xxhash
 
+from biofairseq.atomic import write_text
 from biofairseq.corpus.processes import map_jobs
 
 LOCAL_BITS = 32  # an item's id: its shard's place in corpus order, then its place in the shard
@@ -80,6 +81,11 @@ class ShardHashes:
                 self.sentence_places.append(self.n_sentences)
                 self.sentence_docs.append(doc)
             self.n_sentences += 1
+
+    def counts(self):
+        """How many items of each kind the shard gives deduplication (find_repeats' counts, summed over shards)."""
+        return {"docs": len(self.docs), "near": len(self.near) * (self.near_keys.bands if self.near_keys else 0),
+                "sentences": len(self.sentences)}
 
     def save(self, path):
         tmp = Path(f"{path}.tmp.npz")
@@ -234,27 +240,40 @@ def _count(hashes_paths, key, per_row=False):
     return total
 
 
-def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hashes):
+def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hashes, run_jobs=None, counts=None):
     """(document repeats, near-duplicate documents, sentence repeats) of the shards in corpus order (hashes_paths[k]
     is shard k's), as Repeats whose files stay in work until it is removed. A near-duplicate shares an LSH band key
     with an earlier document that exact deduplication kept (whether or not that one is itself a near-duplicate of
-    another). A bucket job holds at most bucket_hashes items; a partition job, one shard's."""
+    another). A bucket job holds at most bucket_hashes items; a partition job, one shard's.
+
+    run_jobs(function, jobs) runs a stage's jobs (by default in ``workers`` local processes; the pipeline's may be job
+    arrays); counts ({"docs", "near", "sentences": items in all shards}), where the caller has them, spare reading
+    every shard's hashes here. A kind whose repeats were all flagged is not flagged again (a killed run resumes)."""
     work = Path(work)
     work.mkdir(parents=True, exist_ok=True)
     shard_sources = np.asarray(shard_sources, np.int64)
+    run_jobs = run_jobs or (lambda function, jobs: map_jobs(function, jobs, workers))
 
     def run(kind, partition, bits, removed=()):
         """Partitions every shard's items of this kind into sorted runs by bucket, then flags the repeats bucket by
         bucket."""
         parts = [work / f"{kind}.{k}" for k in range(len(hashes_paths))]
-        map_jobs(partition, [(k, p, removed, bits, part) for k, (p, part) in enumerate(zip(hashes_paths, parts))],
-                 workers)
-        held = map_jobs(_dedup_bucket, [(b, parts, shard_sources, bucket_hashes) for b in range(1 << bits)], workers)
-        return Repeats(parts, max(held, default=0))
+        done = work / f"{kind}.done"
+        if done.is_file():
+            return Repeats(parts, int(done.read_text()))
+        run_jobs(partition, [(k, p, removed, bits, part) for k, (p, part) in enumerate(zip(hashes_paths, parts))])
+        held = max(run_jobs(_dedup_bucket, [(b, parts, shard_sources, bucket_hashes) for b in range(1 << bits)]),
+                   default=0)
+        write_text(done, str(held))
+        return Repeats(parts, held)
 
     n = len(hashes_paths)
     docs = near = sentences = Repeats([])
-    bits = lambda key, per_row=False: _bucket_bits(_count(hashes_paths, key, per_row), bucket_hashes)  # noqa: E731
+
+    def bits(key, per_row=False):
+        total = counts[key] if counts is not None else _count(hashes_paths, key, per_row)
+        return _bucket_bits(total, bucket_hashes)
+
     if config.dedup_documents and n:
         docs = run("docs", _docs, bits("docs"))
     if config.near_duplicates and n:

@@ -51,12 +51,13 @@ class CorpusOptions:
         "most hashes a deduplicating worker holds at once, however often a sentence repeats, about 55 bytes each "
         "(default: 2^24, about 0.9 GiB a worker); the results do not depend on it", 1 << 24, type=at_least(1))
     launcher: str = _option(
-        "local processes (default), a Slurm job array, or submitit's local executor: for the cleaning of the shards "
-        "and, before it, the decompression of each large compressed file (a task a file; under slurm none of it on the "
-        "submitting host)", "local", choices=("local", "slurm", "submitit-local"), group=CLUSTER)
+        "local processes (default), Slurm job arrays, or submitit's local executor: for every stage, the decompression "
+        "of each large compressed file, the cleaning of the shards, deduplication, the filtering of the shards and the "
+        "split (under slurm none of them on the submitting host)", "local", choices=("local", "slurm", "submitit-local"),
+        group=CLUSTER)
     slurm_partition: str = _option("Slurm partition", None, group=CLUSTER)
-    slurm_time: int = _option("minutes per array task: a shard's cleaning, or a large compressed file's decompression "
-                              "(default: 240)", 240, type=at_least(1), group=CLUSTER)
+    slurm_time: int = _option("minutes per array task: a shard's cleaning, a large compressed file's decompression, "
+                              "a deduplication bucket, or the split (default: 240)", 240, type=at_least(1), group=CLUSTER)
     slurm_mem_gb: int = _option("memory per array task", None, type=int, group=CLUSTER)
     slurm_array_size: int = _option("shards per job array, below the cluster's MaxArraySize (Slurm's default: 1001); "
                                     "more shards are submitted as several arrays (default: 1000)", 1000,

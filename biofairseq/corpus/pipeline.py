@@ -1,9 +1,12 @@
 """Raw sources -> cleaned, deduplicated train.txt / valid.txt, in resumable shards.
 
-Workers clean shards independently and write each one atomically, with the 64-bit hashes of its documents and
-sentences; a restart redoes only the shards that have no result yet. Deduplication sorts those hashes in buckets, in
-parallel (biofairseq.corpus.dedup), then the shards are streamed in order without their repeats, per source and then
-across sources. The valid documents are those of smallest seeded hash, a choice that more sources do not redo.
+The stages, in order (_clean): plan the shards (decompressing large compressed files as tasks); clean each shard
+(process_shard), which writes it atomically with the 64-bit hashes of its documents and sentences; find the repeats,
+per source and then across sources, by sorting those hashes in buckets (biofairseq.corpus.dedup); filter each shard
+of its repeats (filter_shard); write train.txt and valid.txt (write_splits), the valid documents being those of
+smallest seeded hash, a choice that more sources do not redo. Every stage but the plan is a set of independent
+jobs (Stages: local processes, or job arrays under --launcher), each written atomically, so that a restart redoes
+only what has no result yet; the submitting host reads only the jobs' small results, never the corpus.
 """
 
 import json
@@ -27,7 +30,7 @@ from biofairseq.corpus.sources import (InputError, Shard, discover, needs_splitt
 from biofairseq.text.documents import is_blank
 from biofairseq.text.tables import markdown_table
 
-FORMAT_VERSION = 2  # 2: each cleaned shard has its hashes beside it
+FORMAT_VERSION = 3  # 2: each cleaned shard has its hashes beside it; 3: and their counts in its .json
 _CLEANER = None
 
 
@@ -69,7 +72,7 @@ def process_shard(shard, config, lang, text_field, strict, out_dir):
                 hashes.add(sentences)
     os.replace(tmp, out)
     hashes.save(out.with_suffix(".hashes.npz"))
-    write_text(out.with_suffix(".json"), json.dumps({"counts": counts, "errors": errors[:20]}))
+    write_text(out.with_suffix(".json"), json.dumps({"counts": counts, "errors": errors[:20], "hashes": hashes.counts()}))
     return shard
 
 
@@ -187,74 +190,154 @@ def _process_packed(packed):
     return process_shard(*packed)
 
 
-def _merge(shards, sources, config, out_dir, work, workers, bucket_hashes):
-    """The cleaned shards in source order, without their repeats, into all.txt; returns per-source counts and #docs."""
-    ordered = [s for name, _ in sources for s in shards if s.source == name]
-    source_index = {name: i for i, (name, _) in enumerate(sources)}
-    repeated_docs, near_docs, repeated_sentences = find_repeats(
-        [Path(out_dir, f"{s.name}.hashes.npz") for s in ordered], [source_index[s.source] for s in ordered], config,
-        work / "dedup", min(workers, os.cpu_count() or 1), bucket_hashes)
-    per_source = {name: Counter() for name, _ in sources}
-    errors = {name: [] for name, _ in sources}
-    n_docs = 0
-    with open(work / "all.txt.tmp", "w", encoding="utf-8") as out:
-        for k, shard in enumerate(ordered):
-            counts = per_source[shard.source]
-            result = json.loads(Path(out_dir, f"{shard.name}.json").read_text())
-            counts.update(result["counts"])
-            errors[shard.source].extend(result["errors"])
-            docs, near, sentences = repeated_docs.of_shard(k), near_docs.of_shard(k), repeated_sentences.of_shard(k)
-            place = 0
-            for doc, lines in enumerate(_read_docs(Path(out_dir, f"{shard.name}.txt"))):
-                first, place = place, place + len(lines)
-                if doc in docs:
-                    counts[f"duplicate_docs_{docs[doc]}"] += 1
-                    continue
-                if doc in near:
-                    counts[f"near_duplicate_docs_{near[doc]}"] += 1
-                    continue
-                kept = []
-                for i, line in enumerate(lines, first):
-                    if i in sentences:
-                        counts[f"duplicate_sentences_{sentences[i]}"] += 1
-                    else:
-                        kept.append(line)
-                if not kept:
-                    counts["empty_docs"] += 1
-                    continue
-                counts["docs_out"] += 1
-                counts["sentences_out"] += len(kept)
-                counts["tokens_out"] += sum(s.count(" ") + 1 for s in kept)
-                out.write("\n".join(kept) + "\n\n")
-                n_docs += 1
-    os.replace(work / "all.txt.tmp", work / "all.txt")
-    shutil.rmtree(work / "dedup")
-    return per_source, errors, n_docs
+class Stages:
+    """Runs a stage's independent jobs where --launcher says: local worker processes, or a submitit job array (Slurm's,
+    or submitit's local executor) whose folder work/submitit-NAME keeps each task's log. Under Slurm no stage reads
+    the corpus on the submitting host: it submits the arrays, waits, and reads the tasks' small results."""
+
+    def __init__(self, options, work):
+        self.options, self.work = options, work
+
+    def map(self, function, jobs, name):
+        """[function(job) for job in jobs], in order."""
+        if self.options.launcher == "local":
+            return map_jobs(function, jobs, min(self.options.workers, os.cpu_count() or 1))
+        return list(_map_array(function, [(job,) for job in jobs], self.options, self.work / f"submitit-{name}"))
 
 
-def _split(work, output_dir, n_docs, valid_docs, seed):
-    """train.txt / valid.txt, both in corpus order: the valid_docs documents whose 64-bit xxhash of their text, seeded
-    with ``seed``, is smallest go to validation (of identical texts, the earlier first), the rest to training.
+RANK = np.dtype([("hash", np.uint64), ("place", np.int64)])  # a kept document's seeded hash, and its place in its shard
 
-    A document's rank depends on its text and the seed alone, not on the number of documents: cleaning again with
-    one more source keeps every valid document that no new one outranks, where drawing valid_docs of n_docs positions
-    drew a new valid set. Two passes over all.txt, a uint64 a document in memory (two while the cut-off is found)."""
-    hashes = np.fromiter((xxhash.xxh3_64_intdigest("\n".join(doc).encode("utf-8"), seed=seed % (1 << 64))
-                          for doc in _read_docs(work / "all.txt")), np.uint64, count=n_docs)
-    valid = np.zeros(n_docs, bool)
-    if valid_docs:
-        cutoff = np.partition(hashes, valid_docs - 1)[valid_docs - 1]
-        valid = hashes < cutoff
-        valid[np.flatnonzero(hashes == cutoff)[: valid_docs - valid.sum()]] = True
+
+def _rank(sentences, seed):
+    return xxhash.xxh3_64_intdigest("\n".join(sentences).encode("utf-8"), seed=seed % (1 << 64))
+
+
+def _smallest(hashes, count):
+    """The ``count`` smallest of a shard's document hashes, with their places, in (hash, place) order."""
+    ranks = np.empty(len(hashes), RANK)
+    ranks["hash"], ranks["place"] = hashes, np.arange(len(hashes))
+    if count == 0:
+        return ranks[:0]
+    if count < len(ranks):
+        ranks = ranks[np.argpartition(ranks["hash"], count - 1)[:count]]
+    return ranks[np.lexsort((ranks["place"], ranks["hash"]))]
+
+
+def filter_shard(job):
+    """One cleaned shard without its repeats, in work/kept: NAME.txt, NAME.ranks.npy (the hashes of its --valid-docs
+    documents of smallest seeded hash, which the split draws from) and NAME.json (the counts of what it removed and
+    kept, and its documents; written last: the shard is done). A task of its own, a shard at a time."""
+    k, text, repeats, valid_docs, seed, out = job
+    docs, near, sentences = (r.of_shard(k) for r in repeats)
+    counts, hashes, place = Counter(), [], 0
+    tmp = Path(f"{out}.txt.tmp")
+    tmp.parent.mkdir(parents=True, exist_ok=True)
+    with open(tmp, "w", encoding="utf-8") as f:
+        for doc, lines in enumerate(_read_docs(text)):
+            first, place = place, place + len(lines)
+            if doc in docs:
+                counts[f"duplicate_docs_{docs[doc]}"] += 1
+                continue
+            if doc in near:
+                counts[f"near_duplicate_docs_{near[doc]}"] += 1
+                continue
+            kept = []
+            for i, line in enumerate(lines, first):
+                if i in sentences:
+                    counts[f"duplicate_sentences_{sentences[i]}"] += 1
+                else:
+                    kept.append(line)
+            if not kept:
+                counts["empty_docs"] += 1
+                continue
+            counts["docs_out"] += 1
+            counts["sentences_out"] += len(kept)
+            counts["tokens_out"] += sum(s.count(" ") + 1 for s in kept)
+            f.write("\n".join(kept) + "\n\n")
+            hashes.append(_rank(kept, seed))
+    os.replace(tmp, f"{out}.txt")
+    ranks = _smallest(np.array(hashes, np.uint64), valid_docs)
+    np.save(f"{out}.ranks.tmp.npy", ranks)
+    os.replace(f"{out}.ranks.tmp.npy", f"{out}.ranks.npy")
+    write_text(Path(f"{out}.json"), json.dumps({"counts": counts, "docs": len(hashes)}))
+    return str(out)
+
+
+def valid_places(ranks, valid_docs):
+    """{shard: [places]} of the valid_docs documents of smallest seeded hash over all shards (ranks[k]: shard k's
+    smallest, as filter_shard keeps them), of identical texts the earlier first. A shard's valid_docs smallest are
+    enough: a document that ranks among all shards' first valid_docs ranks among its own shard's."""
+    if not valid_docs or not ranks:
+        return {}
+    shard = np.repeat(np.arange(len(ranks)), [len(r) for r in ranks])
+    every = np.concatenate(ranks)
+    chosen = np.lexsort((every["place"], shard, every["hash"]))[:valid_docs]
+    places = {}
+    for k, p in sorted(zip(shard[chosen].tolist(), every["place"][chosen].tolist())):
+        places.setdefault(k, []).append(p)
+    return places
+
+
+def write_splits(job):
+    """train.txt / valid.txt from the kept shards in corpus order, the valid places of each to validation: one pass
+    over the kept text, a task of its own (under a job-array launcher, not on the submitting host)."""
+    kept, places, output_dir = job
+    output_dir = Path(output_dir)
     tmp = {split: open(output_dir / f"{split}.txt.tmp", "w", encoding="utf-8") for split in ("train", "valid")}
     try:
-        for i, sentences in enumerate(_read_docs(work / "all.txt")):
-            tmp["valid" if valid[i] else "train"].write("\n".join(sentences) + "\n\n")
+        for k, path in enumerate(kept):
+            valid = set(places.get(k, ()))
+            for doc, sentences in enumerate(_read_docs(f"{path}.txt")):
+                tmp["valid" if doc in valid else "train"].write("\n".join(sentences) + "\n\n")
     finally:
         for f in tmp.values():
             f.close()
     for split in ("train", "valid"):
         os.replace(output_dir / f"{split}.txt.tmp", output_dir / f"{split}.txt")
+
+
+def _deduplicate(shards, sources, config, shard_dir, work, stages, bucket_hashes, valid_docs, seed):
+    """The repeats of the cleaned shards (biofairseq.corpus.dedup, its partitions and buckets as stages), then each shard
+    without them (a stage of a task a shard). Returns the kept shards' paths in corpus order, per-source counts and
+    errors, and the number of documents kept. Resumes: a kind of repeats flagged, a shard filtered, is not redone."""
+    ordered = [s for name, _ in sources for s in shards if s.source == name]
+    source_index = {name: i for i, (name, _) in enumerate(sources)}
+    results = [json.loads(Path(shard_dir, f"{s.name}.json").read_text()) for s in ordered]
+    counts = Counter()
+    for result in results:
+        counts.update(result["hashes"])
+    kept_dir = work / "kept"
+    kept_dir.mkdir(exist_ok=True)
+    kept = [kept_dir / s.name for s in ordered]
+    pending = [k for k, path in enumerate(kept) if not Path(f"{path}.json").is_file()]
+    if pending:
+        repeats = find_repeats(
+            [Path(shard_dir, f"{s.name}.hashes.npz") for s in ordered], [source_index[s.source] for s in ordered],
+            config, work / "dedup", 1, bucket_hashes, lambda function, jobs: stages.map(function, jobs, "dedup"), counts)
+        stages.map(filter_shard, [(k, Path(shard_dir, f"{ordered[k].name}.txt"), repeats, valid_docs, seed, kept[k])
+                                  for k in pending], "filter")
+    per_source = {name: Counter() for name, _ in sources}
+    errors = {name: [] for name, _ in sources}
+    n_docs = 0
+    for shard, result, path in zip(ordered, results, kept):
+        done = json.loads(Path(f"{path}.json").read_text())
+        per_source[shard.source].update(result["counts"])
+        per_source[shard.source].update(done["counts"])
+        errors[shard.source].extend(result["errors"])
+        n_docs += done["docs"]
+    shutil.rmtree(work / "dedup", ignore_errors=True)
+    return kept, per_source, errors, n_docs
+
+
+def _split(kept, output_dir, valid_docs, stages):
+    """train.txt / valid.txt: the valid_docs kept documents whose 64-bit xxhash of their text, seeded with --seed, is
+    smallest go to validation (of identical texts, the earlier first), the rest to training, both in corpus order.
+
+    A document's rank depends on its text and the seed alone, not on the number of documents: cleaning again with
+    one more source keeps every valid document that no new one outranks, where drawing valid_docs of n_docs positions
+    drew a new valid set. The host reads each shard's valid_docs smallest hashes; one task writes the two files."""
+    places = valid_places([np.load(f"{path}.ranks.npy") for path in kept], valid_docs)
+    stages.map(write_splits, [([str(p) for p in kept], places, str(output_dir))], "split-valid")
 
 
 COLUMNS = ("files_in", "docs_in", "docs_out", "sentences_in", "sentences_out", "tokens_in", "tokens_out")
@@ -365,13 +448,18 @@ def _clean(options, config, sources, output_dir, work, plan, fingerprint):
     for tmp in shard_dir.glob("*/*.tmp") if shard_dir.is_dir() else []:
         tmp.unlink()
     pending = [s for s in shards if not _shard_done(shard_dir, s)]
+    if pending:  # what the later stages made of the shards, if anything, is of an earlier cleaning's
+        for later in ("dedup", "kept"):
+            shutil.rmtree(work / later, ignore_errors=True)
     if len(pending) < len(shards) and not options.quiet:
         print(f"resuming: {len(shards) - len(pending)} of {len(shards)} shards already cleaned", file=sys.stderr)
     seconds["plan"], clock = time.perf_counter() - clock, time.perf_counter()
     _run_shards(pending, options, config, shard_dir)
     seconds["clean_shards"], clock = time.perf_counter() - clock, time.perf_counter()
 
-    per_source, errors, n_docs = _merge(shards, sources, config, shard_dir, work, options.workers, options.dedup_bucket_hashes)
+    stages = Stages(options, work)
+    kept, per_source, errors, n_docs = _deduplicate(shards, sources, config, shard_dir, work, stages,
+                                                    options.dedup_bucket_hashes, options.valid_docs, options.seed)
     seconds["deduplicate"], clock = time.perf_counter() - clock, time.perf_counter()
     warnings = []
     for name, _ in sources:
@@ -395,7 +483,7 @@ def _clean(options, config, sources, output_dir, work, plan, fingerprint):
         fix = f"use --valid-docs {max(1, n_docs // 10)} (below {n_docs:,}), or give more text" if n_docs > 1 else "give more text"
         raise InputError(f"--valid-docs {options.valid_docs}: only {n_docs:,} document{'s' * (n_docs > 1)} left after "
                          f"cleaning{_few_documents(shards, per_source)}; {fix}")
-    _split(work, output_dir, n_docs, options.valid_docs, options.seed)
+    _split(kept, output_dir, options.valid_docs, stages)
     seconds["split"] = time.perf_counter() - clock
     stats = {
         "sources": {name: dict(c) for name, c in per_source.items()}, "total": dict(total),
