@@ -30,11 +30,12 @@ recipe_corpus bytelevel-bpe
 # ---- 4-5. pretrain base and large (section 5.1: 15% masking, AdamW (0.9, 0.98, 1e-6), weight decay 0.01,
 # dropout 0.1, 5% warm-up then linear decay), then distil large into base and train base longer, each kept at its end
 
-MLM_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --sample-break-mode complete_doc --mask-prob 0.15)
+MLM_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --sample-break-mode complete_doc --mask-prob "$MASK_PROB"
+    --leave-unmasked-prob "$LEAVE_UNMASKED_PROB" --random-token-prob "$RANDOM_TOKEN_PROB")
 model_and_optimizer() {  # model_and_optimizer ARCH LR WARMUP
     ARCH=$1
-    MODEL_ARGS=(--arch "$ARCH" --dropout 0.1 --attention-dropout 0.1)
-    OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 0.0
+    MODEL_ARGS=(--arch "$ARCH" --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT")
+    OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "$ADAM_BETAS" --adam-eps "$ADAM_EPS" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
         --lr "$2" --lr-scheduler polynomial_decay --warmup-updates "$3")
 }
 

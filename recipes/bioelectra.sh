@@ -29,14 +29,14 @@ recipe_corpus "$VOCAB_TYPE"
 
 # ---- 4. pretrain with biofairseq-train --task electra --criterion electra (Table 5)
 
-TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight 50
-    --sample-break-mode complete_doc --mask-prob "$MASK_PROB")
+TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight "$DISCRIMINATOR_WEIGHT"
+    --sample-break-mode complete_doc --mask-prob "$MASK_PROB" --leave-unmasked-prob "$LEAVE_UNMASKED_PROB")
 MODEL_ARGS=("${ARCH_ARGS[@]}" --sampling-temperature "$SAMPLING_TEMPERATURE"
     --sampling-temperature-final "$SAMPLING_TEMPERATURE_FINAL" --sampling-temperature-updates "$MAX_UPDATE"
-    --dropout 0.1 --attention-dropout 0.1)
+    --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT")
 # INIT_FROM's model brings its embedding sharing and generator width (in ARCH_ARGS)
 [[ -n $INIT_FROM ]] || MODEL_ARGS+=(--embedding-sharing "$EMBEDDING_SHARING" ${GENERATOR_FRACTION:+--generator-width-fraction "$GENERATOR_FRACTION"})
-OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.999)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm 1.0
+OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "$ADAM_BETAS" --adam-eps "$ADAM_EPS" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain
 

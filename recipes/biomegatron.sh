@@ -46,10 +46,11 @@ recipe_breakout
 # ---- 4-6. one pre-LN encoder per vocabulary, kept at its end and converted
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
-    --sample-break-mode complete_doc --mask-prob 0.15)
-OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.999)" --adam-eps 1e-8 --weight-decay 0.01 --clip-norm 1.0
+    --sample-break-mode complete_doc --mask-prob "$MASK_PROB"
+    --leave-unmasked-prob "$LEAVE_UNMASKED_PROB" --random-token-prob "$RANDOM_TOKEN_PROB")
+OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "$ADAM_BETAS" --adam-eps "$ADAM_EPS" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
-MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout 0.1 --attention-dropout 0.1)
+MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT")
 [[ $CHECKPOINT_ACTIVATIONS == 0 ]] || MODEL_ARGS+=(--checkpoint-activations)
 for name in "${VOCAB_NAMES[@]:-continued}"; do  # INIT_FROM: one model, on init/'s vocabulary
     [[ $name == continued ]] || recipe_data "$name"

@@ -53,9 +53,10 @@ recipe_corpus bytelevel-bpe
 # ---- 4. pretrain with biofairseq-train --task document_mlm
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
-    --sample-break-mode complete_doc --mask-prob 0.15)
-MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout 0.1 --attention-dropout 0.1)
-OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay 0.01 --clip-norm "$CLIP_NORM"
+    --sample-break-mode complete_doc --mask-prob "$MASK_PROB"
+    --leave-unmasked-prob "$LEAVE_UNMASKED_PROB" --random-token-prob "$RANDOM_TOKEN_PROB")
+MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT")
+OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "$ADAM_BETAS" --adam-eps "$ADAM_EPS" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain
 

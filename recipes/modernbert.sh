@@ -14,7 +14,7 @@
 #
 # Everything else works as in recipes/bsc_bio_es.sh; the settings and presets are in docs/recipes.md. Its own:
 # MASK_PROB, WEIGHT_DECAY (on matrices only), CORPUS_LANG; INIT_FROM takes a transformers ModernBERT folder
-# (ModernBERT, BioClinical ModernBERT) or a bio_modernbert .pt. Gradients are clipped at 1.0 (no CLIP_NORM). The
+# (ModernBERT, BioClinical ModernBERT) or a bio_modernbert .pt. Gradients are clipped at CLIP_NORM (1.0). The
 # attention is torch's scaled_dot_product_attention with a document and window mask, on CPU and GPU. NER on whole
 # documents instead of sentences: NER_MAX_LENGTH=8192 NER_EXTRA="--context document" (with a smaller NER_BATCH and a
 # larger NER_ACCUMULATION).
@@ -40,9 +40,10 @@ recipe_corpus bytelevel-bpe
 # ---- 4. masked LM at MASK_PROB on packed rows, in one or two length phases
 
 TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
-    --sample-break-mode complete_doc --mask-prob "$MASK_PROB")
+    --sample-break-mode complete_doc --mask-prob "$MASK_PROB"
+    --leave-unmasked-prob "$LEAVE_UNMASKED_PROB" --random-token-prob "$RANDOM_TOKEN_PROB")
 MODEL_ARGS=("${ARCH_ARGS[@]}")  # ModernBERT trains without dropout (the model's defaults)
-OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "(0.9,0.98)" --adam-eps 1e-6 --weight-decay "$WEIGHT_DECAY" --clip-norm 1.0
+OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "$ADAM_BETAS" --adam-eps "$ADAM_EPS" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
     --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
 recipe_pretrain
 

@@ -98,8 +98,9 @@ def test_continual_pretraining_starts_from_the_model_just_made_given_as_a_link(j
     (folder / "models" / "mine").symlink_to(run_dir / "hf" / "bsc_bio_es", target_is_directory=True)
     learned = {name: value for name, value in SMALL.items() if name != "VOCAB_SIZE"}  # continuing: none learned
     proc = recipe(folder, "runs/continued", **INPUTS, **learned, TEXT_DOCS="line", INIT_FROM="models/mine",
-                  STOP_AFTER="binarize")
+                  STOP_AFTER="binarize", CORPUS_LAUNCHER="submitit-local")
     assert proc.returncode == 0, proc.stderr[-5000:]
+    assert "--launcher submitit-local" in proc.stderr  # the cleaning's stages as job arrays, as on a cluster
     continued = folder / "runs" / "continued"
     conversion = json.loads((continued / "init" / "conversion.json").read_text())
     assert conversion["fairseq_flags"][:2] == ["--arch", "bio_roberta_tiny"]

@@ -88,6 +88,10 @@ WRONG = {
     "CHECKPOINT_ACTIVATIONS": "true", "BASE_ARCH": "roberta_base", "LARGE_ARCH": "bio_roberta_huge", "BASE_LR": "6e-4x",
     "LARGE_LR": "4", "LARGE_MAX_UPDATE": "0", "DISTIL_UPDATES": "0", "DISTIL_LR": "0", "DISTIL_WARMUP_UPDATES": "x",
     "ALPHA_MLM": "-1", "ALPHA_KL": "a", "TEMPERATURE": "0", "ALPHA_COS": "-0.5", "WEIGHT_DECAY": "-1e-5",
+    "ADAM_BETAS": "0.9,0.98", "ADAM_EPS": "0", "DROPOUT": "1", "ATTENTION_DROPOUT": "-0.1", "LEAVE_UNMASKED_PROB": "1.5",
+    "RANDOM_TOKEN_PROB": "x", "DISCRIMINATOR_WEIGHT": "0", "SEED": "-1", "DATA_WORKERS": "two",
+    "KEEP_INTERVAL_UPDATES": "0", "CORPUS_LAUNCHER": "sbatch", "CORPUS_SLURM_PARTITION": "cpu long", "CORPUS_SLURM_TIME": "4h",
+    "CORPUS_SLURM_MEM_GB": "0",
 }
 WRONG_FOR = {
     ("bioelectra", "ARCH"): "bio_roberta_tiny",  # a shape, but not an ELECTRA one
@@ -142,6 +146,9 @@ def test_a_wrong_value_of_any_setting_stops_the_step_in_one_line_before_any_work
     ("SOURCES", "a=examples a=examples", "SOURCES=a=examples a=examples: 'a=examples': the name a is given twice; give each "
                                          "its own name"),  # failed at stage 1, after recipe.env was written
     ("CLIP_NORM", "1e999", "CLIP_NORM=1e999: too large; give a finite number, as 0.1 or 1e-3"),  # inf
+    ("ADAM_BETAS", "(0.9,1)", "ADAM_BETAS=(0.9,1): give two numbers in [0, 1) in parentheses, as (0.9,0.98)"),
+    ("LEAVE_UNMASKED_PROB", "0.95", "LEAVE_UNMASKED_PROB=0.95: must be at most 1 with RANDOM_TOKEN_PROB (the rest of "
+                                    "the selected tokens become <mask>) (RANDOM_TOKEN_PROB=0.1)"),
     ("NER_EPOCHS", "1e999", "NER_EPOCHS=1e999: too large; give a finite number, as 0.1 or 1e-3"),  # a schedule of nan
     # a setting of another recipe, and names that look like settings: refused, not ignored
     ("EMBEDDING_SHARING", "gdes", "EMBEDDING_SHARING=gdes: a setting of bioelectra.sh, which bsc_bio_es.sh does not take, "

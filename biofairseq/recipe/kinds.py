@@ -61,6 +61,19 @@ def number_in(low, high, low_open=False, high_open=False):
     return check
 
 
+def betas(value):
+    """Adam's (beta1,beta2), as fairseq's --adam-betas reads it: two numbers in [0, 1) in parentheses."""
+    match = re.fullmatch(rf"\(({NUMBER}),\s*({NUMBER})\)", value)
+    if not match or not all(0 <= float(match[i]) < 1 for i in (1, 3)):
+        return "give two numbers in [0, 1) in parentheses, as (0.9,0.98)"
+    return None
+
+
+def partition(value):
+    """Slurm partitions: a name, or names separated by commas (sbatch --partition)."""
+    return None if re.fullmatch(r"[\w.-]+(,[\w.-]+)*", value) else "not a Slurm partition; give one, as cpu (or cpu,long)"
+
+
 def each(kind, example):
     """Comma-separated values of one kind."""
     def check(value):

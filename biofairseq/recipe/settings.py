@@ -97,6 +97,18 @@ SETTINGS = [  # recipe.env's order
     Setting("WORKERS", kinds.positive, recorded=False, help="processes for cleaning and binarizing"),
     Setting("NER_GPU", kinds.whole, recorded=False, help="the GPU the NER runs use"),
     Setting("DISTRIBUTED_PORT", kinds.port, recorded=False, help="fairseq's --distributed-port on several machines"),
+    Setting("CORPUS_LAUNCHER", kinds.one_of("local", "slurm", "submitit-local"), recorded=False,
+            help="the corpus stages' jobs: WORKERS local processes, Slurm job arrays of one-core tasks (through "
+                 "submitit, from the machine the recipe runs on), or submitit's local executor"),
+    Setting("CORPUS_SLURM_PARTITION", kinds.or_empty(kinds.partition), recorded=False,
+            help="the Slurm partition of the corpus stages' arrays (empty: the cluster's default)"),
+    Setting("CORPUS_SLURM_TIME", kinds.positive, recorded=False, help="minutes per corpus array task"),
+    Setting("CORPUS_SLURM_MEM_GB", kinds.or_empty(kinds.positive), recorded=False,
+            help="memory per corpus array task (empty: the partition's default)"),
+    Setting("DATA_WORKERS", kinds.whole, recorded=False,
+            help="pretraining's data-loading processes per GPU (fairseq's --num-workers)"),
+    Setting("KEEP_INTERVAL_UPDATES", kinds.positive, recorded=False,
+            help="the pretraining checkpoints kept besides the last and the best (fairseq's --keep-interval-updates)"),
     Setting("BATCH_PER_DEVICE", kinds.positive, recorded=False, help="sequences per device and step (--batch-size)"),
     Setting("PHASE2_BATCH_PER_DEVICE", kinds.positive, recorded=False, help="the same in the second length phase"),
     Setting("LOG_INTERVAL", kinds.positive, recorded=False, help="updates between training log lines"),
@@ -189,6 +201,19 @@ SETTINGS = [  # recipe.env's order
     Setting("ALPHA_KL", kinds.number_in(0, None), "pretrain", help="its KL weight"),
     Setting("TEMPERATURE", kinds.number_in(0, None, low_open=True), "pretrain", help="its softening temperature"),
     Setting("ALPHA_COS", kinds.number_in(0, None), "pretrain", help="its cosine weight (0: no alignment)"),
+    Setting("ADAM_BETAS", kinds.betas, "pretrain", help="Adam's (beta1,beta2)"),
+    Setting("ADAM_EPS", kinds.number_in(0, None, low_open=True), "pretrain", help="Adam's epsilon"),
+    Setting("DROPOUT", kinds.number_in(0, 1, high_open=True), "pretrain", help="dropout"),
+    Setting("ATTENTION_DROPOUT", kinds.number_in(0, 1, high_open=True), "pretrain",
+            help="dropout of the attention weights"),
+    Setting("LEAVE_UNMASKED_PROB", kinds.number_in(0, 1), "pretrain",
+            help="the share of the selected tokens left as they are (BERT's 80/10/10: 0.1)"),
+    Setting("RANDOM_TOKEN_PROB", kinds.number_in(0, 1), "pretrain",
+            help="the share of the selected tokens replaced by a random token (BERT's 80/10/10: 0.1)"),
+    Setting("DISCRIMINATOR_WEIGHT", kinds.number_in(0, None, low_open=True), "pretrain",
+            help="ELECTRA's lambda: the discriminator's loss weight against the generator's"),
+    Setting("SEED", kinds.whole_between(0, SEEDS, ", the largest seed numpy takes"), "pretrain",
+            help="pretraining's seed: initialisation, masking, batch order"),
 ]
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -202,6 +227,8 @@ KINDS = {  # a recipe's own kind of a setting, in place of the list's
 TOGETHER = [
     ("WARMUP_UPDATES", "MAX_UPDATE", lambda warmup, total: int(warmup) <= int(total), "at most MAX_UPDATE"),
     ("DISTIL_WARMUP_UPDATES", "DISTIL_UPDATES", lambda warmup, total: int(warmup) <= int(total), "at most DISTIL_UPDATES"),
+    ("LEAVE_UNMASKED_PROB", "RANDOM_TOKEN_PROB", lambda leave, swap: float(leave) + float(swap) <= 1,
+     "at most 1 with RANDOM_TOKEN_PROB (the rest of the selected tokens become <mask>)"),
     ("GENERATOR_FRACTION", "ARCH", lambda fraction, arch: fraction == "" or _generator_fits(arch, float(fraction)),
      "a share of ARCH's width that gives its generator whole heads of 64 (or under 128 wide), as 0.25"),
 ]

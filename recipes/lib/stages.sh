@@ -123,6 +123,11 @@ recipe_clean() {  # the sources in CORPUS_LANG
     if stage 1 "clean the sources" "$CLEAN" "$CLEAN/stats.json"; then
         local clean_args=(--output-dir "$CLEAN" --lang "$CORPUS_LANG" --valid-docs "$VALID_DOCS" --workers "$WORKERS"
             --text-docs "$TEXT_DOCS" --text-field "$TEXT_FIELD")
+        if [[ $CORPUS_LAUNCHER != local ]]; then  # every cleaning stage as job arrays: WORKERS tasks at a time
+            clean_args+=(--launcher "$CORPUS_LAUNCHER" --slurm-time "$CORPUS_SLURM_TIME"
+                ${CORPUS_SLURM_PARTITION:+--slurm-partition "$CORPUS_SLURM_PARTITION"}
+                ${CORPUS_SLURM_MEM_GB:+--slurm-mem-gb "$CORPUS_SLURM_MEM_GB"})
+        fi
         for source in $SOURCES; do clean_args+=(--source "$source"); done
         run "$PYTHON" "$REPO/preprocess/clean_corpus.py" "${clean_args[@]}"
     fi
@@ -198,7 +203,7 @@ pretrain_phase() {  # pretrain_phase TOKENS_PER_SAMPLE BATCH_PER_DEVICE UPDATE_F
     (( updates == 0 )) || echo "resuming: $PRETRAIN/checkpoints/checkpoint_last.pt is at update $updates of $until" >&2
     run "${LAUNCH[@]}" biofairseq-train "$DATA_PATH" "${TASK_ARGS[@]}" --tokens-per-sample "$tokens" "${BPE_ARGS[@]}" \
         "${MODEL_ARGS[@]}" "${FAST_ARGS[@]}" "${OPTIM_ARGS[@]}" --total-num-update "$UPDATES" --max-update "$until" \
-        --batch-size "$batch" --update-freq "$freq" --num-workers 2 "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" \
+        --batch-size "$batch" --update-freq "$freq" --num-workers "$DATA_WORKERS" "${CHECKPOINT_ARGS[@]}" "${LOG_ARGS[@]}" \
         "${HARDWARE_ARGS[@]}" "$@"
 }
 
@@ -215,10 +220,10 @@ recipe_pretrain() {  # recipe_pretrain [UPDATES [FLAG...]]: UPDATES (default MAX
     (( ${#BPE_ARGS[@]} )) || die "$DATA_BIN: no vocabulary recorded (vocab_info.json); FORCE=1 rebuilds the data-bin"
     DATA_PATH=$("$PYTHON" -m biofairseq.data_bin path "$DATA_BIN")  # shard0:shard1:... when sharded (SHARD_MB)
     CHECKPOINT_ARGS=(--save-dir "$PRETRAIN/checkpoints" --save-interval-updates "$SAVE_INTERVAL_UPDATES"
-        --keep-interval-updates 2 --no-epoch-checkpoints --best-checkpoint-metric "$BEST_METRIC")
+        --keep-interval-updates "$KEEP_INTERVAL_UPDATES" --no-epoch-checkpoints --best-checkpoint-metric "$BEST_METRIC")
     [[ $BEST_MAXIMIZE == 1 ]] && CHECKPOINT_ARGS+=(--maximize-best-checkpoint-metric)
     LOG_ARGS=(--log-format json --log-interval "$LOG_INTERVAL" --log-file "$PRETRAIN/train.log"
-        --tensorboard-logdir "$PRETRAIN/tensorboard" --seed 1)
+        --tensorboard-logdir "$PRETRAIN/tensorboard" --seed "$SEED")
     LAUNCH=()
     if (( NUM_GPUS == 0 )); then
         HARDWARE_ARGS=(--cpu)
