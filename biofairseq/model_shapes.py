@@ -1,5 +1,5 @@
 """The named model shapes (fairseq-train --arch), as data: the models register them (bio_roberta.py, electra.py), and
-the recipes check ARCH against them before any work without importing fairseq (biofairseq/recipe/settings.py)."""
+the recipes check ARCH against them before any work without importing fairseq (biofairseq/recipe/table.py)."""
 
 # name: dict(layers, embed_dim, ffn_dim, heads[, pre_ln]) of the bio_roberta model
 BIO_ROBERTA = {

@@ -8,7 +8,7 @@ import shutil
 
 import pytest
 
-from biofairseq.recipe import presets, settings
+from biofairseq.recipe import presets, record, settings, table
 from biofairseq.samples import BIN, NCBI, NCBI_TEXT, REPO
 
 pytestmark = pytest.mark.fast  # make test-fast
@@ -59,7 +59,7 @@ def test_bash_reads_no_setting_the_settings_step_does_not_give():
         read = set(re.findall(r"\$\{?!?([A-Z][A-Z0-9_]*)", code))
         assigned = set(re.findall(r"(?:^|[\s;(])(?:local\s+)?([A-Z][A-Z0-9_]*)\+?=", code, re.M))
         assigned |= set(re.findall(r"\b(?:for|mapfile -t) ([A-Z][A-Z0-9_]*)", code))
-        given = set(settings.names(recipe)) | set(presets.RECIPES[recipe].fixed) | set(presets.RECIPES[recipe].computed)
+        given = set(table.names(recipe)) | set(presets.RECIPES[recipe].fixed) | set(presets.RECIPES[recipe].computed)
         given |= {"DEVICES", "UPDATE_FREQ", "PHASE2_UPDATE_FREQ", "PHASE1_UPDATES", "NER_NAMES", "NER_TRAIN", "NER_DEV",
                   "NER_TEST", "FORCE_REMOVE"}
         assert read - assigned - given - outside == set(), recipe
@@ -67,7 +67,7 @@ def test_bash_reads_no_setting_the_settings_step_does_not_give():
 
 def test_the_settings_once_missing_from_recipe_env_are_recorded_by_every_recipe():
     for recipe in presets.RECIPES:
-        recorded = {s.name for s in settings.of(recipe) if s.recorded}
+        recorded = {s.name for s in table.of(recipe) if s.recorded}
         assert {"PRECISION", "COMPILE", "PHASE2_TOKENS_PER_SAMPLE"} <= recorded | set(presets.RECIPES[recipe].fixed)
 
 
@@ -101,12 +101,12 @@ WRONG_FOR = {
     ("modernbert", "NER_MAX_LENGTH"): "9000",
 }
 FIXES = ("give", "use", "must", "choose", "fix", "set", "see", "remove", "write")
-EVERY = [(r, name) for r in presets.RECIPES for name in settings.names(r)]
+EVERY = [(r, name) for r in presets.RECIPES for name in table.names(r)]
 FIXED = [(r, name) for r in presets.RECIPES for name in presets.RECIPES[r].fixed]
 
 
 def test_every_setting_has_a_wrong_value_in_the_table():
-    assert {s.name for s in settings.SETTINGS} == set(WRONG)
+    assert {s.name for s in table.SETTINGS} == set(WRONG)
 
 
 @pytest.mark.parametrize("recipe, name", EVERY + FIXED)
@@ -212,16 +212,16 @@ def good_values(recipe, run_dir):
 
 def test_recipe_env_is_written_once_then_a_change_is_taken_only_before_its_stage_ran(tmp_path, capsys):
     values = good_values("beto", tmp_path)
-    settings.keep("beto", values, tmp_path)
+    record.keep("beto", values, tmp_path)
     env = (tmp_path / "recipe.env").read_text()
     assert env.startswith("RECIPE=beto\nPRESET=tiny\n") and "CORPUS_LANG=es\n" in env and "RUN_DIR" not in env
     assert "SAVE_INTERVAL_UPDATES=1\n" in env  # which checkpoints KEEP=best chooses from
-    settings.keep("beto", {**values, "NER_EPOCHS": "3"}, tmp_path)  # no NER run yet
-    assert "NER_EPOCHS=3 (was 10)" in capsys.readouterr().err and settings.read(tmp_path)["NER_EPOCHS"] == "3"
+    record.keep("beto", {**values, "NER_EPOCHS": "3"}, tmp_path)  # no NER run yet
+    assert "NER_EPOCHS=3 (was 10)" in capsys.readouterr().err and record.read(tmp_path)["NER_EPOCHS"] == "3"
     (tmp_path / "ner" / "pharmaconer" / "model=beto").mkdir(parents=True)
     with pytest.raises(settings.SettingsError, match=r"NER_EPOCHS=4, but stage 7 \(fine-tune on NER\) already made"):
-        settings.keep("beto", {**values, "NER_EPOCHS": "4"}, tmp_path)
-    assert settings.read(tmp_path)["NER_EPOCHS"] == "3" and len(settings.changes_of(tmp_path)) == 1
+        record.keep("beto", {**values, "NER_EPOCHS": "4"}, tmp_path)
+    assert record.read(tmp_path)["NER_EPOCHS"] == "3" and len(record.changes_of(tmp_path)) == 1
 
 
 def test_a_run_dir_inside_a_file_is_named_in_one_line(tmp_path):
@@ -232,18 +232,18 @@ def test_a_run_dir_inside_a_file_is_named_in_one_line(tmp_path):
 
 def test_a_rerun_compares_values_not_spellings_names_every_conflict_and_so_does_stop_after_settings(tmp_path, capsys):
     values = {**good_values("beto", tmp_path), "PEAK_LR": "1e-3", "SHARD_MB": "0", "VALID_DOCS": "20"}
-    settings.keep("beto", values, tmp_path)
+    record.keep("beto", values, tmp_path)
     env = (tmp_path / "recipe.env").read_text()
     (tmp_path / "clean").mkdir()
     (tmp_path / "data-bin").mkdir()
-    settings.keep("beto", {**values, "PEAK_LR": "0.001", "SHARD_MB": "0.0"}, tmp_path)  # the same numbers
+    record.keep("beto", {**values, "PEAK_LR": "0.001", "SHARD_MB": "0.0"}, tmp_path)  # the same numbers
     assert "note:" not in capsys.readouterr().err and (tmp_path / "recipe.env").read_text() == env
     for stop_after in ("none", "settings"):
         with pytest.raises(settings.SettingsError) as error:
-            settings.keep("beto", {**values, "STOP_AFTER": stop_after, "VALID_DOCS": "30", "SHARD_MB": "0.5"}, tmp_path)
+            record.keep("beto", {**values, "STOP_AFTER": stop_after, "VALID_DOCS": "30", "SHARD_MB": "0.5"}, tmp_path)
         assert str(error.value).startswith("VALID_DOCS=30, but stage 1 (clean the sources) already made ")
         assert "; SHARD_MB=0.5 too, was 0; give VALID_DOCS=20 SHARD_MB=0 to go on" in str(error.value)
-    settings.keep("beto", {**values, "STOP_AFTER": "settings", "MAX_UPDATE": "800"}, tmp_path)
+    record.keep("beto", {**values, "STOP_AFTER": "settings", "MAX_UPDATE": "800"}, tmp_path)
     assert "MAX_UPDATE=800 (was 600): no stage made with it has run yet; would be recorded" in capsys.readouterr().err
     assert (tmp_path / "recipe.env").read_text() == env and not (tmp_path / "recipe.changes").exists()
 
@@ -278,7 +278,7 @@ def test_several_machines_without_gpus_or_slurm_and_a_nameless_data_set_stop_in_
 def test_the_docs_tables_of_settings_and_presets_are_the_tables_themselves():
     docs = (REPO / "docs" / "recipes.md").read_text(encoding="utf-8")
     begin, end = "<!-- generated: python -m biofairseq.recipe.settings docs -->\n", "<!-- end of generated -->"
-    assert docs[docs.index(begin) + len(begin):docs.index(end)].strip() == settings.docs().strip(), \
+    assert docs[docs.index(begin) + len(begin):docs.index(end)].strip() == table.docs().strip(), \
         "docs/recipes.md: run python -m biofairseq.recipe.settings docs and paste its tables between the markers"
 
 
@@ -295,7 +295,7 @@ def test_a_rerun_compares_folders_by_what_they_name_may_change_the_sweeps_grid_a
         return settings.shell("bsc_bio_es", environ, REPO, "bsc_bio_es.sh", say=lambda line: print(line, file=__import__("sys").stderr))
 
     rerun()
-    assert settings.read(run_dir)["SOURCES"] == f"cases={work / 'cases.jsonl.gz'}"  # recorded absolute
+    assert record.read(run_dir)["SOURCES"] == f"cases={work / 'cases.jsonl.gz'}"  # recorded absolute
     for name in ("clean", "ner/pharmaconer/model=bsc_bio_es/lr=0.0005/seed=1"):
         (run_dir / name).mkdir(parents=True)
     rerun(SOURCES=f"cases={work / 'cases.jsonl.gz'}")
@@ -315,7 +315,7 @@ def test_a_rerun_compares_folders_by_what_they_name_may_change_the_sweeps_grid_a
     rerun(NER_SEEDS="1", NER_LRS="5e-4")  # the tiny preset's 1,2 and 5e-4,1e-3
     err = capsys.readouterr().err
     assert "NER_SEEDS=1 (was 1,2): the sweep keeps its finished runs, runs the missing ones and reports those asked for" in err
-    assert settings.read(run_dir)["NER_SEEDS"] == "1" and len(settings.changes_of(run_dir)) == 2
+    assert record.read(run_dir)["NER_SEEDS"] == "1" and len(record.changes_of(run_dir)) == 2
     with pytest.raises(settings.SettingsError, match=r"^NER_EPOCHS=4, but stage 7 .*; give NER_EPOCHS=10 to go on, FORCE=ner to redo from stage 7 on"):
         rerun(NER_EPOCHS="4")
     text = rerun(NER_EPOCHS="4", FORCE="ner")

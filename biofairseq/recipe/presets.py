@@ -1,5 +1,5 @@
 """Every recipe's defaults and presets, as data: one table per recipe, each value that comes from a paper given with
-its source, as ``(value, "source")``. ``biofairseq.recipe.settings`` resolves them, later layers winning:
+its source, as ``(value, "source")``. ``biofairseq.recipe.table`` merges them, later layers winning:
 
     SHARED  <  the recipe's defaults  <  its preset (tiny, pilot, one_gpu, paper)  <  the environment
 

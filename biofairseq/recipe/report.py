@@ -20,8 +20,9 @@ from pathlib import Path
 from biofairseq.atomic import write_text
 from biofairseq.recipe.best_checkpoint import records
 from biofairseq.recipe.objectives import objective_of, percent
-from biofairseq.recipe.settings import SettingsError, changes_of
-from biofairseq.recipe.settings import read as recorded_settings
+from biofairseq.recipe.record import changes_of
+from biofairseq.recipe.record import read as recorded_settings
+from biofairseq.recipe.table import SettingsError
 from biofairseq.text.phrases import with_article
 from biofairseq.text.tables import markdown_table
 

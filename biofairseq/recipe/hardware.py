@@ -1,0 +1,46 @@
+"""The devices a recipe trains on: NUM_GPUS (all that torch sees, where empty), several machines under Slurm, and
+the update frequency of either length phase on them."""
+
+import shutil
+
+from biofairseq.recipe.table import SettingsError
+
+
+def devices(values, environ):
+    """NUM_GPUS (all torch sees, where empty), and the update frequency of either phase on them."""
+    given = values["NUM_GPUS"]
+    # a run that pretrains here (STOP_AFTER=settings may be a preview on a login node, binarize the CPU part)
+    trains = values["STOP_AFTER"] == "none"
+    if given == "" or (int(given) > 0 and int(values["NUM_NODES"]) == 1 and trains):
+        import torch
+
+        seen = torch.cuda.device_count()
+        if given == "" and seen == 0 and values["PRESET"] in ("one_gpu", "paper") and trains:
+            raise SettingsError(f"PRESET={values['PRESET']} is for GPUs, and torch sees none; NUM_GPUS=0 runs it on the "
+                                "CPU anyway (slowly), STOP_AFTER=binarize runs the corpus stages alone")
+        if given != "" and int(given) > seen:
+            raise SettingsError(f"NUM_GPUS={given}: torch sees {seen} GPU(s) here; give NUM_GPUS={seen} (0: the CPU), "
+                                "or run on a machine with more")
+        values["NUM_GPUS"] = given or str(seen)
+    gpus, nodes = int(values["NUM_GPUS"]), int(values["NUM_NODES"])
+    if nodes > 1:  # several machines: fairseq's launcher under srun, from inside an allocation
+        if gpus == 0:
+            raise SettingsError(f"NUM_NODES={nodes} needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1")
+        if values["STOP_AFTER"] == "none":
+            if not shutil.which("srun", path=environ.get("PATH")):
+                raise SettingsError(f"NUM_NODES={nodes}: srun not found; several machines pretrain under Slurm (see "
+                                    "docs/recipes.md), or set NUM_NODES=1")
+            if not environ.get("SLURM_JOB_ID"):
+                raise SettingsError(f"NUM_NODES={nodes}: not inside a Slurm allocation (no SLURM_JOB_ID); submit the "
+                                    "recipe with sbatch (see docs/recipes.md), or STOP_AFTER=binarize for the corpus stages")
+    count = gpus * nodes if gpus > 0 else 1
+    computed = {"DEVICES": str(count)}
+    for prefix in ("", "PHASE2_"):
+        sequences, batch = f"{prefix}SEQUENCES_PER_UPDATE", f"{prefix}BATCH_PER_DEVICE"
+        if int(values[sequences]) % (count * int(values[batch])):
+            raise SettingsError(f"{sequences}={values[sequences]} is not a multiple of {count} device(s) x "
+                                f"{batch}={values[batch]}; change {batch}")
+        computed[f"{prefix}UPDATE_FREQ"] = str(int(values[sequences]) // (count * int(values[batch])))
+    # phase 1's last update, rounded half up (the recipes' awk did it before)
+    computed["PHASE1_UPDATES"] = str(int(int(values["MAX_UPDATE"]) * (1 - float(values["PHASE2_SHARE"])) + 0.5))
+    return computed
