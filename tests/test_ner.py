@@ -677,6 +677,27 @@ def test_warmup_ratio_one_warms_up_over_the_whole_run(model, tokenizer, tmp_path
     assert rates[10] == pytest.approx(1e-4) and rates[50] == pytest.approx(5e-4) and rates == sorted(rates)
 
 
+def test_a_sweep_spread_over_devices_gives_the_runs_it_gives_one_after_another(model, tmp_path, capfd):
+    """--devices 0,1: each run in a process of its own that sees one device (here the CPU: no GPU is visible), two at
+    once; the same metrics and predictions as the runs one after another in this process."""
+    train, dev = conll_sample(tmp_path / "train.tsv", "train", 30), conll_sample(tmp_path / "dev.tsv", "devel", 10)
+    args = ["--model", model, "--train", train, "--dev", dev, "--lrs", "1e-3,3e-3", "--seeds", "1", "--epochs", 1,
+            "--batch-size", 16, "--gradient-accumulation", 1, "--max-length", 64]
+    ner("sweep", *args, "--output-dir", tmp_path / "one_by_one")
+    spread = ner("sweep", *args, "--output-dir", tmp_path / "spread", "--devices", "0,1")
+    assert "2 runs over 2 devices (0,1)" in spread.stdout
+    workers = capfd.readouterr().err  # the runs' processes write to the real stderr
+    assert "on device 0" in workers and "on device 1" in workers
+    for lr in ("0.001", "0.003"):
+        runs = [tmp_path / kind / f"lr={lr}" / "seed=1" for kind in ("one_by_one", "spread")]
+        a, b = (json.loads((run / "metrics.json").read_text()) for run in runs)
+        assert a["train_loss"] == b["train_loss"] and a["history"] == b["history"] and a["dev"] == b["dev"]
+        predictions = [(run / "predictions" / "dev" / "predictions.conll").read_bytes() for run in runs]
+        assert predictions[0] == predictions[1]
+    bad = ner("sweep", *args, "--output-dir", tmp_path / "bad", "--devices", "0,0", check=False)
+    assert bad.returncode == 2 and "give distinct GPU numbers separated by commas" in bad.stderr
+
+
 def test_a_sweep_redoes_the_runs_of_a_model_that_changed(model, tmp_path):
     from safetensors.torch import load_file, save_file
 

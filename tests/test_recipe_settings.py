@@ -146,6 +146,7 @@ def test_a_wrong_value_of_any_setting_stops_the_step_in_one_line_before_any_work
     ("SOURCES", "a=examples a=examples", "SOURCES=a=examples a=examples: 'a=examples': the name a is given twice; give each "
                                          "its own name"),  # failed at stage 1, after recipe.env was written
     ("CLIP_NORM", "1e999", "CLIP_NORM=1e999: too large; give a finite number, as 0.1 or 1e-3"),  # inf
+    ("NER_GPU", "0,x", "NER_GPU=0,x: 'x': not a whole number; give comma-separated values, as 0,1,2,3"),
     ("ADAM_BETAS", "(0.9,1)", "ADAM_BETAS=(0.9,1): give two numbers in [0, 1) in parentheses, as (0.9,0.98)"),
     ("LEAVE_UNMASKED_PROB", "0.95", "LEAVE_UNMASKED_PROB=0.95: must be at most 1 with RANDOM_TOKEN_PROB (the rest of "
                                     "the selected tokens become <mask>) (RANDOM_TOKEN_PROB=0.1)"),
@@ -167,6 +168,16 @@ def test_a_wrong_value_is_named_in_one_line(name, value, message, tmp_path, monk
         settings.shell("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), name: value}, REPO, "bsc_bio_es.sh",
                        say=lambda line: None)
     assert str(error.value) == message
+
+
+def test_the_ner_gpus_are_gpus_of_the_machine(tmp_path):
+    """NER_GPU=3,4 on a machine of NUM_GPUS=4 (a preview: STOP_AFTER=settings asks torch nothing) stops before any work."""
+    environ = {"NUM_GPUS": "4", "BATCH_PER_DEVICE": "8", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run")}
+    with pytest.raises(settings.SettingsError) as error:
+        settings.shell("bsc_bio_es", {**environ, "NER_GPU": "3,4"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
+    assert str(error.value) == "NER_GPU=3,4: give distinct GPUs of the 4 here (0 to 3), as 0,1,2,3"
+    text = settings.shell("bsc_bio_es", {**environ, "NER_GPU": "0,1,2,3"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
+    assert "NER_GPU=0,1,2,3\n" in text
 
 
 def test_sampling_temperatures_must_be_finite():

@@ -20,9 +20,10 @@ PAPER_SEEDS = (1, 2, 3)
 
 
 def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_LRS, seeds=PAPER_SEEDS, log=print,
-          warn=training.stderr, card=None):
+          warn=training.stderr, card=None, devices=()):
     """Runs every (lr, seed) not yet finished; returns the run folders in grid order. The data's warnings are said
-    once, not once a run."""
+    once, not once a run. ``devices`` (GPU numbers): the runs spread over them, one run a device at a time, each in a
+    process that sees its device alone; none: one after another here."""
     folders = []
     training.check_output_dir(root)
     for lr in lrs:  # the runs' own check would come only after the grid's first runs
@@ -43,6 +44,7 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
     # 1e-3 and 0.001 are one setting: one folder (lr=0.001), run once; the report holds these runs alone (a grid
     # shrunk since an earlier sweep leaves that sweep's other runs on disk, out of the report)
     configurations = {run_folder(root, lr, seed): (lr, seed) for lr in lrs for seed in seeds}
+    pending = []
     for n, (folder, (lr, seed)) in enumerate(configurations.items(), 1):
         folders.append(folder)
         finished = folder / "metrics.json"
@@ -55,8 +57,57 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
             redo = True
         else:
             log(f"[{n}/{len(configurations)}] {folder}")
+        if devices:
+            pending.append((model_dir, train_path, dev_path, test_path, folder, replace(options, lr=lr, seed=seed), redo,
+                            card, f"[{n}/{len(configurations)}] {folder}:"))
+            continue
         training.train(model_dir, train_path, dev_path, test_path, folder, replace(options, lr=lr, seed=seed),
                        overwrite=redo, log=lambda message: log(f"  {message}"), warn=warn_once, card=card)
+    if pending:
+        _spread(pending, devices, log)
     write_text(Path(root) / "model.sha256", fingerprint + "\n")
     write_grid(root, grid(lrs, seeds))
     return folders
+
+
+def _spread(runs, devices, log):
+    """The runs in processes of their own, as many at once as there are devices, each process seeing one device
+    (CUDA_VISIBLE_DEVICES) and training with this process's number of CPU threads, so that a run's results are those
+    it gives when run here."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    import torch
+
+    context = multiprocessing.get_context("spawn")  # a fresh process: CUDA not yet started, so it sees its device alone
+    free = context.Queue()
+    for device in devices:
+        free.put(str(device))
+    log(f"{len(runs)} runs over {len(devices)} devices ({','.join(map(str, devices))}), one run a device at a time")
+    with ProcessPoolExecutor(len(devices), mp_context=context, initializer=_take_device,
+                             initargs=(free, torch.get_num_threads())) as pool:
+        for label in pool.map(_run, runs):
+            log(f"{label} done")
+
+
+def _take_device(free, threads):
+    import os
+
+    os.environ["CUDA_VISIBLE_DEVICES"] = free.get()
+    import torch
+
+    torch.set_num_threads(threads)
+
+
+def _run(run):
+    """One run in a device's process; its lines go to stderr, named by the run (the data's warnings were said)."""
+    import os
+    import sys
+
+    model_dir, train_path, dev_path, test_path, folder, options, redo, card, label = run
+    device = os.environ["CUDA_VISIBLE_DEVICES"]
+    print(f"{label} on device {device}", file=sys.stderr, flush=True)
+    training.train(model_dir, train_path, dev_path, test_path, folder, options, overwrite=redo,
+                   log=lambda message: print(f"{label}  {message}", file=sys.stderr, flush=True),
+                   warn=lambda line: None, card=card)
+    return label

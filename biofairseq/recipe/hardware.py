@@ -23,6 +23,10 @@ def devices(values, environ):
                                 "or run on a machine with more")
         values["NUM_GPUS"] = given or str(seen)
     gpus, nodes = int(values["NUM_GPUS"]), int(values["NUM_NODES"])
+    ner = values["NER_GPU"].split(",")
+    if gpus > 0 and (len(set(ner)) < len(ner) or any(int(g) >= gpus for g in ner)):
+        raise SettingsError(f"NER_GPU={values['NER_GPU']}: give distinct GPUs of the {gpus} here (0 to {gpus - 1}), as "
+                            f"{','.join(map(str, range(min(gpus, 4))))}")
     if nodes > 1:  # several machines: fairseq's launcher under srun, from inside an allocation
         if gpus == 0:
             raise SettingsError(f"NUM_NODES={nodes} needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1")

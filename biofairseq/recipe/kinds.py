@@ -217,7 +217,7 @@ def port(value):
 
 
 # biofairseq-ner sweep's options that the recipes set (recipe_ner), by the setting or path they come from
-NER_FLAGS = {"model": "the pretrained model", "train": "NER_DATA", "dev": "NER_DATA", "test": "NER_DATA",
+NER_FLAGS = {"model": "the pretrained model", "train": "NER_DATA", "dev": "NER_DATA", "test": "NER_DATA", "devices": "NER_GPU",
              "output_dir": "RUN_DIR", "lrs": "NER_LRS", "seeds": "NER_SEEDS", "epochs": "NER_EPOCHS",
              "max_length": "NER_MAX_LENGTH", "batch_size": "NER_BATCH", "gradient_accumulation": "NER_ACCUMULATION",
              "warmup_ratio": "NER_WARMUP_RATIO", "layerwise_lr_decay": "NER_LAYERWISE_DECAY",

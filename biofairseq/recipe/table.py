@@ -108,7 +108,8 @@ SETTINGS = [  # recipe.env's order
     Setting("NUM_GPUS", kinds.or_empty(kinds.whole), recorded=False, help="GPUs per machine (empty: all torch sees; 0: CPU)"),
     Setting("NUM_NODES", kinds.positive, recorded=False, help="machines for pretraining; above 1, under Slurm's srun"),
     Setting("WORKERS", kinds.positive, recorded=False, help="processes for cleaning and binarizing"),
-    Setting("NER_GPU", kinds.whole, recorded=False, help="the GPU the NER runs use"),
+    Setting("NER_GPU", kinds.each(kinds.whole, "0,1,2,3"), recorded=False,
+            help="the GPU the NER runs use; several, comma-separated: the sweep's runs spread over them, one a GPU"),
     Setting("DISTRIBUTED_PORT", kinds.port, recorded=False, help="fairseq's --distributed-port on several machines"),
     Setting("CORPUS_LAUNCHER", kinds.one_of("local", "slurm", "submitit-local"), recorded=False,
             help="the corpus stages' jobs: WORKERS local processes, Slurm job arrays of one-core tasks (through "
