@@ -180,6 +180,28 @@ def test_the_ner_gpus_are_gpus_of_the_machine(tmp_path):
     assert "NER_GPU=0,1,2,3\n" in text
 
 
+def test_a_preview_says_where_the_run_goes_and_how_an_update_is_made_on_the_cluster(tmp_path):
+    """STOP_AFTER=settings for 2 machines x 4 GPUs, previewed on a login node: the run folder, the world size, the
+    batch per device and update frequency of both length phases, and that WORKERS is this machine's cores."""
+    said = []
+    settings.shell("beto", {"NUM_NODES": "2", "NUM_GPUS": "4", "BATCH_PER_DEVICE": "4", "PHASE2_BATCH_PER_DEVICE": "1",
+                            "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run"), "PATH": os.environ["PATH"]},
+                   REPO, "beto.sh", say=said.append)
+    assert said[-5:-1] == [
+        f"RUN_DIR={tmp_path / 'run'}; pretraining on 2 machine(s) x 4 GPU(s), world size 8",
+        "an update: SEQUENCES_PER_UPDATE=32 = BATCH_PER_DEVICE=4 x 8 device(s) x update frequency 1",
+        "an update of the second length phase: PHASE2_SEQUENCES_PER_UPDATE=8 = PHASE2_BATCH_PER_DEVICE=1 x 8 device(s) "
+        "x update frequency 1",
+        f"note: WORKERS={presets.cores()} is this machine's cores, and srun gives each machine's task that many "
+        "(--cpus-per-task); set WORKERS to the cores of a cluster machine",
+    ]
+    said.clear()
+    settings.shell("beto", {"NUM_NODES": "2", "NUM_GPUS": "4", "BATCH_PER_DEVICE": "4", "PHASE2_BATCH_PER_DEVICE": "1",
+                            "WORKERS": "32", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run")},
+                   REPO, "beto.sh", say=said.append)
+    assert not any(line.startswith("note: WORKERS") for line in said)
+
+
 def test_sampling_temperatures_must_be_finite():
     with pytest.raises(settings.SettingsError, match=r"^SAMPLING_TEMPERATURE=1e999: too large"):
         settings.resolve("bioelectra", {"SAMPLING_TEMPERATURE": "1e999"}, REPO)

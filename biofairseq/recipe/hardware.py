@@ -48,3 +48,21 @@ def devices(values, environ):
     # phase 1's last update, rounded half up (the recipes' awk did it before)
     computed["PHASE1_UPDATES"] = str(int(int(values["MAX_UPDATE"]) * (1 - float(values["PHASE2_SHARE"])) + 0.5))
     return computed
+
+
+def preview(values, computed, environ):
+    """What STOP_AFTER=settings says of the run besides recipe.env: where it goes, the devices, and how an update is
+    made of them (the values a cluster run depends on), and a WORKERS that is only the previewing machine's."""
+    gpus, nodes, devices = int(values["NUM_GPUS"]), int(values["NUM_NODES"]), computed["DEVICES"]
+    where = f"{nodes} machine(s) x {gpus} GPU(s), world size {devices}" if gpus else "the CPU"
+    lines = [f"RUN_DIR={values['RUN_DIR']}; pretraining on {where}"]
+    for prefix, phase in (("", "an update"), ("PHASE2_", "an update of the second length phase")):
+        if prefix and float(values["PHASE2_SHARE"]) == 0:
+            continue
+        lines.append(f"{phase}: {prefix}SEQUENCES_PER_UPDATE={values[prefix + 'SEQUENCES_PER_UPDATE']} = "
+                     f"{prefix}BATCH_PER_DEVICE={values[prefix + 'BATCH_PER_DEVICE']} x {devices} device(s) x update "
+                     f"frequency {computed[prefix + 'UPDATE_FREQ']}")
+    if nodes > 1 and "WORKERS" not in environ and not environ.get("SLURM_JOB_ID"):
+        lines.append(f"note: WORKERS={values['WORKERS']} is this machine's cores, and srun gives each machine's task "
+                     "that many (--cpus-per-task); set WORKERS to the cores of a cluster machine")
+    return lines

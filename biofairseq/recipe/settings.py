@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 
 from biofairseq.corpus.checks import source_problem
-from biofairseq.recipe.hardware import devices
+from biofairseq.recipe.hardware import devices, preview
 from biofairseq.recipe.inputs import (init_from_problem, init_vocabulary_problem, init_weights_problem, ner_data,
                                       notes_read_as_paragraphs, source_language_problem, valid_docs_problem)
 from biofairseq.recipe.presets import RECIPES
@@ -74,6 +74,8 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
             f"{', '.join(removed)} before the first stage")
     lines += [f"{name}=({' '.join(map(shlex.quote, items))})" for name, items in arrays.items()]
     if values["STOP_AFTER"] == "settings":
+        for line in preview(values, computed, environ):
+            say(line)
         say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")
         lines += [f"printf %s {shlex.quote(text)}", "exit 0"]
     return "".join(line + "\n" for line in lines)
