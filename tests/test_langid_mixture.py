@@ -12,6 +12,8 @@ from biofairseq.samples import REPO, clinical_lines
 sys.path.insert(0, str(REPO / "benchmarks"))
 import langid_mixture  # noqa: E402
 
+pytestmark = pytest.mark.fast  # make test-fast
+
 
 @pytest.fixture(scope="module")
 def pools():
