@@ -36,6 +36,21 @@ def test_is_blank_means_the_same_for_bytes_and_str():
         assert is_blank(line) is blank and is_blank(line.encode("utf-8")) is blank, line
 
 
+def test_a_large_file_cut_into_pieces_names_the_line_of_a_bad_record_without_counting_lines_to_plan(tmp_path):
+    """Planning reads only around each cut (the host does not count a 100 GB file's lines); a bad record's message
+    still names its line in the file, counted by the piece that meets it."""
+    path = tmp_path / "big.jsonl"
+    lines = [json.dumps({"text": f"Documento número {i}."}) + "\n" for i in range(300)]
+    lines[250] = '{"text": "sin cerrar\n'
+    path.write_text("".join(lines), encoding="utf-8")
+    pieces = [p for s in plan_shards("s", [Piece(str(path), "jsonl")], 2000) for p in s.pieces]
+    assert len(pieces) > 5 and pieces[0].first_line == 1 and all(p.first_line == 0 for p in pieces[1:])
+    found = [rest for p in pieces for kind, *rest in read_documents(p)]
+    errors = [rest[0] for rest in found if len(rest) == 1]
+    assert errors == [f"{path}:251: invalid JSON (Invalid control character at); fix or remove the line"]
+    assert sum(len(rest) == 2 for rest in found) == 299
+
+
 def test_every_splitter_finds_the_same_documents(tmp_path, monkeypatch):
     path = tmp_path / "docs.txt"
     path.write_bytes(TEXT.encode("utf-8"))

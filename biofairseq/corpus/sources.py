@@ -41,7 +41,8 @@ class InputError(Exception):
 
 @dataclass(frozen=True)
 class Piece:
-    """A whole file, or the byte range [start, end) of an uncompressed one that begins at line first_line."""
+    """A whole file, or the byte range [start, end) of an uncompressed one that begins at line first_line (0: not
+    counted; the line numbers of a message are counted when one is said, see Lines)."""
 
     path: str
     fmt: str  # jsonl | text | brat
@@ -176,13 +177,9 @@ def _cut(piece, shard_size):
             if not m:
                 break
             cuts.append(base + m.end())
-        lines, line_at, pos = 1, {}, 0
-        f.seek(0)
-        for cut in cuts:
-            lines += f.read(cut - pos).count(b"\n")
-            line_at[cut], pos = lines, cut
     cuts.append(size)
-    return [Piece(piece.path, piece.fmt, a, b, line_at[a] + piece.first_line - 1, piece.origin)
+    # the line a cut starts at is not counted here: that would read the whole file on the planning host
+    return [Piece(piece.path, piece.fmt, a, b, piece.first_line if a == 0 else 0, piece.origin)
             for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
@@ -235,20 +232,44 @@ def plan_shards(source, pieces, shard_size):
     return [s for s in shards if s.pieces]
 
 
-def _decode(data, path, line):
+def _decode(data, path, line, at=lambda line: line):
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
         line += data[: e.start].count(b"\n")
-        raise InputError(f"{path}:{line}: invalid UTF-8 byte {data[e.start]:#04x}; re-encode the file as UTF-8") from None
+        raise InputError(f"{path}:{at(line)}: invalid UTF-8 byte {data[e.start]:#04x}; re-encode the file as UTF-8") from None
+
+
+class Lines:
+    """The line numbers of a piece's messages: a piece whose first line was not counted (a cut of a large file) counts
+    the lines before it once, when its first message is said, so that reading the documents costs no count."""
+
+    def __init__(self, piece):
+        self.piece, self.base = piece, piece.first_line - 1 if piece.first_line else None
+
+    def __call__(self, line):
+        """The line number in the file of the piece's line ``line`` (1: its first)."""
+        if self.base is None:
+            with open(self.piece.path, "rb") as f:
+                self.base = sum(chunk.count(b"\n") for chunk in _chunks(f, self.piece.start))
+        return self.base + line
+
+
+def _chunks(f, size, chunk=1 << 24):
+    while size > 0:
+        data = f.read(min(chunk, size))
+        if not data:
+            return
+        size -= len(data)
+        yield data
 
 
 def _lines(piece):
-    """(line number, bytes) of the piece's lines."""
+    """(line number in the piece, from 1; bytes) of the piece's lines."""
     with open_compressed(piece.path) as f:
         if piece.start:
             f.seek(piece.start)
-        pos, line = piece.start, piece.first_line
+        pos, line = piece.start, 1
         for raw in f:
             if piece.end >= 0 and pos >= piece.end:
                 break
@@ -271,15 +292,16 @@ def read_documents(piece, text_field="text"):
             except InputError as e:
                 yield "error", str(e)
             return
-        seen = False
+        seen, at = False, Lines(piece)
         if piece.fmt == "jsonl":
             for line, raw in _lines(piece):
                 if is_blank(raw):
                     continue
                 seen = True
                 try:
-                    text = _decode(raw, piece.named, line)
-                    record = json.loads(text.lstrip("\ufeff") if line == 1 else text)  # a byte-order mark first
+                    text = _decode(raw, piece.named, line, at)
+                    first = piece.start == 0 and line == 1
+                    record = json.loads(text.lstrip("\ufeff") if first else text)  # a byte-order mark first
                     text = record[text_field]
                     if not isinstance(text, str):
                         raise KeyError
@@ -287,17 +309,17 @@ def read_documents(piece, text_field="text"):
                     yield "error", str(e)
                     continue
                 except json.JSONDecodeError as e:
-                    yield "error", f"{piece.named}:{line}: invalid JSON ({e.msg}); fix or remove the line"
+                    yield "error", f"{piece.named}:{at(line)}: invalid JSON ({e.msg}); fix or remove the line"
                     continue
                 except (KeyError, TypeError):
-                    yield "error", f'{piece.named}:{line}: no "{text_field}" string field; name the field with --text-field'
+                    yield "error", f'{piece.named}:{at(line)}: no "{text_field}" string field; name the field with --text-field'
                     continue
-                yield "doc", f"{piece.named}:{line}", text
+                yield "doc", _where(piece, line, at), text
         elif piece.fmt == "text-line":  # a document a line
             for line, raw in _lines(piece):
                 if not is_blank(raw):
                     seen = True
-                    yield _text_document(piece.named, line, [raw])
+                    yield _text_document(piece, line, [raw], at)
         else:  # text, documents separated by blank lines
             doc, first = [], None
             for line, raw in _lines(piece):
@@ -307,19 +329,24 @@ def read_documents(piece, text_field="text"):
                     doc.append(raw)
                     continue
                 if doc:
-                    yield _text_document(piece.named, first, doc)
+                    yield _text_document(piece, first, doc, at)
                 doc, first = [], None
             if doc:
-                yield _text_document(piece.named, first, doc)
+                yield _text_document(piece, first, doc, at)
         if not seen and piece.start == 0 and piece.first_line == 1:
             yield "error", f"{piece.named}: empty file; remove it or fill it"
     except READ_ERRORS as e:
         yield "error", f"{piece.named}: can't read ({e}); check the file"
 
 
-def _text_document(path, first, lines):
+def _where(piece, line, at):
+    """A document's place: its file and line, where its piece's lines are counted (the cleaning does not read it)."""
+    return f"{piece.named}:{at(line)}" if at.base is not None else f"{piece.named}:byte {piece.start}, line {line} after"
+
+
+def _text_document(piece, first, lines, at):
     try:
-        return "doc", f"{path}:{first}", _decode(b"".join(lines), path, first)
+        return "doc", _where(piece, first, at), _decode(b"".join(lines), piece.named, first, at)
     except InputError as e:
         return "error", str(e)
 
