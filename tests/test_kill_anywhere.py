@@ -189,7 +189,7 @@ def test_a_stage_killed_outright_starts_again_without_its_temporaries(tmp_path):
 
 
 PRETRAIN = "PRETRAIN={p} TASK_ARGS=() BPE_ARGS=() MODEL_ARGS=() FAST_ARGS=() OPTIM_ARGS=() LAUNCH=() CHECKPOINT_ARGS=() " \
-           "LOG_ARGS=() HARDWARE_ARGS=() DATA_PATH=data UPDATES=20; pretrain_phase 128 32 1 {until}"
+           "LOG_ARGS=() HARDWARE_ARGS=() DATA_PATH=data DATA_WORKERS=2 UPDATES=20; pretrain_phase 128 32 1 {until}"
 
 
 def test_pretraining_killed_after_its_last_checkpoint_is_not_trained_again_and_a_cut_copy_is_mended(tmp_path):
