@@ -26,7 +26,7 @@ except ModuleNotFoundError as missing:
 
 from biofairseq.arguments import OneLineParser
 from biofairseq.corpus import options
-from biofairseq.corpus.checks import language_problem, output_problem, source_problem
+from biofairseq.corpus.checks import language_problem, launcher_problem, output_problem, source_problem
 from biofairseq.corpus.cleaning import add_arguments, config_from_args
 from biofairseq.corpus.sources import InputError
 
@@ -41,7 +41,7 @@ def parse_args(argv=None):
         p.error(f"--source names must be unique: {names}")
     # every setting before any work: a wrong one would otherwise surface as "0 documents left" at the end
     problems = [source_problem(name, path, args.text_docs, args.text_field) for name, path in args.sources]
-    problems += [output_problem(args.output_dir, args.sources),
+    problems += [launcher_problem(args.launcher), output_problem(args.output_dir, args.sources),
                  args.langid != "off" and language_problem(args.lang, args.min_words)]
     problem = next((x for x in problems if x), None)
     if problem:

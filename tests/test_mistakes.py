@@ -64,6 +64,8 @@ MISTAKES = [
             "an empty folder", "clean"),
     Mistake("no workers", [*CLEAN, "--source", "notes={cases}", "--output-dir", "clean", "--lang", "es", "--workers", "0"],
             "--workers", "clean"),
+    Mistake("job arrays where Slurm is not", [*CLEAN, "--source", "notes={cases}", "--output-dir", "clean", "--lang", "es",
+                                               "--launcher", "slurm"], "--launcher slurm: sbatch not found", "clean"),
     Mistake("an output folder that is a file", [*CLEAN, "--source", "notes={cases}", "--output-dir", "a_file.txt",
                                                 "--lang", "es"], "an existing file, not a folder"),
     Mistake("a flag meant for another command", [*CLEAN, "--source", "notes={cases}", "--output-dir", "clean", "--lang",
@@ -97,6 +99,8 @@ MISTAKES = [
             "clean: no such folder", "data-bin"),
     # the recipes
     Mistake("an unknown preset", RECIPE, "PRESET=gpu: unknown", "run", {**SETTINGS, "PRESET": "gpu"}),
+    Mistake("the corpus stages as job arrays where Slurm is not", RECIPE, "CORPUS_LAUNCHER=slurm: sbatch not found", "run",
+            {**SETTINGS, "STOP_AFTER": "binarize", "CORPUS_LAUNCHER": "slurm"}),
     Mistake("an NER folder without a valid split", RECIPE, "has no valid (or dev, devel) split", "run",
             {**SETTINGS, "NER_DATA": "pharmaconer=ner_no_valid"}),
     Mistake("an NER folder that does not exist", RECIPE, "no such folder", "run",

@@ -698,6 +698,20 @@ def test_a_sweep_spread_over_devices_gives_the_runs_it_gives_one_after_another(m
     assert bad.returncode == 2 and "give distinct GPU numbers separated by commas" in bad.stderr
 
 
+def test_sweep_devices_are_places_in_the_gpus_an_allocation_gives(monkeypatch):
+    """Slurm sets CUDA_VISIBLE_DEVICES to the allocation's GPUs (2,5 here): --devices 0,1 pins the runs to GPUs 2 and 5,
+    not to the machine's 0 and 1, which may be another job's; a place beyond them is refused in one line."""
+    from biofairseq.finetune import NERFormatError
+    from biofairseq.finetune.sweep import _physical
+
+    monkeypatch.setenv("CUDA_VISIBLE_DEVICES", "2,5")
+    assert _physical(("0", "1")) == ("2", "5")
+    with pytest.raises(NERFormatError, match=r"^--devices 0,2: 2 is not one of the 2 GPUs this process sees \(0 to 1\)"):
+        _physical(("0", "2"))
+    monkeypatch.delenv("CUDA_VISIBLE_DEVICES")
+    assert _physical(("0", "1")) == ("0", "1")  # no GPU here: the numbers as given
+
+
 def test_a_sweep_redoes_the_runs_of_a_model_that_changed(model, tmp_path):
     from safetensors.torch import load_file, save_file
 

@@ -230,14 +230,15 @@ def test_several_machines_pretrain_under_srun_with_fairseqs_slurm_start(run, sam
 
 
 def test_the_sbatch_template_previews_its_cluster_run(tmp_path):
-    """examples/slurm/bsc_bio_es.sbatch as its header previews it from a login node (STOP_AFTER=settings and the
-    allocation's variables): its settings resolve, on 2 machines x 4 GPUs with each machine's cores as WORKERS."""
+    """examples/slurm/bsc_bio_es.sbatch as its header previews it, from a folder of the user's (STOP_AFTER=settings,
+    the allocation's variables, CLONE): its settings resolve, on 2 machines x 4 GPUs with each machine's cores as
+    WORKERS."""
     sample = REPO / "examples" / "data" / "clinical_cases.jsonl.gz"
     environ = {**os.environ, "STOP_AFTER": "settings", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_PER_TASK": "8",
                "SOURCES": " ".join(f"c{n}={sample}" for n in range(5)), "NER_DATA": f"pharmaconer={REPO / 'examples' / 'data' / 'pharmaconer'}",
                "RUN_DIR": str(tmp_path / "run"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
-    proc = subprocess.run(["bash", str(REPO / "examples" / "slurm" / "bsc_bio_es.sbatch")], cwd=REPO, env=environ,
-                          capture_output=True, text=True, timeout=300)
+    proc = subprocess.run(["bash", str(REPO / "examples" / "slurm" / "bsc_bio_es.sbatch")], cwd=tmp_path,
+                          env={**environ, "CLONE": str(REPO)}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "pretraining on 2 machine(s) x 4 GPU(s), world size 8" in proc.stderr and "note: WORKERS" not in proc.stderr
     assert "WORKERS=8" not in proc.stdout  # not recorded: where and how fast, not what

@@ -175,7 +175,7 @@ def test_the_ner_gpus_are_gpus_of_the_machine(tmp_path):
     environ = {"NUM_GPUS": "4", "BATCH_PER_DEVICE": "8", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run")}
     with pytest.raises(settings.SettingsError) as error:
         settings.shell("bsc_bio_es", {**environ, "NER_GPU": "3,4"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
-    assert str(error.value) == "NER_GPU=3,4: give distinct GPUs of the 4 here (0 to 3), as 0,1,2,3"
+    assert str(error.value) == "NER_GPU=3,4: give distinct GPUs of the NUM_GPUS=4 (0 to 3), as 0,1,2,3, or more GPUs"
     text = settings.shell("bsc_bio_es", {**environ, "NER_GPU": "0,1,2,3"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
     assert "NER_GPU=0,1,2,3\n" in text
 
@@ -187,14 +187,18 @@ def test_a_preview_says_where_the_run_goes_and_how_an_update_is_made_on_the_clus
     settings.shell("beto", {"NUM_NODES": "2", "NUM_GPUS": "4", "BATCH_PER_DEVICE": "4", "PHASE2_BATCH_PER_DEVICE": "1",
                             "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run"), "PATH": os.environ["PATH"]},
                    REPO, "beto.sh", say=said.append)
-    assert said[-5:-1] == [
+    for line in [
         f"RUN_DIR={tmp_path / 'run'}; pretraining on 2 machine(s) x 4 GPU(s), world size 8",
         "an update: SEQUENCES_PER_UPDATE=32 = BATCH_PER_DEVICE=4 x 8 device(s) x update frequency 1",
         "an update of the second length phase: PHASE2_SEQUENCES_PER_UPDATE=8 = PHASE2_BATCH_PER_DEVICE=1 x 8 device(s) "
         "x update frequency 1",
+        f"cleaning: {presets.cores()} local processes; vocabulary and binarizing: on this machine, {presets.cores()} "
+        "processes (WORKERS)",
+        "NER: the sweep's runs on GPU 0",
         f"note: WORKERS={presets.cores()} is this machine's cores, and srun gives each machine's task that many "
         "(--cpus-per-task); set WORKERS to the cores of a cluster machine",
-    ]
+    ]:
+        assert line in said, (line, said)
     said.clear()
     settings.shell("beto", {"NUM_NODES": "2", "NUM_GPUS": "4", "BATCH_PER_DEVICE": "4", "PHASE2_BATCH_PER_DEVICE": "1",
                             "WORKERS": "32", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run")},

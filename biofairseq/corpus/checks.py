@@ -258,3 +258,13 @@ def output_problem(output_dir, sources):
         if source.is_dir() and (out.resolve() == source or source in out.resolve().parents):
             return f"--output-dir {output_dir}: inside --source {name}={path}, so its outputs would be read as input; choose a folder outside it"
     return None
+
+
+def launcher_problem(launcher):
+    """None, or why --launcher slurm cannot submit from here: submitit runs sbatch (and, in the tasks, srun)."""
+    import shutil
+
+    if launcher == "slurm" and not shutil.which("sbatch"):
+        return ("--launcher slurm: sbatch not found on this machine; run from a machine that submits Slurm jobs, or "
+                "--launcher local")
+    return None

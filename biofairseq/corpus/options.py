@@ -34,7 +34,8 @@ class CorpusOptions:
     seed: int = _option("seed of the document hash that picks the --valid-docs of smallest hash for validation: adding "
                         "a source changes the valid set only where one of its documents ranks among them (default: 1)",
                         1, type=int)
-    workers: int = _option("parallel shards (local processes or array tasks)", 1, type=at_least(1))
+    workers: int = _option("jobs at a time: local processes, or under --launcher slurm the tasks of an array that run "
+                           "at once (default: 1)", 1, type=at_least(1))
     text_field: str = _option("the text field of JSON lines (default: text)", "text")
     text_docs: str = _option("plain text: documents separated by blank lines (nothing but spaces, tabs, CR; default), "
                              "one document per line, or one per file", "blank-line", choices=TEXT_DOCS)
@@ -59,8 +60,9 @@ class CorpusOptions:
     slurm_time: int = _option("minutes per array task: a shard's cleaning, a large compressed file's decompression, "
                               "a deduplication bucket, or the split (default: 240)", 240, type=at_least(1), group=CLUSTER)
     slurm_mem_gb: int = _option("memory per array task", None, type=int, group=CLUSTER)
-    slurm_array_size: int = _option("shards per job array, below the cluster's MaxArraySize (Slurm's default: 1001); "
-                                    "more shards are submitted as several arrays (default: 1000)", 1000,
+    slurm_array_size: int = _option("jobs per array (shards, deduplication buckets, files to decompress), below the "
+                                    "cluster's MaxArraySize (Slurm's default: 1001); more are submitted as several "
+                                    "arrays (default: 1000)", 1000,
                                     type=at_least(1), group=CLUSTER)
 
 

@@ -108,9 +108,10 @@ def _parser():
     _data_flags(sweep, "sweep folder; runs go to DIR/lr=X/seed=Y/, then the report to DIR")
     sweep.add_argument("--lrs", type=_floats, default=_listed(PAPER_LRS), help="comma-separated learning rates")
     sweep.add_argument("--seeds", type=_ints, default=_listed(PAPER_SEEDS), help="comma-separated seeds")
-    sweep.add_argument("--devices", type=_devices, default=(),
-                       help="comma-separated GPU numbers, as 0,1,2,3: the runs spread over them, one run a GPU at a time, "
-                            "each with the results it has when run alone (default: one run after another)")
+    sweep.add_argument("--devices", type=_devices, default=None,
+                       help="comma-separated GPUs, as 0,1,2,3 (numbers among those CUDA_VISIBLE_DEVICES gives, where it is "
+                            "set, as in a Slurm allocation): the runs spread over them, one run a GPU at a time, each with "
+                            "the results it has when run alone; none: one run after another")
     _training_flags(sweep, skip=("lr", "seed"))
     predict = command("predict", "tag a folder of .txt notes, a .txt file, BRAT or CoNLL data with a fine-tuned model")
     predict.add_argument("--model", required=True, help="a train output folder, its model/ folder, or a Hub id of a token-classification model")
@@ -223,7 +224,7 @@ def main(argv=None):
             log(f"wrote {args.output_dir}/predictions in {time.time() - started:.0f} s")
         elif args.command == "sweep":
             folders = sweep.sweep(args.model, args.train, args.dev, args.test, args.output_dir, _options(args), args.lrs, args.seeds, log,
-                                  card=_card(args), devices=args.devices)
+                                  card=_card(args), devices=args.devices or ())
             print(report.write([args.output_dir], args.output_dir))
             log(f"{len(folders)} runs; wrote {args.output_dir}/report.md, report.json and dev_f1.png in {time.time() - started:.0f} s")
         else:

@@ -11,7 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from biofairseq.atomic import write_text
-from biofairseq.finetune import training
+from biofairseq.finetune import NERFormatError, training
 from biofairseq.finetune.fingerprint import model_fingerprint
 from biofairseq.finetune.sweep_folder import grid, run_folder, write_grid
 
@@ -28,6 +28,7 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
     training.check_output_dir(root)
     for lr in lrs:  # the runs' own check would come only after the grid's first runs
         training.check_options(replace(options, lr=lr))
+    devices = _physical(devices)
     fingerprint = model_fingerprint(training.resolve_model(str(model_dir)))
     said = set()
 
@@ -68,6 +69,22 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
     write_text(Path(root) / "model.sha256", fingerprint + "\n")
     write_grid(root, grid(lrs, seeds))
     return folders
+
+
+def _physical(devices):
+    """The GPUs to pin the runs to: the numbers given, or, where CUDA_VISIBLE_DEVICES is set (a Slurm allocation sets
+    the GPUs it gives), the ones it lists at those places; each one torch sees."""
+    import os
+
+    import torch
+
+    visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
+    seen = torch.cuda.device_count()
+    for d in devices:
+        if (visible and int(d) >= len(visible)) or (seen and int(d) >= seen):
+            raise NERFormatError(f"--devices {','.join(devices)}: {d} is not one of the {len(visible) or seen} GPUs this "
+                                 f"process sees (0 to {(len(visible) or seen) - 1}); give GPUs among them")
+    return tuple(visible[int(d)] for d in devices) if visible else tuple(devices)
 
 
 def _spread(runs, devices, log):

@@ -22,11 +22,15 @@ def devices(values, environ):
             raise SettingsError(f"NUM_GPUS={given}: torch sees {seen} GPU(s) here; give NUM_GPUS={seen} (0: the CPU), "
                                 "or run on a machine with more")
         values["NUM_GPUS"] = given or str(seen)
+    if values.get("CORPUS_LAUNCHER") == "slurm" and values["STOP_AFTER"] != "settings" and not shutil.which(
+            "sbatch", path=environ.get("PATH")):
+        raise SettingsError("CORPUS_LAUNCHER=slurm: sbatch not found on this machine; run the recipe where Slurm jobs "
+                            "are submitted, or CORPUS_LAUNCHER=local")
     gpus, nodes = int(values["NUM_GPUS"]), int(values["NUM_NODES"])
     ner = values["NER_GPU"].split(",")
     if gpus > 0 and (len(set(ner)) < len(ner) or any(int(g) >= gpus for g in ner)):
-        raise SettingsError(f"NER_GPU={values['NER_GPU']}: give distinct GPUs of the {gpus} here (0 to {gpus - 1}), as "
-                            f"{','.join(map(str, range(min(gpus, 4))))}")
+        raise SettingsError(f"NER_GPU={values['NER_GPU']}: give distinct GPUs of the NUM_GPUS={gpus} (0 to {gpus - 1}), as "
+                            f"{','.join(map(str, range(min(gpus, 4))))}, or more GPUs")
     if nodes > 1:  # several machines: fairseq's launcher under srun, from inside an allocation
         if gpus == 0:
             raise SettingsError(f"NUM_NODES={nodes} needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1")
@@ -62,6 +66,13 @@ def preview(values, computed, environ):
         lines.append(f"{phase}: {prefix}SEQUENCES_PER_UPDATE={values[prefix + 'SEQUENCES_PER_UPDATE']} = "
                      f"{prefix}BATCH_PER_DEVICE={values[prefix + 'BATCH_PER_DEVICE']} x {devices} device(s) x update "
                      f"frequency {computed[prefix + 'UPDATE_FREQ']}")
+    workers, launcher = values["WORKERS"], values.get("CORPUS_LAUNCHER", "local")
+    cleaning = f"{workers} local processes" if launcher == "local" else f"job arrays ({launcher}), {workers} tasks at a time"
+    lines.append(f"cleaning: {cleaning}; vocabulary and binarizing: on this machine, {workers} processes (WORKERS)")
+    if gpus:
+        ner = values["NER_GPU"].split(",")
+        lines.append(f"NER: the sweep's runs on GPU {ner[0]}" if len(ner) == 1 else
+                     f"NER: the sweep's runs spread over GPUs {values['NER_GPU']}, one run a GPU at a time")
     if nodes > 1 and "WORKERS" not in environ and not environ.get("SLURM_JOB_ID"):
         lines.append(f"note: WORKERS={values['WORKERS']} is this machine's cores, and srun gives each machine's task "
                      "that many (--cpus-per-task); set WORKERS to the cores of a cluster machine")

@@ -107,9 +107,12 @@ SETTINGS = [  # recipe.env's order
                  + "; 0: none"),
     Setting("NUM_GPUS", kinds.or_empty(kinds.whole), recorded=False, help="GPUs per machine (empty: all torch sees; 0: CPU)"),
     Setting("NUM_NODES", kinds.positive, recorded=False, help="machines for pretraining; above 1, under Slurm's srun"),
-    Setting("WORKERS", kinds.positive, recorded=False, help="processes for cleaning and binarizing"),
+    Setting("WORKERS", kinds.positive, recorded=False,
+            help="processes for cleaning and binarizing (with CORPUS_LAUNCHER=slurm: the cleaning's tasks at a time); "
+                 "with NUM_NODES above 1 also each machine's cores for pretraining (srun --cpus-per-task)"),
     Setting("NER_GPU", kinds.each(kinds.whole, "0,1,2,3"), recorded=False,
-            help="the GPU the NER runs use; several, comma-separated: the sweep's runs spread over them, one a GPU"),
+            help="the GPU the NER runs use (a place among CUDA_VISIBLE_DEVICES's GPUs where it is set, as in a Slurm "
+                 "allocation); several, comma-separated: the sweep's runs spread over them, one a GPU"),
     Setting("DISTRIBUTED_PORT", kinds.port, recorded=False, help="fairseq's --distributed-port on several machines"),
     Setting("CORPUS_LAUNCHER", kinds.one_of("local", "slurm", "submitit-local"), recorded=False,
             help="the corpus stages' jobs: WORKERS local processes, Slurm job arrays of one-core tasks (through "

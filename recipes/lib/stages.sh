@@ -325,13 +325,9 @@ kept_checkpoint() {  # kept_checkpoint [PRETRAIN_DIR]: the checkpoint its best.j
 recipe_ner() {
     # NER_LABELLINGS (BioMegatron's comparison): "whole-word sub-token" fine-tunes each model both ways, in sweeps
     # model=NAME,labels=whole-word and model=NAME,labels=sub-token; empty: the default (whole-word), in model=NAME
-    local ner_launch=() i name train dev test model labelling sweep_dir ner_args NER_DEVICE_ARGS=()
-    # one GPU per run, as in the papers; several GPUs (NER_GPU=0,1,2,3): the sweep's runs spread over them
-    if (( NUM_GPUS > 0 )) && [[ $NER_GPU == *,* ]]; then
-        ner_launch=() NER_DEVICE_ARGS=(--devices "$NER_GPU")
-    else
-        (( NUM_GPUS == 0 )) || ner_launch=(env "CUDA_VISIBLE_DEVICES=$NER_GPU") NER_DEVICE_ARGS=()
-    fi
+    local i name train dev test model labelling sweep_dir ner_args NER_DEVICE_ARGS=()
+    # one GPU per run, as in the papers; several (NER_GPU=0,1,2,3): the sweep's runs spread over them, one a GPU
+    (( NUM_GPUS == 0 )) || NER_DEVICE_ARGS=(--devices "$NER_GPU")
     REPORT_ARGS=()
     for i in "${!NER_NAMES[@]}"; do
         name=${NER_NAMES[$i]} train=${NER_TRAIN[$i]} dev=${NER_DEV[$i]} test=${NER_TEST[$i]}
@@ -354,7 +350,7 @@ recipe_ner() {
                 sub-token) ner_args+=(--label-scheme all-subtokens) ;;
                 esac
                 # shellcheck disable=SC2086  # NER_EXTRA holds several flags
-                run "${ner_launch[@]}" biofairseq-ner sweep "${ner_args[@]}" "${NER_DEVICE_ARGS[@]}" $NER_EXTRA
+                run biofairseq-ner sweep "${ner_args[@]}" "${NER_DEVICE_ARGS[@]}" $NER_EXTRA
             done
         done
     done
