@@ -206,6 +206,14 @@ def test_a_preview_says_where_the_run_goes_and_how_an_update_is_made_on_the_clus
     assert not any(line.startswith("note: WORKERS") for line in said)
 
 
+def test_array_settings_without_arrays_are_said_to_be_unused(tmp_path):
+    said = []
+    settings.shell("bsc_bio_es", {"NUM_GPUS": "0", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run"),
+                                  "CORPUS_SLURM_PARTITION": "cpu"}, REPO, "bsc_bio_es.sh", say=said.append)
+    assert ("note: CORPUS_SLURM_PARTITION is for the corpus stages' job arrays, which CORPUS_LAUNCHER=local does not "
+            "make; set CORPUS_LAUNCHER=slurm to use it") in said
+
+
 def test_sampling_temperatures_must_be_finite():
     with pytest.raises(settings.SettingsError, match=r"^SAMPLING_TEMPERATURE=1e999: too large"):
         settings.resolve("bioelectra", {"SAMPLING_TEMPERATURE": "1e999"}, REPO)

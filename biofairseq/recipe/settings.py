@@ -53,6 +53,11 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
     values = resolve(recipe, environ, repo, script)
     for line in notes_read_as_paragraphs(values) if "SOURCES" in values and "TEXT_DOCS" not in environ else ():
         say(line)
+    unused = [name for name in ("CORPUS_SLURM_PARTITION", "CORPUS_SLURM_TIME", "CORPUS_SLURM_MEM_GB") if environ.get(name)]
+    if unused and values.get("CORPUS_LAUNCHER") == "local":
+        one = len(unused) == 1
+        say(f"note: {' and '.join(unused)} {'is' if one else 'are'} for the corpus stages' job arrays, which "
+            f"CORPUS_LAUNCHER=local does not make; set CORPUS_LAUNCHER=slurm to use {'it' if one else 'them'}")
     computed = devices(values, environ)
     r = RECIPES[recipe]
     view = Values(recipe, {**values, "REPO": str(repo)})
