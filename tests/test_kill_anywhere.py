@@ -244,8 +244,8 @@ def test_a_sweep_whose_report_was_cut_short_or_whose_model_changed_is_run_again(
             (sweep / report).write_text("x")
     sweep = tmp_path / "ner" / "pharmaconer" / "model=m"
     script = (f"NUM_GPUS=0 NER_NAMES=(pharmaconer) NER_TRAIN=(t) NER_DEV=(d) NER_TEST=('') MODELS=({models['m']} "
-              f"{models['twin']}) NER_LABELLINGS= NER_DIR={tmp_path}/ner NER_LRS=1e-3 NER_SEEDS=1 NER_EPOCHS=1 "
-              "NER_MAX_LENGTH=128 NER_BATCH=8 NER_ACCUMULATION=1 NER_WARMUP_RATIO=0 NER_LAYERWISE_DECAY=1 NER_EXTRA=; recipe_ner")
+              f"{models['twin']}) NER_LABELLINGS= NER_DIR={tmp_path}/ner NER_LRS=1e-3 NER_SEEDS=1 "
+              "NER_ARGS=(--lrs 1e-3 --seeds 1 --epochs 1) NER_EXTRA=; recipe_ner")
     assert "RUN" not in stages(script)  # whole reports of these models: done
     (sweep / "dev_f1.png").unlink()  # report.md and dev_f1.png come after report.json: killed in between
     log = stages(script)
@@ -263,7 +263,7 @@ def test_a_sweep_whose_report_was_cut_short_or_whose_model_changed_is_run_again(
     for name in models:
         (tmp_path / "ner" / "pharmaconer" / f"model={name}" / "grid.json").write_text('["lr=0.001/seed=1"]')
     assert "RUN" not in stages(script)
-    log = stages(script.replace("NER_SEEDS=1 ", "NER_SEEDS=1,2 "))
+    log = stages(script.replace("NER_SEEDS=1 ", "NER_SEEDS=1,2 ").replace("--seeds 1 ", "--seeds 1,2 "))
     assert log.count("another grid of learning rates and seeds is asked for") == 2, log
     assert log.count("RUN biofairseq-ner sweep") == 2 and "--seeds 1,2 " in log, log
 

@@ -61,7 +61,7 @@ def test_bash_reads_no_setting_the_settings_step_does_not_give():
         assigned |= set(re.findall(r"\b(?:for|mapfile -t) ([A-Z][A-Z0-9_]*)", code))
         given = set(table.names(recipe)) | set(presets.RECIPES[recipe].fixed) | set(presets.RECIPES[recipe].computed)
         given |= {"DEVICES", "UPDATE_FREQ", "PHASE2_UPDATE_FREQ", "PHASE1_UPDATES", "NER_NAMES", "NER_TRAIN", "NER_DEV",
-                  "NER_TEST", "FORCE_REMOVE"}
+                  "NER_TEST", "FORCE_REMOVE", "NER_ARGS"}
         assert read - assigned - given - outside == set(), recipe
 
 

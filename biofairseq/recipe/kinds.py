@@ -216,14 +216,6 @@ def port(value):
     return whole(value) or (None if 1024 <= int(value) <= 65535 else "give a free TCP port from 1024 to 65535")
 
 
-# biofairseq-ner sweep's options that the recipes set (recipe_ner), by the setting or path they come from
-NER_FLAGS = {"model": "the pretrained model", "train": "NER_DATA", "dev": "NER_DATA", "test": "NER_DATA", "devices": "NER_GPU",
-             "output_dir": "RUN_DIR", "lrs": "NER_LRS", "seeds": "NER_SEEDS", "epochs": "NER_EPOCHS",
-             "max_length": "NER_MAX_LENGTH", "batch_size": "NER_BATCH", "gradient_accumulation": "NER_ACCUMULATION",
-             "warmup_ratio": "NER_WARMUP_RATIO", "layerwise_lr_decay": "NER_LAYERWISE_DECAY",
-             "label_scheme": "NER_LABELLINGS"}
-
-
 def ner_flags(value):
     """More biofairseq-ner sweep flags: parsed here as the sweep will parse them."""
     import contextlib
@@ -242,7 +234,10 @@ def ner_flags(value):
         return line.split(": error: ", 1)[-1].split("; see ")[0] + "; see biofairseq-ner sweep --help"
     # a flag the recipe gives from a setting of its own (or an abbreviation of one, which argparse takes) would
     # override it unchecked, and recipe.env and the report would name the setting's value
-    for dest, name in NER_FLAGS.items():
+    from biofairseq.recipe.commands import ner_sweep_flags
+
+    for flag, name in ner_sweep_flags().items():
+        dest = flag[2:].replace("-", "_")
         if getattr(extra, dest) != getattr(plain, dest):
-            return f"sets --{dest.replace('_', '-')}, which the recipe gives from {name}; set {name} instead"
+            return f"sets {flag}, which the recipe gives from {name}; set {name} instead"
     return None

@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 from biofairseq.corpus.checks import source_problem
+from biofairseq.recipe.commands import ner_sweep_args
 from biofairseq.recipe.hardware import devices, preview
 from biofairseq.recipe.inputs import (init_from_problem, init_vocabulary_problem, init_weights_problem, ner_data,
                                       notes_read_as_paragraphs, source_language_problem, valid_docs_problem)
@@ -72,6 +73,8 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
         values[name] = absolute_pairs(values[name])
     text = keep(recipe, values, values["RUN_DIR"], say)
     lines = [f"{name}={shlex.quote(value)}" for name, value in {**values, **computed}.items() if name != "RECIPE"]
+    if "NER_LRS" in values:
+        arrays["NER_ARGS"] = ner_sweep_args({**values, **computed})
     arrays["FORCE_REMOVE"] = [output for stage in redone(values["FORCE"]) for output in FORCED[stage]]
     removed = [str(Path(values["RUN_DIR"]) / o) for o in arrays["FORCE_REMOVE"] if (Path(values["RUN_DIR"]) / o).exists()]
     if removed:

@@ -325,9 +325,9 @@ kept_checkpoint() {  # kept_checkpoint [PRETRAIN_DIR]: the checkpoint its best.j
 recipe_ner() {
     # NER_LABELLINGS (BioMegatron's comparison): "whole-word sub-token" fine-tunes each model both ways, in sweeps
     # model=NAME,labels=whole-word and model=NAME,labels=sub-token; empty: the default (whole-word), in model=NAME
-    local i name train dev test model labelling sweep_dir ner_args NER_DEVICE_ARGS=()
-    # one GPU per run, as in the papers; several (NER_GPU=0,1,2,3): the sweep's runs spread over them, one a GPU
-    (( NUM_GPUS == 0 )) || NER_DEVICE_ARGS=(--devices "$NER_GPU")
+    # NER_ARGS: the sweep's flags from the settings (biofairseq/recipe/commands.py), one GPU per run as in the papers
+    # (NER_GPU=0,1,2,3: the runs spread over them, one a GPU)
+    local i name train dev test model labelling sweep_dir ner_args
     REPORT_ARGS=()
     for i in "${!NER_NAMES[@]}"; do
         name=${NER_NAMES[$i]} train=${NER_TRAIN[$i]} dev=${NER_DEV[$i]} test=${NER_TEST[$i]}
@@ -342,15 +342,13 @@ recipe_ner() {
                 stage 7 "fine-tune $(basename "$model") on $name${NER_LABELLINGS:+, $labelling labelling}" "$sweep_dir" \
                     "$sweep_dir/report.json" || continue
                 ner_args=(--model "$model" --train "$train" --dev "$dev" ${test:+--test "$test"} --output-dir "$sweep_dir"
-                    --lrs "$NER_LRS" --seeds "$NER_SEEDS" --epochs "$NER_EPOCHS" --max-length "$NER_MAX_LENGTH"
-                    --batch-size "$NER_BATCH" --gradient-accumulation "$NER_ACCUMULATION" --warmup-ratio "$NER_WARMUP_RATIO")
-                [[ $NER_LAYERWISE_DECAY == 1 ]] || ner_args+=(--layerwise-lr-decay "$NER_LAYERWISE_DECAY")
+                    "${NER_ARGS[@]}")
                 case $labelling in
                 whole-word) ner_args+=(--label-scheme first-subtoken) ;;
                 sub-token) ner_args+=(--label-scheme all-subtokens) ;;
                 esac
                 # shellcheck disable=SC2086  # NER_EXTRA holds several flags
-                run biofairseq-ner sweep "${ner_args[@]}" "${NER_DEVICE_ARGS[@]}" $NER_EXTRA
+                run biofairseq-ner sweep "${ner_args[@]}" $NER_EXTRA
             done
         done
     done
