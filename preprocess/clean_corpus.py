@@ -39,6 +39,9 @@ def parse_args(argv=None):
     names = [n for n, _ in args.sources]
     if len(set(names)) != len(names):
         p.error(f"--source names must be unique: {names}")
+    for name, level in args.source_langid or ():
+        if name not in names:
+            p.error(f"--source-langid {name}={level}: no --source is named {name}; use one of: {', '.join(names)}")
     # every setting before any work: a wrong one would otherwise surface as "0 documents left" at the end
     problems = [source_problem(name, path, args.text_docs, args.text_field) for name, path in args.sources]
     problems += [launcher_problem(args.launcher), output_problem(args.output_dir, args.sources),

@@ -306,6 +306,26 @@ def test_a_rerun_cleans_only_the_shards_left_and_a_finished_run_is_left_alone(tm
     assert not (out / "work").exists()
 
 
+def test_a_bilingual_source_has_every_sentence_read_and_the_others_keep_the_default(tmp_path):
+    """--source-langid abstracts=sentence: that source's sentences are all read by the language id (no gate), the other
+    source's only behind the gate; a name that is no --source stops before any work."""
+    english = " ".join(line.split("\t")[0] for line in (NCBI / "train.tsv").read_text(encoding="utf-8").splitlines()[:40])
+    spanish = [json.loads(line)["text"] for line in clinical_lines(0, 30)]
+    docs = [{"text": f"{text} {english.capitalize()}."} for text in spanish]
+    for name in ("abstracts", "cases"):
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps(d) + "\n" for d in docs), encoding="utf-8")
+    args = ["--source", f"abstracts={tmp_path / 'abstracts.jsonl'}", "--source", f"cases={tmp_path / 'cases.jsonl'}",
+            "--lang", "es", "--valid-docs", 2, "--quiet"]
+    run_py("clean_corpus.py", *args, "--output-dir", tmp_path / "out", "--source-langid", "abstracts=sentence")
+    stats = json.loads((tmp_path / "out" / "stats.json").read_text())["sources"]
+    assert stats["abstracts"]["sentences_in"] == stats["cases"]["sentences_in"]
+    assert stats["abstracts"].get("other_language", 0) > stats["cases"].get("other_language", 0)
+    proc = run_py("clean_corpus.py", *args, "--output-dir", tmp_path / "bad", "--source-langid", "scielo=sentence",
+                  check=False)
+    assert proc.returncode == 2 and "--source-langid scielo=sentence: no --source is named scielo" in proc.stderr
+    assert not (tmp_path / "bad").exists()
+
+
 def test_a_rerun_after_the_shards_were_cleaned_redoes_only_the_filtering_left(tmp_path):
     """Killed after deduplication, while the shards were being filtered of their repeats (each shard's filtering a
     task of its own): the rerun filters only the shards without a result, reuses the others, and makes the

@@ -18,6 +18,17 @@ def source(value):
     return name, path
 
 
+def source_langid(value):
+    """--source-langid NAME=LEVEL, as (name, level)."""
+    from biofairseq.corpus.cleaning import LANGID_LEVELS
+
+    name, sep, level = value.partition("=")
+    if not sep or not name or level not in LANGID_LEVELS:
+        raise argparse.ArgumentTypeError(f"{value!r}: expected NAME=LEVEL, LEVEL one of {', '.join(LANGID_LEVELS)}, e.g. "
+                                         "--source-langid scielo=sentence")
+    return name, level
+
+
 def _option(help, default=MISSING, **flag):
     """A field and how argparse reads it: flag holds add_argument's keywords (and "flag", "group")."""
     return field(default=default, metadata={"help": help, **flag})
@@ -30,6 +41,9 @@ class CorpusOptions:
     output_dir: str = _option("where train.txt, valid.txt and stats.json go", required=True)
     lang: str = _option("the target language, a code of fastText's lid.176 (ISO 639-1 where there is one: es, en, ...)",
                         required=True)
+    source_langid: list = _option("--langid for one source, as NAME=sentence for a bilingual source (SciELO's abstracts); "
+                                  "repeat for several", flag="--source-langid", action="append", type=source_langid,
+                                  default=None, metavar="NAME=LEVEL")
     valid_docs: int = _option("documents held out for validation (default: 2000)", 2000, type=at_least(0))
     seed: int = _option("seed of the document hash that picks the --valid-docs of smallest hash for validation: adding "
                         "a source changes the valid set only where one of its documents ranks among them (default: 1)",

@@ -120,6 +120,7 @@ def _fingerprint(options, config, sources, inputs):
     return {
         "version": FORMAT_VERSION, "sources": sources, "lang": options.lang, "cleaning": asdict(config),
         "text_field": options.text_field, "text_docs": options.text_docs, "shard_size": options.shard_size,
+        **({"source_langid": sorted(map(list, options.source_langid))} if options.source_langid else {}),
         "valid_docs": options.valid_docs, "seed": options.seed, "inputs": sorted(inputs),
     }
 
@@ -167,21 +168,23 @@ def _run_shards(pending, options, config, out_dir):
     from tqdm import tqdm
 
     bar = tqdm(total=sum(s.size for s in pending), unit="B", unit_scale=True, desc="cleaning", disable=options.quiet)
-    job_args = (config, options.lang, options.text_field, options.strict, str(out_dir))
+    levels = dict(options.source_langid or ())  # a source's own --langid (--source-langid)
+    jobs = [(s, replace(config, langid=levels.get(s.source, config.langid)), options.lang, options.text_field,
+             options.strict, str(out_dir)) for s in pending]
     if options.launcher == "local" and options.workers == 1:
-        for shard in pending:
-            process_shard(shard, *job_args)
-            bar.update(shard.size)
+        for job in jobs:
+            process_shard(*job)
+            bar.update(job[0].size)
     elif options.launcher == "local":
         import multiprocessing
 
         from biofairseq.interrupts import ignore_in_workers
 
         with multiprocessing.get_context("fork").Pool(options.workers, ignore_in_workers) as pool:
-            for shard in pool.imap_unordered(_process_packed, [(s, *job_args) for s in pending]):
+            for shard in pool.imap_unordered(_process_packed, jobs):
                 bar.update(shard.size)
     else:  # the same shards as a job array, through submitit
-        for shard in _map_array(process_shard, [(s, *job_args) for s in pending], options, out_dir.parent / "submitit"):
+        for shard in _map_array(process_shard, jobs, options, out_dir.parent / "submitit"):
             bar.update(shard.size)
     bar.close()
 
