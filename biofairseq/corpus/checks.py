@@ -260,11 +260,13 @@ def output_problem(output_dir, sources):
     return None
 
 
-def launcher_problem(launcher):
-    """None, or why --launcher slurm cannot submit from here: submitit runs sbatch (and, in the tasks, srun)."""
+def launcher_problem(launcher, given="--launcher", path=None):
+    """None, or why a Slurm launcher cannot submit from here: submitit runs sbatch (and, in the tasks, srun).
+    ``given``: how the user named the launcher (clean_corpus.py's flag, a recipe's setting); ``path``: PATH to look in."""
     import shutil
 
-    if launcher == "slurm" and not shutil.which("sbatch"):
-        return ("--launcher slurm: sbatch not found on this machine; run from a machine that submits Slurm jobs, or "
-                "--launcher local")
+    if launcher == "slurm" and not shutil.which("sbatch", path=path):
+        separator = "=" if given.isupper() else " "
+        return (f"{given}{separator}slurm: sbatch not found on this machine; run from a machine that submits Slurm "
+                f"jobs, or {given}{separator}local")
     return None

@@ -125,20 +125,15 @@ def _fingerprint(options, config, sources, inputs):
     }
 
 
-def _split_large_compressed(pieces, options, work):
+def _split_large_compressed(pieces, options, work, stages):
     """The pieces of each source ({name: pieces}), with each large compressed file decompressed into parts of a shard
-    under work/split, the files of every source at once, where --launcher runs the cleaning: --workers local
-    processes, or an array of one-core tasks (--slurm-*). Under Slurm the submitting host is often a login node, and
-    decompressing 100 GB there for hours is what the cluster is for; work/ is on a shared file system already, since
-    the cleaning tasks write their shards there."""
+    under work/split, the files of every source at once, as a stage (a task a file). Under Slurm the submitting host
+    is often a login node, and decompressing 100 GB there for hours is what the cluster is for; work/ is on a shared
+    file system already, since the cleaning tasks write their shards there."""
     large = [(name, i) for name, found in pieces.items() for i, piece in enumerate(found)
              if needs_splitting(piece, options.shard_size)]
     jobs = [(pieces[name][i], options.shard_size, work / "split" / name / f"{i:05d}") for name, i in large]
-    if options.launcher == "local":
-        parts = map_jobs(_split_compressed, jobs, options.workers)
-    else:
-        parts = list(_map_array(split_compressed, jobs, options, work / "submitit-split"))
-    split = dict(zip(large, parts))
+    split = dict(zip(large, stages.map(_split_compressed, jobs, "split")))
     return {name: [part for i, piece in enumerate(found) for part in split.get((name, i), [piece])]
             for name, found in pieces.items()}
 
@@ -433,6 +428,7 @@ def _few_documents(shards, per_source):
 def _clean(options, config, sources, output_dir, work, plan, fingerprint):
     clock = time.perf_counter()
     seconds = {}
+    stages = Stages(options, work)
     plan_path = work / "plan.json"
     if plan:
         shards = [Shard.from_json(s) for s in plan["shards"]]
@@ -444,7 +440,7 @@ def _clean(options, config, sources, output_dir, work, plan, fingerprint):
             if errors and options.strict:
                 raise InputError(errors[0])
             discovery_errors[name] = errors
-        pieces = _split_large_compressed(pieces, options, work)
+        pieces = _split_large_compressed(pieces, options, work, stages)
         shards = [shard for name, _ in sources for shard in plan_shards(name, pieces[name], options.shard_size)]
         write_text(plan_path, json.dumps({"fingerprint": fingerprint, "shards": [s.to_json() for s in shards], "errors": discovery_errors}))
     shard_dir = work / "shards"
@@ -460,7 +456,6 @@ def _clean(options, config, sources, output_dir, work, plan, fingerprint):
     _run_shards(pending, options, config, shard_dir)
     seconds["clean_shards"], clock = time.perf_counter() - clock, time.perf_counter()
 
-    stages = Stages(options, work)
     kept, per_source, errors, n_docs = _deduplicate(shards, sources, config, shard_dir, work, stages,
                                                     options.dedup_bucket_hashes, options.valid_docs, options.seed)
     seconds["deduplicate"], clock = time.perf_counter() - clock, time.perf_counter()

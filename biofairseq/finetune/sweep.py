@@ -7,6 +7,8 @@ its report holds those, so a grid grown or shrunk on a rerun reuses the finished
 """
 
 import json
+import os
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -74,8 +76,8 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
 def _physical(devices):
     """The GPUs to pin the runs to: the numbers given, or, where CUDA_VISIBLE_DEVICES is set (a Slurm allocation sets
     the GPUs it gives), the ones it lists at those places; each one torch sees."""
-    import os
-
+    if not devices:
+        return ()
     import torch
 
     visible = [d for d in os.environ.get("CUDA_VISIBLE_DEVICES", "").split(",") if d.strip()]
@@ -108,8 +110,6 @@ def _spread(runs, devices, log):
 
 
 def _take_device(free, threads):
-    import os
-
     os.environ["CUDA_VISIBLE_DEVICES"] = free.get()
     import torch
 
@@ -118,9 +118,6 @@ def _take_device(free, threads):
 
 def _run(run):
     """One run in a device's process; its lines go to stderr, named by the run (the data's warnings were said)."""
-    import os
-    import sys
-
     model_dir, train_path, dev_path, test_path, folder, options, redo, card, label = run
     device = os.environ["CUDA_VISIBLE_DEVICES"]
     print(f"{label} on device {device}", file=sys.stderr, flush=True)

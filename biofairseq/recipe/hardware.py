@@ -3,6 +3,7 @@ the update frequency of either length phase on them."""
 
 import shutil
 
+from biofairseq.corpus.checks import launcher_problem
 from biofairseq.recipe.table import SettingsError
 
 
@@ -22,10 +23,10 @@ def devices(values, environ):
             raise SettingsError(f"NUM_GPUS={given}: torch sees {seen} GPU(s) here; give NUM_GPUS={seen} (0: the CPU), "
                                 "or run on a machine with more")
         values["NUM_GPUS"] = given or str(seen)
-    if values.get("CORPUS_LAUNCHER") == "slurm" and values["STOP_AFTER"] != "settings" and not shutil.which(
-            "sbatch", path=environ.get("PATH")):
-        raise SettingsError("CORPUS_LAUNCHER=slurm: sbatch not found on this machine; run the recipe where Slurm jobs "
-                            "are submitted, or CORPUS_LAUNCHER=local")
+    problem = values["STOP_AFTER"] != "settings" and launcher_problem(values.get("CORPUS_LAUNCHER"), "CORPUS_LAUNCHER",
+                                                                       environ.get("PATH"))
+    if problem:
+        raise SettingsError(problem)
     gpus, nodes = int(values["NUM_GPUS"]), int(values["NUM_NODES"])
     ner = values["NER_GPU"].split(",")
     if gpus > 0 and (len(set(ner)) < len(ner) or any(int(g) >= gpus for g in ner)):
