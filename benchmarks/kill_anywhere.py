@@ -489,16 +489,16 @@ tests/test_kill_anywhere.py), and each fix has a test in tests/test_kill_anywher
    --max-update only after an update (fairseq_cli/train.py:331 `trainer.train_step`, then :389 in
    `validate_and_save`), so it trained update 21 (at learning rate 0), validated again and overwrote checkpoint_best.pt
    ("Saved checkpoint .../checkpoint_best.pt (epoch 3 @ 21 updates, score 1075.57)"). In a two-phase recipe the same
-   window makes phase 1 overshoot, and biofairseq/recipe/pretraining_state.py then takes phase 2's first launch for a resume (more
-   updates than phase 1's), so phase 2 would start without --reset-dataloader. Fix: recipes/lib/stages.sh,
-   `pretrain_phase` reads checkpoint_last.pt's update count (`python -m biofairseq.recipe.pretraining_state updates`) and does not start fairseq-train when it
-   is already at the phase's end.
+   window makes phase 1 overshoot, and the second phase's start then took its first launch for a resume (more
+   updates than phase 1's), so phase 2 would start without --reset-dataloader. Fix: biofairseq-train
+   (biofairseq/train_inputs.py) reads checkpoint_last.pt's update count (biofairseq/training_state.py) and does not
+   train when it is already at --max-update (first fixed in the recipe's bash, which no longer builds the command).
 2. **pretrain-cut-copy: a checkpoint_last.pt cut short stopped every rerun.** fairseq writes checkpoint_E_U.pt through a
    temporary and a rename, then copies it in place to checkpoint_best.pt and checkpoint_last.pt
    (fairseq/checkpoint_utils.py:139, `PathManager.copy`). Killed during that copy (simulated here: the copy of a 9 MB
    checkpoint takes milliseconds; of a base model's 1.5 GB, seconds), the rerun failed, and would at every rerun:
    "RuntimeError: PytorchStreamReader failed reading zip archive: failed finding central directory" (fairseq/trainer.py:495
-   -> checkpoint_utils.py:340). Fix: `biofairseq/recipe/pretraining_state.py` (`mend`, before stage 4 starts fairseq-train) replaces a checkpoint*.pt that is a zip
+   -> checkpoint_utils.py:340). Fix: `biofairseq/training_state.py` (`mend`, as biofairseq-train starts) replaces a checkpoint*.pt that is a zip
    without its central directory (written last) by the newest complete checkpoint, the copy's source, before
    fairseq-train starts.
 3. **ner-checkpoint: a fine-tuning checkpoint cut short stopped every rerun.** transformers writes checkpoint-N in place,
@@ -510,8 +510,9 @@ tests/test_kill_anywhere.py), and each fix has a test in tests/test_kill_anywher
    before, or starts afresh.
 4. **ner-sweep-report: a sweep whose report was cut short was taken for done.** The sweep's report is written report.json,
    report.md, then dev_f1.png (biofairseq/finetune/report.py:197-199, after the runs: finetune/cli.py:219), and stage 7
-   takes report.json for done (stages.sh `recipe_ner`). Killed during the plot, the rerun skipped the sweep, whose folder
-   never got dev_f1.png. Fix: `recipe_ner` removes the report.json of a sweep without report.md or dev_f1.png, so that
+   takes report.json for done. Killed during the plot, the rerun skipped the sweep, whose folder
+   never got dev_f1.png. Fix: stage 7's check (`biofairseq.finetune.fingerprint check-sweep`, before the stage's skip
+   test) removes the report.json of a sweep without report.md or dev_f1.png, so that
    the sweep runs again (its finished runs skipped) and writes its report whole.
 5. **vocab (and convert, random-init, binarize): a killed stage's temporaries were never removed.** SIGKILL runs no
    cleanup, and each rerun names its own temporary after its own PID, so these stayed for good: preprocess/train_vocab.py's

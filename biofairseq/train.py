@@ -20,6 +20,7 @@ MegatronTrainer. One argument is its own, ``--compile``: the trainer compiles th
 import functools
 import logging
 import os
+import shlex
 import sys
 
 import fairseq_cli.train as fairseq_train
@@ -71,10 +72,15 @@ class MeteredTrainer(Trainer):
 def add_arguments(parser):
     if parser.get_default("compile") is not None:  # fairseq modifies its parser twice
         return
-    parser.add_argument_group("biofairseq-train").add_argument(
-        "--compile", choices=COMPILE_CHOICES, default="none",
-        help="torch.compile the encoder layers: inductor (torch's compiler; needs a C++ compiler on CPU), aot_eager "
-             "(traced, not compiled: a check), none (default)")
+    group = parser.add_argument_group("biofairseq-train")
+    group.add_argument("--compile", choices=COMPILE_CHOICES, default="none",
+                       help="torch.compile the encoder layers: inductor (torch's compiler; needs a C++ compiler on CPU), "
+                            "aot_eager (traced, not compiled: a check), none (default)")
+    # read and replaced by biofairseq.train_inputs before fairseq parses; listed here for --help
+    group.add_argument("--init-from", metavar="DIR", help="a folder of biofairseq-convert from-hf: its model's shape, "
+                       "and its weights on a first launch")
+    group.add_argument("--new-phase-at", metavar="UPDATES", help="continue, at other lengths or batch sizes, a run whose "
+                       "previous phase ended at update UPDATES (a recipe's second length phase)")
 
 
 def main(cfg, compile="none", **kwargs):
@@ -109,8 +115,7 @@ def user_error(args):
             return f"{shard}: no such data-bin folder; give the folder preprocess/binarize.sh wrote"
         if args.task in DICT_TASKS and not os.path.isfile(os.path.join(shard, "dict.txt")):
             if os.path.isfile(os.path.join(shard, "shard0", "dict.txt")):
-                return (f"{shard}: a sharded data-bin; give its shards instead: "
-                        f"\"$(python -m biofairseq.data_bin path {shard})\"")
+                continue  # a sharded data-bin of ours: read as its shards (biofairseq.train_inputs)
             return (f"{shard}: no dict.txt, so not a data-bin for --task {args.task}; give the folder "
                     "preprocess/binarize.sh wrote")
     problem = criterion_problem(args)
@@ -153,11 +158,29 @@ def cli_main():
     """fairseq-train's cli_main, after biofairseq-train's own checks of its arguments, parsed by fairseq's parser."""
     from fairseq import options
 
+    from biofairseq import train_inputs
+
     help_asked = any(a in ("-h", "--help") for a in sys.argv[1:])
-    error = None if help_asked else arch_missing(options.get_training_parser())
-    if error is None:
-        args = options.parse_args_and_arch(options.get_training_parser(), modify_parser=add_arguments)
-        error = user_error(args)
+    try:
+        given = list(sys.argv[1:])
+        if not help_asked:
+            sys.argv[1:] = train_inputs.init_from(given)
+        error = None if help_asked else arch_missing(options.get_training_parser())
+        if error is None:
+            args = options.parse_args_and_arch(options.get_training_parser(), modify_parser=add_arguments)
+            error = user_error(args)  # the mistakes first, in one line, before a checkpoint is mended
+            if error is None and not help_asked and args.data and os.path.isdir(args.data):
+                expanded = train_inputs.expand(sys.argv[1:], args.data, args.save_dir, args.max_update,
+                                               getattr(args, "restore_file", "checkpoint_last.pt"))
+                if expanded is None:
+                    return 0
+                sys.argv[1:] = expanded
+                args = options.parse_args_and_arch(options.get_training_parser(), modify_parser=add_arguments)
+                error = user_error(args)
+            if error is None and sys.argv[1:] != given:
+                print(f"biofairseq-train: as fairseq-train {shlex.join(sys.argv[1:])}", file=sys.stderr)
+    except train_inputs.TrainInputError as problem:
+        error = str(problem)
     if error:
         print(f"biofairseq-train: error: {error}", file=sys.stderr)
         return 1

@@ -21,25 +21,4 @@ set -euo pipefail
 RECIPE=bioelectra
 # shellcheck source=lib/stages.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
-recipe_settings
-KEEP=last BEST_METRIC=loss BEST_MAXIMIZE=0  # ELECTRA keeps the final model
-
-INIT_ARGS=(${GENERATOR_FRACTION:+--generator-fraction "$GENERATOR_FRACTION"}) INIT_TO_HF_ARGS=(--generator)
-recipe_corpus "$VOCAB_TYPE"
-
-# ---- 4. pretrain with biofairseq-train --task electra --criterion electra (Table 5)
-
-TASK_ARGS=(--user-dir "$REPO/biofairseq" --task electra --criterion electra --discriminator-weight "$DISCRIMINATOR_WEIGHT"
-    --sample-break-mode complete_doc --mask-prob "$MASK_PROB" --leave-unmasked-prob "$LEAVE_UNMASKED_PROB")
-MODEL_ARGS=("${ARCH_ARGS[@]}" --sampling-temperature "$SAMPLING_TEMPERATURE"
-    --sampling-temperature-final "$SAMPLING_TEMPERATURE_FINAL" --sampling-temperature-updates "$MAX_UPDATE"
-    --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT")
-# INIT_FROM's model brings its embedding sharing and generator width (in ARCH_ARGS)
-[[ -n $INIT_FROM ]] || MODEL_ARGS+=(--embedding-sharing "$EMBEDDING_SHARING" ${GENERATOR_FRACTION:+--generator-width-fraction "$GENERATOR_FRACTION"})
-OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "$ADAM_BETAS" --adam-eps "$ADAM_EPS" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
-    --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
-recipe_pretrain
-
-# ---- 5-8. the final checkpoint, checked; its discriminator (and generator) in transformers; NER; report
-
-recipe_finish --generator
+recipe_run  # its stages: biofairseq/recipe/recipes.py

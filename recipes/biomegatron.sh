@@ -24,44 +24,4 @@ set -euo pipefail
 RECIPE=biomegatron
 # shellcheck source=lib/stages.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
-recipe_settings
-KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0
-
-# ---- 1-3b. clean; per vocabulary size, a cased SentencePiece vocabulary and its data-bin (or INIT_FROM's vocabulary);
-# the vocabularies' entity break-out rates on each NER training set
-
-recipe_clean
-if [[ -n $INIT_FROM ]]; then
-    recipe_init_from
-    recipe_binarize
-else
-    for vocabulary in $VOCABULARIES; do  # bio_30k=30000 ...
-        recipe_data "${vocabulary%%=*}"
-        recipe_vocabulary sentencepiece "${vocabulary#*=}"
-        recipe_binarize
-    done
-fi
-recipe_breakout
-
-# ---- 4-6. one pre-LN encoder per vocabulary, kept at its end and converted
-
-TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
-    --sample-break-mode complete_doc --mask-prob "$MASK_PROB"
-    --leave-unmasked-prob "$LEAVE_UNMASKED_PROB" --random-token-prob "$RANDOM_TOKEN_PROB")
-OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "$ADAM_BETAS" --adam-eps "$ADAM_EPS" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
-    --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
-MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT")
-[[ $CHECKPOINT_ACTIVATIONS == 0 ]] || MODEL_ARGS+=(--checkpoint-activations)
-for name in "${VOCAB_NAMES[@]:-continued}"; do  # INIT_FROM: one model, on init/'s vocabulary
-    [[ $name == continued ]] || recipe_data "$name"
-    recipe_model "$name"
-    recipe_pretrain
-    recipe_pick
-    recipe_convert
-done
-recipe_baseline
-
-# ---- 7-8. NER, both labellings; the report
-
-recipe_ner
-recipe_report
+recipe_run  # its stages: biofairseq/recipe/recipes.py

@@ -42,24 +42,4 @@ set -euo pipefail
 RECIPE=bsc_bio_es
 # shellcheck source=lib/stages.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
-recipe_settings
-KEEP=best BEST_METRIC=ppl BEST_MAXIMIZE=0  # the paper's: the lowest validation perplexity
-
-# ---- 1-3. clean the sources (sentence split, language id, noisy sentences, dedup; VALID_DOCS held out), learn the
-# byte-level BPE (50,262 entries in the paper), encode and binarize
-
-recipe_corpus bytelevel-bpe
-
-# ---- 4. pretrain with biofairseq-train --task document_mlm
-
-TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
-    --sample-break-mode complete_doc --mask-prob "$MASK_PROB"
-    --leave-unmasked-prob "$LEAVE_UNMASKED_PROB" --random-token-prob "$RANDOM_TOKEN_PROB")
-MODEL_ARGS=("${ARCH_ARGS[@]}" --dropout "$DROPOUT" --attention-dropout "$ATTENTION_DROPOUT")
-OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "$ADAM_BETAS" --adam-eps "$ADAM_EPS" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
-    --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
-recipe_pretrain
-
-# ---- 5-8. the checkpoint with the lowest validation perplexity, checked; transformers; NER sweep; report
-
-recipe_finish
+recipe_run  # its stages: biofairseq/recipe/recipes.py

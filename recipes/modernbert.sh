@@ -29,24 +29,4 @@ set -euo pipefail
 RECIPE=modernbert
 # shellcheck source=lib/stages.sh
 source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
-SDPA_ARGS=()  # ModernBERT's attention is SDPA already
-recipe_settings
-KEEP=last BEST_METRIC=ppl BEST_MAXIMIZE=0  # a fixed number of updates; the final model is ModernBERT's
-
-# ---- 1-3. clean, a byte-level BPE vocabulary (or INIT_FROM's), encode and binarize
-
-recipe_corpus bytelevel-bpe
-
-# ---- 4. masked LM at MASK_PROB on packed rows, in one or two length phases
-
-TASK_ARGS=(--user-dir "$REPO/biofairseq" --task document_mlm --criterion masked_lm_accuracy
-    --sample-break-mode complete_doc --mask-prob "$MASK_PROB"
-    --leave-unmasked-prob "$LEAVE_UNMASKED_PROB" --random-token-prob "$RANDOM_TOKEN_PROB")
-MODEL_ARGS=("${ARCH_ARGS[@]}")  # ModernBERT trains without dropout (the model's defaults)
-OPTIM_ARGS=("${OPTIMIZER_ARGS[@]}" --adam-betas "$ADAM_BETAS" --adam-eps "$ADAM_EPS" --weight-decay "$WEIGHT_DECAY" --clip-norm "$CLIP_NORM"
-    --lr "$PEAK_LR" --lr-scheduler polynomial_decay --warmup-updates "$WARMUP_UPDATES")
-recipe_pretrain
-
-# ---- 5-8. the final checkpoint, checked; transformers; NER; report
-
-recipe_finish
+recipe_run  # its stages: biofairseq/recipe/recipes.py

@@ -122,9 +122,13 @@ def check(program, rest, env):
         script = REPO / rest[0]
         if not script.is_file():
             return [f"{rest[0]}: no such script"]
-        if rest[0].startswith("recipes/"):  # every variable given is one the recipe or its stages read
-            read = script.read_text() + (REPO / "recipes" / "lib" / "stages.sh").read_text()
-            return [name for name in (a.split("=")[0] for a in env) if not re.search(rf"\b{name}\b", read)]
+        if rest[0].startswith("recipes/"):  # every variable given is a setting of the recipe, or one its runner reads
+            from biofairseq.recipe.table import names
+
+            read = (REPO / "recipes" / "lib" / "stages.sh").read_text()
+            takes = set(names(rest[0].rsplit("/", 1)[-1].removesuffix(".sh")))
+            return [name for name in (a.split("=")[0] for a in env)
+                    if name not in takes and not re.search(rf"\b{name}\b", read)]
         return []
     elif program == "make":
         makefile = (REPO / "Makefile").read_text()

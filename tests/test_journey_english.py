@@ -87,8 +87,8 @@ def test_every_other_recipe_takes_the_english_inputs(folder, monkeypatch):
     for name in RECIPES:
         environ = {**INPUTS, "NER_DATA": "ncbi=data/linked", "TEXT_DOCS": "line", "NUM_GPUS": "0",
                    "STOP_AFTER": "settings", "RUN_DIR": f"runs/{name}", "PATH": os.environ["PATH"]}
-        text = settings.shell(name, environ, REPO, f"recipes/{name}.sh", say=lambda line: None)
-        assert "CORPUS_LANG=en\n" in text and "NER_TRAIN=(" in text, name
+        text = settings.plan(name, environ, REPO, f"recipes/{name}.sh", say=lambda line: None)
+        assert "\nCORPUS_LANG=en\n" in text and " --train data/linked/" in text, name
     assert not (folder / "runs" / "beto").exists()
 
 

@@ -13,6 +13,9 @@ import pytest
 
 import command_server
 import inprocess
+from biofairseq.recipe import settings
+from biofairseq.recipe.plan import Plan
+from recipe_preview import run_records
 from biofairseq.samples import BIN, REPO, _write_documents, clinical_lines, kill_group, read_documents
 
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable,
@@ -188,12 +191,11 @@ def test_a_stage_killed_outright_starts_again_without_its_temporaries(tmp_path):
     assert all((tmp_path / name).exists() for name in kept), log
 
 
-PRETRAIN = "PRETRAIN={p} TASK_ARGS=() BPE_ARGS=() MODEL_ARGS=() FAST_ARGS=() OPTIM_ARGS=() LAUNCH=() CHECKPOINT_ARGS=() " \
-           "LOG_ARGS=() HARDWARE_ARGS=() DATA_PATH=data DATA_WORKERS=2 UPDATES=20; pretrain_phase 128 32 1 {until}"
-
-
 def test_pretraining_killed_after_its_last_checkpoint_is_not_trained_again_and_a_cut_copy_is_mended(tmp_path):
+    """biofairseq-train's start (biofairseq.train_inputs), which a recipe's stage 4 runs again after a kill."""
     import torch
+
+    from biofairseq.train_inputs import expand
 
     checkpoints = tmp_path / "checkpoints"
     checkpoints.mkdir()
@@ -201,13 +203,15 @@ def test_pretraining_killed_after_its_last_checkpoint_is_not_trained_again_and_a
     whole = (checkpoints / "checkpoint_3_20.pt").read_bytes()
     # fairseq copies checkpoint_3_20.pt to checkpoint_last.pt in place: a kill mid-copy leaves its first bytes
     (checkpoints / "checkpoint_last.pt").write_bytes(whole[: len(whole) // 2])
-    log = stages(PRETRAIN.format(p=tmp_path, until=20))
-    assert (checkpoints / "checkpoint_last.pt").read_bytes() == whole, log
-    assert "cut short" in log and "RUN" not in log and "at update 20 already" in log  # fairseq would train update 21
-    resumed = stages(PRETRAIN.format(p=tmp_path, until=30))  # not yet at the end: resumed, and the recipe says so
-    assert "RUN biofairseq-train data" in resumed and f"resuming: {checkpoints}/checkpoint_last.pt is at update 20 of 30" in resumed
-    started = stages(PRETRAIN.format(p=tmp_path / "new", until=20))  # no checkpoint: starts
-    assert "RUN biofairseq-train data" in started and "resuming" not in started
+    argv, said = ["data", "--save-dir", str(checkpoints)], []
+    assert expand(argv, "data", checkpoints, 20, say=said.append) is None  # fairseq would train update 21
+    assert (checkpoints / "checkpoint_last.pt").read_bytes() == whole
+    assert "at update 20 already" in said[-1]
+    said.clear()
+    assert expand(argv, "data", checkpoints, 30, say=said.append) == argv  # not yet at the end: resumed, and it says so
+    assert said == [f"resuming: {checkpoints}/checkpoint_last.pt is at update 20 of 30"]
+    said.clear()
+    assert expand(argv, "data", tmp_path / "new", 20, say=said.append) == argv and not said  # no checkpoint: starts
 
 
 def test_an_interrupt_ends_a_recipe_in_one_line_naming_the_stage_and_the_command_that_resumes(tmp_path):
@@ -243,18 +247,28 @@ def test_a_sweep_whose_report_was_cut_short_or_whose_model_changed_is_run_again(
         for report in ("report.json", "report.md", "dev_f1.png"):
             (sweep / report).write_text("x")
     sweep = tmp_path / "ner" / "pharmaconer" / "model=m"
-    script = (f"NUM_GPUS=0 NER_NAMES=(pharmaconer) NER_TRAIN=(t) NER_DEV=(d) NER_TEST=('') MODELS=({models['m']} "
-              f"{models['twin']}) NER_LABELLINGS= NER_DIR={tmp_path}/ner NER_LRS=1e-3 NER_SEEDS=1 "
-              "NER_ARGS=(--lrs 1e-3 --seeds 1 --epochs 1) NER_EXTRA=; recipe_ner")
-    assert "RUN" not in stages(script)  # whole reports of these models: done
+    run, _ = settings.prepare("bsc_bio_es", {"NUM_GPUS": "0", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path),
+                                             "NER_LRS": "1e-3", "NER_SEEDS": "1", "NER_EPOCHS": "1"}, REPO, "test.sh",
+                              say=lambda line: None)
+
+    def stages(seeds="1"):
+        run.ner_sets, run.values["NER_SEEDS"] = [("pharmaconer", "t", "d", "")], seeds
+        plan = Plan(run, stop_after="none")
+        plan.models = list(models.values())
+        plan.ner()
+        proc = run_records(plan, tmp_path, STAGES, ENV)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        return proc.stderr
+
+    assert "RUN" not in stages()  # whole reports of these models: done
     (sweep / "dev_f1.png").unlink()  # report.md and dev_f1.png come after report.json: killed in between
-    log = stages(script)
+    log = stages()
     assert "its report was cut short" in log and log.count("RUN biofairseq-ner sweep") == 1, log
     assert not (sweep / "report.json").exists()
     (sweep / "report.json").write_text("x")
     (sweep / "dev_f1.png").write_text("x")
     (models["m"] / "model.safetensors").write_bytes(b"pretrained again")
-    log = stages(script)
+    log = stages()
     assert f"{models['m']} changed since {sweep} was run" in log and log.count("RUN biofairseq-ner sweep") == 1, log
     assert f"--model {models['m']} " in log
     # NER_SEEDS grown (or shrunk) since: both sweeps run again, keeping their finished runs (the sweep's to skip)
@@ -262,8 +276,8 @@ def test_a_sweep_whose_report_was_cut_short_or_whose_model_changed_is_run_again(
     (sweep / "model.sha256").write_text(weights_sha256(models["m"]) + "\n")
     for name in models:
         (tmp_path / "ner" / "pharmaconer" / f"model={name}" / "grid.json").write_text('["lr=0.001/seed=1"]')
-    assert "RUN" not in stages(script)
-    log = stages(script.replace("NER_SEEDS=1 ", "NER_SEEDS=1,2 ").replace("--seeds 1 ", "--seeds 1,2 "))
+    assert "RUN" not in stages()
+    log = stages("1,2")
     assert log.count("another grid of learning rates and seeds is asked for") == 2, log
     assert log.count("RUN biofairseq-ner sweep") == 2 and "--seeds 1,2 " in log, log
 

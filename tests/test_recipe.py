@@ -17,8 +17,10 @@ from pathlib import Path
 import pytest
 
 import command_server
+from recipe_preview import run_records
 
 from biofairseq.recipe import settings
+from biofairseq.recipe.plan import Plan
 from biofairseq.recipe.presets import RECIPES
 from biofairseq.samples import BIN, RECIPE_SMALL, REPO, recipe_sample
 
@@ -57,9 +59,48 @@ def run(sample, tmp_path_factory):
     return run_dir, recipe(run_dir, served=True, **sample)
 
 
+AS_FAIRSEQ = "biofairseq-train: as fairseq-train "
+
+
 def commands(stderr):
-    """The commands the recipe printed, parsed as a shell would."""
-    return [shlex.split(line[2:]) for line in stderr.splitlines() if line.startswith("+ ")]
+    """The commands the recipe printed, parsed as a shell would; a biofairseq-train command as fairseq got it, where
+    biofairseq-train said how it read our folders (its data-bin's shards and --bpe, --init-from's flags)."""
+    found = []
+    for line in stderr.splitlines():
+        if line.startswith("+ "):
+            found.append(shlex.split(line[2:]))
+        elif line.startswith(AS_FAIRSEQ):
+            at = max(i for i, c in enumerate(found) if "biofairseq-train" in c)
+            found[at] = ["biofairseq-train", *shlex.split(line[len(AS_FAIRSEQ):])]
+    return found
+
+
+def test_the_preview_script_makes_what_the_recipe_makes(run, sample, tmp_path):
+    """STOP_AFTER=settings prints the command of every stage as a bash script; run with the same settings into
+    another folder, it makes what the recipe made (the data-bin, every validation, the model's weights, the NER
+    scores), and the recipe then finds every stage done."""
+    run_dir, _ = run
+    other = tmp_path / "tiny"
+    preview = recipe(other, STOP_AFTER="settings", **sample)
+    assert not other.exists() and preview.stdout.startswith("#!/usr/bin/env bash\n")
+    (tmp_path / "run.sh").write_text(preview.stdout)
+    env = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore"}
+    proc = command_server.completed(["bash", tmp_path / "run.sh"], env, cwd=REPO)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    for name in ("data-bin/train.bin", "data-bin/dict.txt", "hf/bsc_bio_es/model.safetensors", "hf/random_init/model.safetensors"):
+        assert (other / name).read_bytes() == (run_dir / name).read_bytes(), name
+    def report(folder):  # report.json without its folder and its timings
+        def strip(x):
+            if isinstance(x, dict):
+                return {k: strip(v) for k, v in x.items() if not any(t in k for t in ("second", "minute", "wall"))}
+            return [strip(v) for v in x] if isinstance(x, list) else x
+        return strip(json.loads((folder / "report.json").read_text().replace(str(folder), "RUN_DIR")))
+
+    ours, its = report(other), report(run_dir)
+    assert ours["pretraining"]["validations"] == its["pretraining"]["validations"] and ours["ner"] == its["ner"]
+    assert ours == its
+    again = recipe(other, served=True, **sample)
+    assert again.stderr.count("skipped: ") == 10 and not commands(again.stderr), again.stderr[-3000:]
 
 
 def test_every_stage_runs_and_the_report_comes_from_the_run(run):
@@ -231,18 +272,23 @@ def test_several_machines_pretrain_under_srun_with_fairseqs_slurm_start(run, sam
 
 def test_the_sbatch_template_previews_its_cluster_run(tmp_path):
     """examples/slurm/bsc_bio_es.sbatch as its header previews it, from a folder of the user's (STOP_AFTER=settings,
-    the allocation's variables, CLONE): its settings resolve, on 2 machines x 4 GPUs with each machine's cores as
-    WORKERS."""
+    the allocation's variables, CLONE): its settings resolve on 2 machines x 4 GPUs (--gpus-per-node as Slurm gives
+    it, TYPE:COUNT) with each machine's cores as WORKERS, and the job's commands come out with the srun line."""
     sample = REPO / "examples" / "data" / "clinical_cases.jsonl.gz"
     environ = {**os.environ, "STOP_AFTER": "settings", "SLURM_JOB_NUM_NODES": "2", "SLURM_CPUS_PER_TASK": "8",
+               "SLURM_GPUS_PER_NODE": "h100:4",
                "SOURCES": " ".join(f"c{n}={sample}" for n in range(5)), "NER_DATA": f"pharmaconer={REPO / 'examples' / 'data' / 'pharmaconer'}",
                "RUN_DIR": str(tmp_path / "run"), "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}
     proc = subprocess.run(["bash", str(REPO / "examples" / "slurm" / "bsc_bio_es.sbatch")], cwd=tmp_path,
                           env={**environ, "CLONE": str(REPO)}, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "pretraining on 2 machine(s) x 4 GPU(s), world size 8" in proc.stderr and "note: WORKERS" not in proc.stderr
-    assert "WORKERS=8" not in proc.stdout  # not recorded: where and how fast, not what
-    assert "PRESET=paper\n" in proc.stdout and not (tmp_path / "run").exists()
+    assert "\nPRESET=paper\n" in proc.stdout and "WORKERS=8" not in proc.stdout  # recorded: what, not where or how fast
+    train = next(shlex.split(line) for line in proc.stdout.splitlines() if line.startswith("srun "))
+    assert train[:12] == ["srun", "--nodes", "2", "--ntasks-per-node", "1", "--gpus-per-node", "4", "--cpus-per-task", "8",
+                          "--kill-on-bad-exit", "1", "biofairseq-train"]
+    assert train[train.index("--distributed-world-size") + 1] == "8" and "--fp16" in train
+    assert not (tmp_path / "run").exists()
 
 
 SLURM_START_UP = """
@@ -318,9 +364,10 @@ def test_force_removes_every_stage_output_before_the_first_stage_runs(tmp_path):
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).touch()
     for force, kept in (("ner", ["clean", "data-bin", "hf", "pretrain", "recipe.env", "vocab"]), ("1", ["recipe.env"])):
-        removed = settings.shell("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), "FORCE": force,
-                                                "STOP_AFTER": "settings"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
-        removed = next(line for line in removed.splitlines() if line.startswith("FORCE_REMOVE="))
-        script = f'source {REPO / "recipes" / "lib" / "stages.sh"}; RUN_DIR={tmp_path}; {removed}; recipe_force'
-        subprocess.run(["bash", "-c", script], check=True, capture_output=True, env={**os.environ, "RECIPE": "x"})
+        run, _ = settings.prepare("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), "FORCE": force,
+                                                 "STOP_AFTER": "settings"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
+        plan = Plan(run, stop_after="none")  # its records up to the first stage: FORCE's removals
+        proc = run_records(plan, tmp_path.parent, REPO / "recipes" / "lib" / "stages.sh",
+                           {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}, fake_run=False)
+        assert proc.returncode == 0, proc.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == kept

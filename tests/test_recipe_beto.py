@@ -72,5 +72,5 @@ def test_the_phases_read_a_sharded_data_bin_from_where_they_are(beto):
     train = [path for path in loaded if path.endswith("/train")]
     assert train == [f"{shards[0]}/train", f"{shards[1]}/train"]  # one epoch of each phase
     assert {path for path in loaded if path.endswith("/valid")} == {f"{shards[0]}/valid"}
-    assert (run_dir / "pretrain" / "phase2.first_shard").read_text() == "1\n"
+    assert (run_dir / "pretrain" / "checkpoints" / "phase2.first_shard").read_text() == "1\n"
     assert json.loads((run_dir / "pretrain" / "check.json").read_text())["unigram_ppl"] > 1

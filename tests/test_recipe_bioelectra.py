@@ -87,7 +87,7 @@ def test_the_recipes_share_the_stage_machinery_and_copy_none_of_it():
     for script in (RECIPE, BIOELECTRA, REPO / "recipes" / "bio_lm.sh"):
         text = script.read_text()
         assert 'source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"' in text
-        for function in ("stage", "run", "die", "recipe_settings", "recipe_ner", "recipe_finish", "pretrain_phase"):
+        for function in ("stage", "run", "die", "recipe_run"):
             assert f"{function}() {{" in library and f"{function}() {{" not in text, (script.name, function)
 
 

@@ -63,18 +63,27 @@ def test_the_report_has_the_break_out_table_and_both_labellings(study):
 
 def test_a_fairseq_checkpoint_as_init_from_goes_through_transformers_and_only_its_conversion_is_kept(tmp_path):
     """INIT_FROM=x.pt: to-hf into init.hf, from-hf into init (the vocabulary and the start), init.hf removed; the
-    model's shape is the checkpoint's. The stages with run() printing instead of running, from-hf's output stood in."""
+    model's shape and first weights are the conversion's (biofairseq-train --init-from: its flags, then the recipe's,
+    which win; --finetune-from-model on the first phase only)."""
+    from biofairseq.recipe import recipes, settings
+    from biofairseq.recipe.plan import Plan
+    from biofairseq.train_inputs import init_from
+
     start = tmp_path / "checkpoint_last.pt"
-    start.touch()
-    fake_from_hf = ('run() { echo "RUN $*" >&2; if [[ $2 == to-hf ]]; then mkdir -p "$4"; fi; if [[ $2 == from-hf ]]; then '
-                    'mkdir -p "$4"; echo \'{"fairseq_flags": ["--arch", "bio_megatron_tiny"]}\' > "$4/conversion.json"; fi; }')
-    script = (f"set -euo pipefail; RECIPE=biomegatron; source {REPO}/recipes/lib/stages.sh; {fake_from_hf}; "
-              f"RUN_DIR={tmp_path}/run INIT_FROM={start}; mkdir -p $RUN_DIR; recipe_init_from; "
-              'echo "ARCH=$ARCH INIT_CHECKPOINT=$INIT_CHECKPOINT ARGS=${ARCH_ARGS[*]}" >&2')
-    proc = subprocess.run(["bash", "-c", script], capture_output=True, text=True, env={**os.environ, "PYTHON": sys.executable})
-    assert proc.returncode == 0, proc.stderr
-    ran = [line.split()[1:] for line in proc.stderr.splitlines() if line.startswith("RUN ")]
+    run, _ = settings.prepare("biomegatron", {"NUM_GPUS": "0", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run")},
+                              REPO, "biomegatron.sh", say=lambda line: None)
+    run.values["INIT_FROM"] = str(start)
+    plan = Plan(run)
+    recipes.biomegatron(plan)
+    ran = [r[2:] for r in plan.records if r[0] == "run"]
     hf, init = tmp_path / "run" / "init.hf", tmp_path / "run" / "init"
-    assert ran == [["biofairseq-convert", "to-hf", str(start), str(hf)], ["biofairseq-convert", "from-hf", str(hf), str(init)]]
-    assert not hf.exists()
-    assert f"ARCH=bio_megatron_tiny INIT_CHECKPOINT={init}/model.pt ARGS=--arch bio_megatron_tiny" in proc.stderr
+    assert ran[1:5] == [["rm", "-rf", str(hf)], ["biofairseq-convert", "to-hf", str(start), str(hf)],
+                        ["biofairseq-convert", "from-hf", str(hf), str(init)], ["rm", "-rf", str(hf)]]
+    train = next(r for r in ran if r[0] == "biofairseq-train")
+    assert train[train.index("--init-from") + 1] == str(init) and "--arch" not in train
+    init.mkdir(parents=True)
+    (init / "conversion.json").write_text('{"fairseq_flags": ["--arch", "bio_megatron_tiny", "--dropout", "0.0"]}')
+    assert init_from(["data", "--init-from", str(init), "--dropout", "0.1"]) == [
+        "data", "--arch", "bio_megatron_tiny", "--dropout", "0.0", "--finetune-from-model", f"{init}/model.pt",
+        "--dropout", "0.1"]
+    assert "--finetune-from-model" not in init_from(["data", "--init-from", str(init), "--new-phase-at", "9"])

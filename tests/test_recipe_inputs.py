@@ -8,6 +8,7 @@ import pytest
 
 from biofairseq.recipe import settings
 from biofairseq.samples import NCBI, NCBI_TEXT, PHARMACONER, REPO
+from recipe_preview import recorded_env
 
 pytestmark = pytest.mark.fast
 
@@ -16,14 +17,11 @@ def step(recipe, **environ):
     """(exit status, stdout, stderr) of the recipe's settings step, as bash gets them."""
     said = []
     try:
-        out = settings.shell(recipe, {"NUM_GPUS": "0", "STOP_AFTER": "settings", **environ}, REPO, f"{recipe}.sh",
+        out = settings.plan(recipe, {"NUM_GPUS": "0", "STOP_AFTER": "settings", **environ}, REPO, f"{recipe}.sh",
                              say=said.append)
     except settings.SettingsError as error:
         return 1, "", f"{recipe}.sh: error: {error}\n"
-    env = out[out.index("printf %s ") + len("printf %s "):out.index("\nexit 0")]
-    import shlex
-
-    return 0, shlex.split(env)[0], "".join(line + "\n" for line in said)
+    return 0, recorded_env(out), "".join(line + "\n" for line in said)
 
 
 def brat(folder, split, documents=2):

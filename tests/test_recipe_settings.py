@@ -10,6 +10,7 @@ import pytest
 
 from biofairseq.recipe import presets, record, settings, table
 from biofairseq.samples import BIN, NCBI, NCBI_TEXT, REPO
+from recipe_preview import recorded_env, script_of
 
 pytestmark = pytest.mark.fast  # make test-fast
 
@@ -33,11 +34,8 @@ def inputs_of(recipe, preset):
 def resolved(recipe, run_dir, say=None, **environ):
     """What the recipe's settings step gives (recipe.env printed, not written: STOP_AFTER=settings), as {name: value}."""
     environ = {"NUM_GPUS": "0", "STOP_AFTER": "settings", "RUN_DIR": str(run_dir), "PATH": os.environ["PATH"], **environ}
-    text = settings.shell(recipe, environ, REPO, f"recipes/{recipe}.sh", say=say or (lambda line: None))
-    env = text[text.index("printf %s ") + len("printf %s "):text.index("\nexit 0")]
-    import shlex
-
-    return dict(line.split("=", 1) for line in shlex.split(env)[0].splitlines())
+    text = recorded_env(settings.plan(recipe, environ, REPO, f"recipes/{recipe}.sh", say=say or (lambda line: None)))
+    return dict(line.split("=", 1) for line in text.splitlines())
 
 
 @pytest.mark.parametrize("recipe, preset", [(r, p) for r in presets.RECIPES for p in presets.RECIPES[r].presets])
@@ -49,20 +47,15 @@ def test_every_recipe_and_preset_resolves_to_the_recipe_env_it_had_before_the_ta
     assert not (tmp_path / "run").exists()
 
 
-def test_bash_reads_no_setting_the_settings_step_does_not_give():
-    """Every upper-case variable the scripts read is one the step prints for that recipe, or one bash sets itself."""
-    shared = (REPO / "recipes" / "lib" / "stages.sh").read_text()
-    outside = {"PYTHON", "SLURM_JOB_ID", "SECONDS", "BASH_SOURCE", "BASH_VERSION", "PWD"}
-    for recipe in presets.RECIPES:
-        script = (REPO / "recipes" / f"{recipe}.sh").read_text() + shared
-        code = "\n".join(line.split(" #")[0] for line in script.splitlines() if not line.lstrip().startswith("#"))
-        read = set(re.findall(r"\$\{?!?([A-Z][A-Z0-9_]*)", code))
-        assigned = set(re.findall(r"(?:^|[\s;(])(?:local\s+)?([A-Z][A-Z0-9_]*)\+?=", code, re.M))
-        assigned |= set(re.findall(r"\b(?:for|mapfile -t) ([A-Z][A-Z0-9_]*)", code))
-        given = set(table.names(recipe)) | set(presets.RECIPES[recipe].fixed) | set(presets.RECIPES[recipe].computed)
-        given |= {"DEVICES", "UPDATE_FREQ", "PHASE2_UPDATE_FREQ", "PHASE1_UPDATES", "NER_NAMES", "NER_TRAIN", "NER_DEV",
-                  "NER_TEST", "FORCE_REMOVE", "NER_ARGS"}
-        assert read - assigned - given - outside == set(), recipe
+def test_bash_reads_no_setting_and_evals_nothing():
+    """A setting crosses one language boundary: from the table (Python) to a command line, which bash receives
+    finished (biofairseq.recipe.plan). The scripts read no setting but FORCE, for the interrupt's advice, and eval
+    nothing."""
+    own = {"RECIPE", "REPO", "PYTHON", "STAGE_NOW", "RAN", "SECONDS", "BASH_SOURCE", "BASH_VERSION", "FORCE"}
+    for path in [REPO / "recipes" / "lib" / "stages.sh", *(REPO / "recipes" / f"{r}.sh" for r in presets.RECIPES)]:
+        code = "\n".join(line.split(" #")[0] for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
+        assert set(re.findall(r"\$\{?!?([A-Z][A-Z0-9_]*)", code)) <= own, path
+        assert not re.search(r"\beval\b", code), path
 
 
 def test_the_settings_once_missing_from_recipe_env_are_recorded_by_every_recipe():
@@ -116,7 +109,7 @@ def test_a_wrong_value_of_any_setting_stops_the_step_in_one_line_before_any_work
     (tmp_path / "a-file").write_text("not a folder\n")
     monkeypatch.chdir(tmp_path)  # relative paths from a working folder of the user's
     with pytest.raises(settings.SettingsError) as error:
-        settings.shell(recipe, {"NUM_GPUS": "0", name: value}, REPO, f"recipes/{recipe}.sh", say=lambda line: None)
+        settings.plan(recipe, {"NUM_GPUS": "0", name: value}, REPO, f"recipes/{recipe}.sh", say=lambda line: None)
     line = str(error.value)
     assert line.startswith(f"{name}={value}") and "\n" not in line and any(fix in line for fix in FIXES), line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a-file"]  # no run folder
@@ -161,11 +154,12 @@ def test_a_wrong_value_of_any_setting_stops_the_step_in_one_line_before_any_work
     ("NER_EPOCH", "3", "NER_EPOCH=3: not a setting of bsc_bio_es.sh; set NER_EPOCHS instead"),
     ("VALID_DOC", "10", "VALID_DOC=10: not a setting of bsc_bio_es.sh; set VALID_DOCS instead"),
     ("NER_WINDOWS", "3", "NER_WINDOWS=3: not a setting of bsc_bio_es.sh; see docs/recipes.md for its settings"),
+    ("CORPUS_SLURM_ACCOUNT", "lab", "CORPUS_SLURM_ACCOUNT=lab: not a setting of bsc_bio_es.sh; see docs/recipes.md for its settings"),
 ])
 def test_a_wrong_value_is_named_in_one_line(name, value, message, tmp_path, monkeypatch):
     monkeypatch.chdir(REPO)
     with pytest.raises(settings.SettingsError) as error:
-        settings.shell("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), name: value}, REPO, "bsc_bio_es.sh",
+        settings.plan("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), name: value}, REPO, "bsc_bio_es.sh",
                        say=lambda line: None)
     assert str(error.value) == message
 
@@ -174,17 +168,17 @@ def test_the_ner_gpus_are_gpus_of_the_machine(tmp_path):
     """NER_GPU=3,4 on a machine of NUM_GPUS=4 (a preview: STOP_AFTER=settings asks torch nothing) stops before any work."""
     environ = {"NUM_GPUS": "4", "BATCH_PER_DEVICE": "8", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run")}
     with pytest.raises(settings.SettingsError) as error:
-        settings.shell("bsc_bio_es", {**environ, "NER_GPU": "3,4"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
+        settings.plan("bsc_bio_es", {**environ, "NER_GPU": "3,4"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
     assert str(error.value) == "NER_GPU=3,4: give distinct GPUs of the NUM_GPUS=4 (0 to 3), as 0,1,2,3, or more GPUs"
-    text = settings.shell("bsc_bio_es", {**environ, "NER_GPU": "0,1,2,3"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
-    assert "NER_GPU=0,1,2,3\n" in text
+    text = settings.plan("bsc_bio_es", {**environ, "NER_GPU": "0,1,2,3"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
+    assert " --devices 0,1,2,3\n" in script_of(text)
 
 
 def test_a_preview_says_where_the_run_goes_and_how_an_update_is_made_on_the_cluster(tmp_path):
     """STOP_AFTER=settings for 2 machines x 4 GPUs, previewed on a login node: the run folder, the world size, the
     batch per device and update frequency of both length phases, and that WORKERS is this machine's cores."""
     said = []
-    settings.shell("beto", {"NUM_NODES": "2", "NUM_GPUS": "4", "BATCH_PER_DEVICE": "4", "PHASE2_BATCH_PER_DEVICE": "1",
+    settings.plan("beto", {"NUM_NODES": "2", "NUM_GPUS": "4", "BATCH_PER_DEVICE": "4", "PHASE2_BATCH_PER_DEVICE": "1",
                             "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run"), "PATH": os.environ["PATH"]},
                    REPO, "beto.sh", say=said.append)
     for line in [
@@ -200,7 +194,7 @@ def test_a_preview_says_where_the_run_goes_and_how_an_update_is_made_on_the_clus
     ]:
         assert line in said, (line, said)
     said.clear()
-    settings.shell("beto", {"NUM_NODES": "2", "NUM_GPUS": "4", "BATCH_PER_DEVICE": "4", "PHASE2_BATCH_PER_DEVICE": "1",
+    settings.plan("beto", {"NUM_NODES": "2", "NUM_GPUS": "4", "BATCH_PER_DEVICE": "4", "PHASE2_BATCH_PER_DEVICE": "1",
                             "WORKERS": "32", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run")},
                    REPO, "beto.sh", say=said.append)
     assert not any(line.startswith("note: WORKERS") for line in said)
@@ -208,7 +202,7 @@ def test_a_preview_says_where_the_run_goes_and_how_an_update_is_made_on_the_clus
 
 def test_array_settings_without_arrays_are_said_to_be_unused(tmp_path):
     said = []
-    settings.shell("bsc_bio_es", {"NUM_GPUS": "0", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run"),
+    settings.plan("bsc_bio_es", {"NUM_GPUS": "0", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run"),
                                   "CORPUS_SLURM_PARTITION": "cpu"}, REPO, "bsc_bio_es.sh", say=said.append)
     assert ("note: CORPUS_SLURM_PARTITION is for the corpus stages' job arrays, which CORPUS_LAUNCHER=local does not "
             "make; set CORPUS_LAUNCHER=slurm to use it") in said
@@ -337,7 +331,7 @@ def test_a_rerun_compares_folders_by_what_they_name_may_change_the_sweeps_grid_a
 
     def rerun(**environ):
         environ = {"NUM_GPUS": "0", "RUN_DIR": str(run_dir), "STOP_AFTER": "none", "SOURCES": "cases=cases.jsonl.gz", **environ}
-        return settings.shell("bsc_bio_es", environ, REPO, "bsc_bio_es.sh", say=lambda line: print(line, file=__import__("sys").stderr))
+        return settings.plan("bsc_bio_es", environ, REPO, "bsc_bio_es.sh", say=lambda line: print(line, file=__import__("sys").stderr))
 
     rerun()
     assert record.read(run_dir)["SOURCES"] == f"cases={work / 'cases.jsonl.gz'}"  # recorded absolute
@@ -367,7 +361,8 @@ def test_a_rerun_compares_folders_by_what_they_name_may_change_the_sweeps_grid_a
     err = capsys.readouterr().err
     assert "NER_EPOCHS=4 (was 10): its stage is redone (FORCE)" in err
     assert f"note: FORCE=ner removes {run_dir / 'ner'} before the first stage" in err
-    assert "FORCE_REMOVE=(ner breakout report.md report.json report.png)" in text
+    removed = [words[1] for words in zip(*[iter(text.split("\0"))] * 2) if words[0] == "remove"]
+    assert removed == [str(run_dir / name) for name in ("ner", "breakout", "report.md", "report.json", "report.png")]
     with pytest.raises(settings.SettingsError, match=r"^PEAK_LR=0.0002, but .*FORCE=pretrain to redo from stage 4"):
         (run_dir / "pretrain").mkdir()
         (run_dir / "pretrain" / "checkpoint_last.pt").touch()

@@ -68,7 +68,7 @@ def validations(log_file):
 
 def saved_best(path):
     """(update, best value, metric, maximize) that fairseq recorded in checkpoint_best.pt."""
-    from biofairseq.recipe.pretraining_state import load_state
+    from biofairseq.training_state import load_state
 
     state = load_state(path)
     settings = state["cfg"]["checkpoint"] if state.get("cfg") else vars(state["args"])

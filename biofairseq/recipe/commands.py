@@ -6,7 +6,7 @@ NER_SWEEP = (("--lrs", "NER_LRS"), ("--seeds", "NER_SEEDS"), ("--epochs", "NER_E
              ("--max-length", "NER_MAX_LENGTH"), ("--batch-size", "NER_BATCH"),
              ("--gradient-accumulation", "NER_ACCUMULATION"), ("--warmup-ratio", "NER_WARMUP_RATIO"),
              ("--layerwise-lr-decay", "NER_LAYERWISE_DECAY"), ("--devices", "NER_GPU"))
-# and those each sweep gives from its data set, model and run folder (recipe_ner), by where they come from
+# and those each sweep gives from its data set, model and run folder (biofairseq.recipe.plan), by where they come from
 NER_SWEEP_PER_RUN = {"--model": "the pretrained model", "--train": "NER_DATA", "--dev": "NER_DATA",
                      "--test": "NER_DATA", "--output-dir": "RUN_DIR", "--label-scheme": "NER_LABELLINGS"}
 

@@ -7,8 +7,9 @@ from biofairseq.corpus.checks import launcher_problem
 from biofairseq.recipe.table import SettingsError
 
 
-def devices(values, environ):
-    """NUM_GPUS (all torch sees, where empty), and the update frequency of either phase on them."""
+def devices(values, path=None, in_allocation=False):
+    """NUM_GPUS (all torch sees, where empty), and the update frequency of either phase on them. path: the PATH where
+    srun and sbatch are looked for; in_allocation: whether this runs inside a Slurm allocation (SLURM_JOB_ID)."""
     given = values["NUM_GPUS"]
     # a run that pretrains here (STOP_AFTER=settings may be a preview on a login node, binarize the CPU part)
     trains = values["STOP_AFTER"] == "none"
@@ -23,8 +24,7 @@ def devices(values, environ):
             raise SettingsError(f"NUM_GPUS={given}: torch sees {seen} GPU(s) here; give NUM_GPUS={seen} (0: the CPU), "
                                 "or run on a machine with more")
         values["NUM_GPUS"] = given or str(seen)
-    problem = values["STOP_AFTER"] != "settings" and launcher_problem(values.get("CORPUS_LAUNCHER"), "CORPUS_LAUNCHER",
-                                                                       environ.get("PATH"))
+    problem = values["STOP_AFTER"] != "settings" and launcher_problem(values.get("CORPUS_LAUNCHER"), "CORPUS_LAUNCHER", path)
     if problem:
         raise SettingsError(problem)
     gpus, nodes = int(values["NUM_GPUS"]), int(values["NUM_NODES"])
@@ -36,10 +36,10 @@ def devices(values, environ):
         if gpus == 0:
             raise SettingsError(f"NUM_NODES={nodes} needs GPUs: set NUM_GPUS to the GPUs of each machine, or NUM_NODES=1")
         if values["STOP_AFTER"] == "none":
-            if not shutil.which("srun", path=environ.get("PATH")):
+            if not shutil.which("srun", path=path):
                 raise SettingsError(f"NUM_NODES={nodes}: srun not found; several machines pretrain under Slurm (see "
                                     "docs/recipes.md), or set NUM_NODES=1")
-            if not environ.get("SLURM_JOB_ID"):
+            if not in_allocation:
                 raise SettingsError(f"NUM_NODES={nodes}: not inside a Slurm allocation (no SLURM_JOB_ID); submit the "
                                     "recipe with sbatch (see docs/recipes.md), or STOP_AFTER=binarize for the corpus stages")
     count = gpus * nodes if gpus > 0 else 1
@@ -55,10 +55,11 @@ def devices(values, environ):
     return computed
 
 
-def preview(values, computed, environ):
-    """What STOP_AFTER=settings says of the run besides recipe.env: where it goes, the devices, and how an update is
-    made of them (the values a cluster run depends on), and a WORKERS that is only the previewing machine's."""
-    gpus, nodes, devices = int(values["NUM_GPUS"]), int(values["NUM_NODES"]), computed["DEVICES"]
+def preview(values, workers_given=False, in_allocation=False):
+    """What STOP_AFTER=settings says of the run besides its commands: where it goes, the devices, and how an update is
+    made of them (the values a cluster run depends on), and a WORKERS that is only the previewing machine's. values:
+    the resolved settings and the computed ones (DEVICES, UPDATE_FREQ, ...)."""
+    gpus, nodes, devices = int(values["NUM_GPUS"]), int(values["NUM_NODES"]), values["DEVICES"]
     where = f"{nodes} machine(s) x {gpus} GPU(s), world size {devices}" if gpus else "the CPU"
     lines = [f"RUN_DIR={values['RUN_DIR']}; pretraining on {where}"]
     for prefix, phase in (("", "an update"), ("PHASE2_", "an update of the second length phase")):
@@ -66,7 +67,7 @@ def preview(values, computed, environ):
             continue
         lines.append(f"{phase}: {prefix}SEQUENCES_PER_UPDATE={values[prefix + 'SEQUENCES_PER_UPDATE']} = "
                      f"{prefix}BATCH_PER_DEVICE={values[prefix + 'BATCH_PER_DEVICE']} x {devices} device(s) x update "
-                     f"frequency {computed[prefix + 'UPDATE_FREQ']}")
+                     f"frequency {values[prefix + 'UPDATE_FREQ']}")
     workers, launcher = values["WORKERS"], values.get("CORPUS_LAUNCHER", "local")
     cleaning = f"{workers} local processes" if launcher == "local" else f"job arrays ({launcher}), {workers} tasks at a time"
     lines.append(f"cleaning: {cleaning}; vocabulary and binarizing: on this machine, {workers} processes (WORKERS)")
@@ -74,7 +75,7 @@ def preview(values, computed, environ):
         ner = values["NER_GPU"].split(",")
         lines.append(f"NER: the sweep's runs on GPU {ner[0]}" if len(ner) == 1 else
                      f"NER: the sweep's runs spread over GPUs {values['NER_GPU']}, one run a GPU at a time")
-    if nodes > 1 and "WORKERS" not in environ and not environ.get("SLURM_JOB_ID"):
+    if nodes > 1 and not workers_given and not in_allocation:
         lines.append(f"note: WORKERS={values['WORKERS']} is this machine's cores, and srun gives each machine's task "
                      "that many (--cpus-per-task); set WORKERS to the cores of a cluster machine")
     return lines

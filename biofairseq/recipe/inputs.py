@@ -88,11 +88,12 @@ def source_language_problem(source, values, given=True):
             f"{found[lang]} as {lang}, so the cleaning would remove nearly all of it; set CORPUS_LANG={other}")
 
 
-def init_from_problem(recipe, values, environ):
+def init_from_problem(recipe, values, given):
     """None, or why INIT_FROM's transformers folder cannot start this recipe, read from its config.json alone: a family
     the recipe does not continue (named, with the recipes that do), settings its conversion cannot compute, sequences
     longer than its positions, an ELECTRA's embedding sharing or generator width set twice. What from-hf would refuse
-    hours later, after the cleaning, is refused here. (A fairseq checkpoint, .pt, is read when it is converted.)"""
+    hours later, after the cleaning, is refused here. (A fairseq checkpoint, .pt, is read when it is converted.) given:
+    the settings the user gave, {name: value}, as against the presets'."""
     init = values["INIT_FROM"]
     if init.endswith(".pt"):
         return None
@@ -112,9 +113,9 @@ def init_from_problem(recipe, values, environ):
     if problems:
         return (f"INIT_FROM={init}: {'; '.join(problems)}: no fairseq {family.fairseq_model} computes this "
                 f"{family.name} model, so it cannot be continued")
-    own = [name for name in ("ARCH", "VOCAB_SIZE", "VOCAB_SIZES", "VOCAB_TYPE") if environ.get(name) and name in values]
+    own = [name for name in ("ARCH", "VOCAB_SIZE", "VOCAB_SIZES", "VOCAB_TYPE") if given.get(name) and name in values]
     if own:
-        return (f"{own[0]}={environ[own[0]]}: INIT_FROM={init} brings its own shape and vocabulary, which the run "
+        return (f"{own[0]}={given[own[0]]}: INIT_FROM={init} brings its own shape and vocabulary, which the run "
                 f"continues; drop {' and '.join(own)}")
     longest = family.max_length(config)
     lengths = ["TOKENS_PER_SAMPLE", "NER_MAX_LENGTH"] + (["PHASE2_TOKENS_PER_SAMPLE"] if values.get("PHASE2_SHARE", "0") != "0" else [])
@@ -127,11 +128,11 @@ def init_from_problem(recipe, values, environ):
     if family.name == "ELECTRA":
         from biofairseq.convert.families.electra import generator_folder
 
-        if environ.get("EMBEDDING_SHARING", "tied") != "tied":
-            return (f"EMBEDDING_SHARING={environ['EMBEDDING_SHARING']}: INIT_FROM={init} brings its own embeddings (one "
+        if given.get("EMBEDDING_SHARING", "tied") != "tied":
+            return (f"EMBEDDING_SHARING={given['EMBEDDING_SHARING']}: INIT_FROM={init} brings its own embeddings (one "
                     "module for both towers where they are equal, as ELECTRA trains them); drop the setting")
-        if generator_folder(source) is not None and environ.get("GENERATOR_FRACTION"):
-            return (f"GENERATOR_FRACTION={environ['GENERATOR_FRACTION']}: INIT_FROM={init} has its generator (in "
+        if generator_folder(source) is not None and given.get("GENERATOR_FRACTION"):
+            return (f"GENERATOR_FRACTION={given['GENERATOR_FRACTION']}: INIT_FROM={init} has its generator (in "
                     f"{generator_folder(source)}), whose width is its own; drop the setting (it sizes a fresh generator "
                     "where the folder has none)")
     return None

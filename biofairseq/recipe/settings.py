@@ -1,23 +1,23 @@
 """The one step every recipe runs before any work: the settings merged and checked (biofairseq.recipe.table), its
 inputs checked (biofairseq.recipe.inputs), the devices found (biofairseq.recipe.hardware), ``recipe.env`` kept
-(biofairseq.recipe.record); the recipe evals what it prints.
+(biofairseq.recipe.record); then every stage's commands (biofairseq.recipe.plan), which the recipe runs.
 
-    python -m biofairseq.recipe.settings resolve RECIPE SCRIPT REPO   shell assignments of every setting, or one line
+    python -m biofairseq.recipe.settings plan RECIPE SCRIPT REPO      the stages' records (NUL-separated), or one line
     python -m biofairseq.recipe.settings names RECIPE                 the settings the recipe takes
     python -m biofairseq.recipe.settings docs                         docs/recipes.md's tables of the settings
 """
 
 import os
-import shlex
 import sys
 from pathlib import Path
 
 from biofairseq.corpus.checks import source_problem
-from biofairseq.recipe.commands import ner_sweep_args
 from biofairseq.recipe.hardware import devices, preview
 from biofairseq.recipe.inputs import (init_from_problem, init_vocabulary_problem, init_weights_problem, ner_data,
                                       notes_read_as_paragraphs, source_language_problem, valid_docs_problem)
+from biofairseq.recipe.plan import Plan, Run
 from biofairseq.recipe.presets import RECIPES
+from biofairseq.recipe.recipes import RECIPES as RECIPE_STAGES
 from biofairseq.recipe.record import absolute, absolute_pairs, keep
 from biofairseq.recipe.table import FORCED, NAMED_PATHS, SettingsError, Values, docs, merge, names, redone
 
@@ -36,7 +36,8 @@ def resolve(recipe, environ, repo, script="recipe"):
             if problem:
                 raise SettingsError(problem)
         if "INIT_FROM" in own and values["INIT_FROM"]:
-            problem = (init_from_problem(recipe, values, environ) or init_vocabulary_problem(values)
+            given = {name: value for name, value in environ.items() if name in own}
+            problem = (init_from_problem(recipe, values, given) or init_vocabulary_problem(values)
                        or init_weights_problem(values))
             if problem:
                 raise SettingsError(problem)
@@ -48,9 +49,9 @@ def resolve(recipe, environ, repo, script="recipe"):
 # ---- the recipe's one step
 
 
-def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr)):
-    """The settings resolved, checked and kept, as the bash the recipe evals: NAME=value and NAME=(...) lines, and
-    under STOP_AFTER=settings, recipe.env printed and an exit."""
+def prepare(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr), python="python"):
+    """The settings resolved, checked and kept (recipe.env; under STOP_AFTER=settings compared, not written), as a
+    Run for biofairseq.recipe.plan, with recipe.env's text."""
     values = resolve(recipe, environ, repo, script)
     for line in notes_read_as_paragraphs(values) if "SOURCES" in values and "TEXT_DOCS" not in environ else ():
         say(line)
@@ -59,7 +60,7 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
         one = len(unused) == 1
         say(f"note: {' and '.join(unused)} {'is' if one else 'are'} for the corpus stages' job arrays, which "
             f"CORPUS_LAUNCHER=local does not make; set CORPUS_LAUNCHER=slurm to use {'it' if one else 'them'}")
-    computed = devices(values, environ)
+    computed = devices(values, environ.get("PATH"), bool(environ.get("SLURM_JOB_ID")))
     r = RECIPES[recipe]
     view = Values(recipe, {**values, "REPO": str(repo)})
     computed.update({name: derived.compute(view) for name, derived in r.computed.items()})
@@ -72,21 +73,42 @@ def shell(recipe, environ, repo, script, say=lambda line: print(line, file=sys.s
     for name in (n for n in NAMED_PATHS if n in values):  # as recorded, and compared with a rerun's (keep)
         values[name] = absolute_pairs(values[name])
     text = keep(recipe, values, values["RUN_DIR"], say)
-    lines = [f"{name}={shlex.quote(value)}" for name, value in {**values, **computed}.items() if name != "RECIPE"]
-    if "NER_LRS" in values:
-        arrays["NER_ARGS"] = ner_sweep_args({**values, **computed})
-    arrays["FORCE_REMOVE"] = [output for stage in redone(values["FORCE"]) for output in FORCED[stage]]
-    removed = [str(Path(values["RUN_DIR"]) / o) for o in arrays["FORCE_REMOVE"] if (Path(values["RUN_DIR"]) / o).exists()]
+    force = [output for stage in redone(values["FORCE"]) for output in FORCED[stage]]
+    removed = [str(Path(values["RUN_DIR"]) / o) for o in force if (Path(values["RUN_DIR"]) / o).exists()]
     if removed:
         say(f"note: FORCE={values['FORCE']} {'would remove' if values['STOP_AFTER'] == 'settings' else 'removes'} "
             f"{', '.join(removed)} before the first stage")
-    lines += [f"{name}=({' '.join(map(shlex.quote, items))})" for name, items in arrays.items()]
-    if values["STOP_AFTER"] == "settings":
-        for line in preview(values, computed, environ):
-            say(line)
-        say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")
-        lines += [f"printf %s {shlex.quote(text)}", "exit 0"]
-    return "".join(line + "\n" for line in lines)
+    sets = list(zip(arrays["NER_NAMES"], arrays["NER_TRAIN"], arrays["NER_DEV"], arrays["NER_TEST"]))
+    run = Run(recipe, {**values, **computed, "REPO": str(repo)}, sets, force, python)
+    return run, text
+
+
+def header(run):
+    """The preview script's opening comments: what it is, and how it differs from the recipe."""
+    return [f"{run.recipe}.sh, PRESET={run.values['PRESET']}: the command of every stage for these settings "
+            "(STOP_AFTER=settings).",
+            "Run it with bash (inside the allocation, for a cluster run), or edit it first. Unlike the recipe, it does",
+            "not skip a stage whose output exists; each command resumes or redoes what it finds.", ""]
+
+
+def plan(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr)):
+    """The records recipes/lib/stages.sh runs; under STOP_AFTER=settings, the preview (on stderr) and the script
+    (printed on stdout), then a stop."""
+    run, text = prepare(recipe, environ, repo, script, say, environ.get("PYTHON", "python"))
+    v = run.values
+    if v["STOP_AFTER"] != "settings":
+        built = Plan(run)
+        built.records.insert(0, ["say", f"{recipe}.sh: PRESET={v['PRESET']} RUN_DIR={v['RUN_DIR']}; {v['NUM_GPUS']} GPU(s) "
+                                        f"x {v['NUM_NODES']} machine(s), update frequency {v['UPDATE_FREQ']}"])
+        RECIPE_STAGES[recipe](built)
+        return built.stream()
+    for line in preview(v, "WORKERS" in environ, bool(environ.get("SLURM_JOB_ID"))):
+        say(line)
+    built = Plan(run, stop_after="none")
+    RECIPE_STAGES[recipe](built)
+    say("the command of every stage: on stdout, as a bash script (STOP_AFTER=settings bash ... >run.sh keeps it)")
+    say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")
+    return "".join(w + "\0" for w in ("out", built.script(header(run), text), "stop", ""))
 
 
 def main(argv=None):
@@ -94,14 +116,14 @@ def main(argv=None):
     if argv == ["docs"]:
         sys.stdout.write(docs())
         return
-    if len(argv) < 2 or argv[0] not in ("names", "resolve") or (argv[0] == "resolve" and len(argv) != 4):
+    if len(argv) < 2 or argv[0] not in ("names", "plan") or (argv[0] == "plan" and len(argv) != 4):
         sys.exit(__doc__)
     verb, recipe = argv[0], argv[1]
     try:
         if verb == "names":
             print("\n".join(names(recipe)))
             return
-        sys.stdout.write(shell(recipe, dict(os.environ), argv[3], argv[2]))
+        sys.stdout.write(plan(recipe, dict(os.environ), argv[3], argv[2]))
     except SettingsError as e:
         sys.exit(f"{recipe}.sh: error: {e}")
 

@@ -334,7 +334,7 @@ def _refuse_strangers(recipe, environ):
         if owners:
             raise SettingsError(f"{name}={value}: a setting of {plural([f'{o}.sh' for o in owners])}, which "
                                 f"{recipe}.sh does not take{hint}, or unset it")
-        if close or re.match(r"(NER|PHASE2)_", name):
+        if close or re.match(r"(NER|PHASE2|CORPUS)_", name):
             raise SettingsError(f"{name}={value}: not a setting of {recipe}.sh{hint or '; see docs/recipes.md for its settings'}")
 
 

@@ -162,7 +162,7 @@ class DocumentMLMTask(MaskedLMTask):
         paths = utils.split_paths(self.cfg.data)
         k = (epoch - 1) % len(paths)
         # a split in one shard only (the valid split, in shard0) is read from it, whatever shard the path starts at
-        # (a recipe's phase 2 starts at the shard after phase 1's, biofairseq.recipe.pretraining_state)
+        # (a recipe's phase 2 starts at the shard after phase 1's, biofairseq.training_state)
         shard = next((p for p in paths[k:] + paths[:k] if os.path.isfile(os.path.join(p, f"{split}.idx"))), paths[k])
         split_path = os.path.join(shard, split)
         lines = data_utils.load_indexed_dataset(split_path, self.source_dictionary, combine=combine)

@@ -1,22 +1,18 @@
-"""Where a recipe's pretraining stands, read from its checkpoints before fairseq-train starts again
-(recipes/lib/stages.sh): how many updates checkpoint_last.pt holds, and how the second length phase starts.
+"""Where a pretraining stands, read from its checkpoints before fairseq-train starts again (biofairseq-train,
+biofairseq.train_inputs): how many updates checkpoint_last.pt holds, and how a new length phase starts.
 
 A kill can cut a checkpoint short: fairseq writes checkpoint_E_U.pt through a temporary and a rename, then copies it
 in place to checkpoint_best.pt and checkpoint_last.pt, and a copy cut short (torch.save's zip lacks its directory,
 written last) fails every rerun. Such a file is replaced by the newest complete checkpoint, the copy's source.
 fairseq-train started on a checkpoint_last.pt already at --max-update trains one update more (it tests the limit after
-an update), so the recipe does not start it there.
+an update), so biofairseq-train does not start it there.
 
-Phase 2 continues from phase 1's checkpoint_last.pt with other sample lengths and batch sizes, so fairseq must rebuild
-its data loader (``--reset-dataloader``), which also restarts at epoch 1: with a sharded data-bin that would be shard0
-again. So phase 2 reads the shards in the order that starts with the one after the shard phase 1 was reading,
-recorded before phase 2's first update so that a resumed phase 2 keeps it; once phase 2 has saved a checkpoint of its
-own, a rerun resumes it as it stands (a reset would restart its epoch).
-
-    python -m biofairseq.recipe.pretraining_state updates SAVE_DIR
-        mends cut checkpoints, then prints the updates of SAVE_DIR/checkpoint_last.pt (0: none)
-    python -m biofairseq.recipe.pretraining_state phase2 PRETRAIN_DIR DATA_BIN PHASE1_UPDATES
-        prints the data path for fairseq-train, then --reset-dataloader on phase 2's first launch (else nothing)
+A new phase (a recipe's phase 2) continues the previous one's checkpoint_last.pt with other sample lengths and batch
+sizes, so fairseq must rebuild its data loader (``--reset-dataloader``), which also restarts at epoch 1: with a
+sharded data-bin that would be shard0 again. So the new phase reads the shards in the order that starts with the one
+after the shard the previous phase was reading, recorded (SAVE_DIR/phase2.first_shard) before its first update so
+that a resumed phase keeps it; once it has saved a checkpoint of its own, a rerun resumes it as it stands (a reset
+would restart its epoch).
 """
 
 import argparse
@@ -82,6 +78,10 @@ def updates(save_dir):
     if not Path(save_dir).is_dir():
         return 0
     mend(save_dir)
+    return updates_unmended(save_dir)
+
+
+def updates_unmended(save_dir):
     last = Path(save_dir) / "checkpoint_last.pt"
     try:
         return progress(last)[0] if last.is_file() else 0
@@ -89,29 +89,14 @@ def updates(save_dir):
         return 0
 
 
-def phase2(pretrain_dir, data_bin, phase1_updates):
-    """(fairseq data path, extra flags) of phase 2, recording its first shard at its first launch."""
-    pretrain_dir, parts = Path(pretrain_dir), shards(data_bin)
-    done, epoch = progress(pretrain_dir / "checkpoints" / "checkpoint_last.pt")
+def phase2(save_dir, data_bin, phase1_updates):
+    """(fairseq data path, extra flags) of a new phase, recording its first shard at its first launch."""
+    save_dir, parts = Path(save_dir), shards(data_bin)
+    done, epoch = progress(save_dir / "checkpoint_last.pt")
     first_launch = done <= phase1_updates
-    record = pretrain_dir / "phase2.first_shard"
+    record = save_dir / "phase2.first_shard"
     if first_launch or not record.is_file():
         write_text(record, f"{epoch % len(parts)}\n")  # phase 1's epoch E read shard E-1; phase 2 starts at shard E
     first = int(record.read_text())
     path = ":".join(str(p) for p in parts[first:] + parts[:first])  # the valid split is found in shard0 (document_mlm)
     return path, ["--reset-dataloader"] if first_launch else []
-
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv[:1] == ["updates"] and len(argv) == 2:
-        print(updates(argv[1]))
-    elif argv[:1] == ["phase2"] and len(argv) == 4 and argv[3].isdigit():
-        path, flags = phase2(argv[1], argv[2], int(argv[3]))
-        print("\n".join([path, *flags]))
-    else:
-        sys.exit(__doc__)
-
-
-if __name__ == "__main__":
-    main()
