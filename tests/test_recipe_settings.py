@@ -8,7 +8,8 @@ import shutil
 
 import pytest
 
-from biofairseq.recipe import presets, record, settings, table
+from biofairseq.recipe import presets, recipes, record, settings, table
+from biofairseq.recipe.plan import Plan
 from biofairseq.samples import BIN, NCBI, NCBI_TEXT, REPO
 from recipe_preview import recorded_env, script_of
 
@@ -56,6 +57,22 @@ def test_bash_reads_no_setting_and_evals_nothing():
         code = "\n".join(line.split(" #")[0] for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
         assert set(re.findall(r"\$\{?!?([A-Z][A-Z0-9_]*)", code)) <= own, path
         assert not re.search(r"\beval\b", code), path
+
+
+@pytest.mark.parametrize("recipe", list(presets.RECIPES))
+def test_every_stage_of_every_recipe_is_one_force_removes_and_the_settings_checks_number(recipe, tmp_path):
+    """The stages a recipe runs (biofairseq.recipe.plan) and what FORCE and a changed setting know of them
+    (table.FORCED, table.STAGES) are one list: each stage's output lies under its FORCE key's outputs, and a stage
+    table.STAGES names has its number."""
+    run, _ = settings.prepare(recipe, {"NUM_GPUS": "0", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run"),
+                                       "PATH": os.environ["PATH"]}, REPO, f"{recipe}.sh", say=lambda line: None)
+    plan = Plan(run, stop_after="none")
+    recipes.RECIPES[recipe](plan)
+    for forced, number, output in plan.stages:
+        rel = output.relative_to(tmp_path / "run").as_posix()
+        assert any(rel == o or rel.startswith(o + "/") for o in table.FORCED[forced]), (forced, rel)
+        if forced in table.STAGES and number[0].isdigit() and not number[1:]:
+            assert number == table.STAGES[forced][0] or forced == "pretrain" and number == "5", (forced, number)
 
 
 def test_the_settings_once_missing_from_recipe_env_are_recorded_by_every_recipe():
@@ -129,7 +146,8 @@ def test_a_wrong_value_of_any_setting_stops_the_step_in_one_line_before_any_work
     ("NER_LABELLINGS", "whole-word subtoken", "NER_LABELLINGS=whole-word subtoken: subtoken: unknown; use one of: whole-word sub-token"),
     ("COMPILE", "max", "COMPILE=max: unknown; use one of: none inductor aot_eager"),
     ("PRESET", "huge", "PRESET=huge: unknown; use PRESET=tiny, PRESET=pilot, PRESET=one_gpu or PRESET=paper"),
-    ("SEQUENCES_PER_UPDATE", "48", "SEQUENCES_PER_UPDATE=48 is not a multiple of 1 device(s) x BATCH_PER_DEVICE=32; change BATCH_PER_DEVICE"),
+    ("SEQUENCES_PER_UPDATE", "48", "SEQUENCES_PER_UPDATE=48 is not a multiple of 1 device(s) x BATCH_PER_DEVICE=32; change "
+                                   "BATCH_PER_DEVICE (e.g. BATCH_PER_DEVICE=24, the largest up to 32 that divides it)"),
     # what a review found accepted while bash did the arithmetic
     ("BATCH_PER_DEVICE", "010", "BATCH_PER_DEVICE=010: write it without leading zeros, as 10"),  # bash read 8, fairseq 10
     ("BATCH_PER_DEVICE", "08", "BATCH_PER_DEVICE=08: write it without leading zeros, as 8"),  # bash: "value too great"
@@ -162,6 +180,17 @@ def test_a_wrong_value_is_named_in_one_line(name, value, message, tmp_path, monk
         settings.plan("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), name: value}, REPO, "bsc_bio_es.sh",
                        say=lambda line: None)
     assert str(error.value) == message
+
+
+def test_a_device_count_that_no_batch_fits_names_the_devices(tmp_path):
+    """PRESET=paper's 2,048 sequences on 3 GPUs: no BATCH_PER_DEVICE divides them, so the line says to change the GPUs
+    or the sequences, not the batch (a new user's finding)."""
+    environ = {"NUM_GPUS": "3", "PRESET": "paper", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run")}
+    with pytest.raises(settings.SettingsError) as error:
+        settings.plan("bsc_bio_es", {**environ, **inputs_of("bsc_bio_es", "paper")}, REPO, "bsc_bio_es.sh",
+                      say=lambda line: None)
+    assert str(error.value) == ("SEQUENCES_PER_UPDATE=2048 is not a multiple of 3 device(s); give a number of GPUs that "
+                                "divides it, or a SEQUENCES_PER_UPDATE that is a multiple of 3")
 
 
 def test_the_ner_gpus_are_gpus_of_the_machine(tmp_path):

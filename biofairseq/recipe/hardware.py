@@ -46,9 +46,14 @@ def devices(values, path=None, in_allocation=False):
     computed = {"DEVICES": str(count)}
     for prefix in ("", "PHASE2_"):
         sequences, batch = f"{prefix}SEQUENCES_PER_UPDATE", f"{prefix}BATCH_PER_DEVICE"
-        if int(values[sequences]) % (count * int(values[batch])):
-            raise SettingsError(f"{sequences}={values[sequences]} is not a multiple of {count} device(s) x "
-                                f"{batch}={values[batch]}; change {batch}")
+        total, each = int(values[sequences]), int(values[batch])
+        if total % count:  # no batch per device can make it: the devices or the sequences must change
+            raise SettingsError(f"{sequences}={total} is not a multiple of {count} device(s); give a number of GPUs "
+                                f"that divides it, or a {sequences} that is a multiple of {count}")
+        if total % (count * each):
+            fits = max(b for b in range(1, min(each, total // count) + 1) if (total // count) % b == 0)
+            raise SettingsError(f"{sequences}={total} is not a multiple of {count} device(s) x {batch}={each}; change "
+                                f"{batch} (e.g. {batch}={fits}, the largest up to {each} that divides it)")
         computed[f"{prefix}UPDATE_FREQ"] = str(int(values[sequences]) // (count * int(values[batch])))
     # phase 1's last update, rounded half up (the recipes' awk did it before)
     computed["PHASE1_UPDATES"] = str(int(int(values["MAX_UPDATE"]) * (1 - float(values["PHASE2_SHARE"])) + 0.5))

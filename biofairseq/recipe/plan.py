@@ -41,7 +41,7 @@ class Run:
 class Plan:
     def __init__(self, run, stop_after=None):
         v = self.v = run.values
-        self.run, self.records, self.stopped = run, [], False
+        self.run, self.records, self.stopped, self.stages = run, [], False, []
         self.stop_after = v["STOP_AFTER"] if stop_after is None else stop_after
         self.repo, self.run_dir = Path(v["REPO"]), Path(v["RUN_DIR"])
         self.clean_dir, self.vocab, self.data_bin = self.run_dir / "clean", self.run_dir / "vocab", self.run_dir / "data-bin"
@@ -61,7 +61,9 @@ class Plan:
         if not self.stopped:
             self.records.append([kind, *map(str, words)])
 
-    def stage(self, number, title, output, done=None):
+    def stage(self, forced, number, title, output, done=None):
+        """A stage whose outputs FORCE=forced (a key of table.FORCED) removes with the later stages'."""
+        self.stages.append((forced, str(number), Path(output)))
         self.add("stage", number, title, output, done or output)
 
     def command(self, *argv, kind="run"):
@@ -115,7 +117,7 @@ class Plan:
 
     def clean(self):
         v = self.v
-        self.stage(1, "clean the sources", self.clean_dir, self.clean_dir / "stats.json")
+        self.stage("clean", 1, "clean the sources", self.clean_dir, self.clean_dir / "stats.json")
         args = ["--output-dir", self.clean_dir, "--lang", v["CORPUS_LANG"], "--valid-docs", v["VALID_DOCS"],
                 "--workers", v["WORKERS"], "--text-docs", v["TEXT_DOCS"], "--text-field", v["TEXT_FIELD"]]
         if v["CORPUS_LAUNCHER"] != "local":  # every cleaning stage as job arrays: WORKERS tasks at a time
@@ -133,13 +135,13 @@ class Plan:
             self.vocab_names.append(name)  # the report's vocabularies, in this order
 
     def vocabulary(self, vocab_type, size):
-        self.stage(2, f"learn the vocabulary ({vocab_type}, {size} entries)", self.vocab)
+        self.stage("vocabulary", 2, f"learn the vocabulary ({vocab_type}, {size} entries)", self.vocab)
         self.command(*self.py(self.repo / "preprocess" / "train_vocab.py", "--input", self.clean_dir / "train.txt",
                               "--type", vocab_type, "--vocab-size", size, "--output-dir", self.vocab,
                               "--workers", self.v["WORKERS"]))
 
     def binarize(self):
-        self.stage(3, "encode and binarize", self.data_bin)
+        self.stage("binarize", 3, "encode and binarize", self.data_bin)
         self.command("bash", self.repo / "preprocess" / "binarize.sh", self.clean_dir, self.vocab, self.data_bin,
                      self.v["WORKERS"], self.v["SHARD_MB"])
 
@@ -149,7 +151,7 @@ class Plan:
         biofairseq-train through --init-from."""
         init = self.v["INIT_FROM"]
         self.vocab = self.init_dir = self.run_dir / "init"
-        self.stage(2, f"take the weights and the vocabulary of INIT_FROM={init}", self.vocab)
+        self.stage("vocabulary", 2, f"take the weights and the vocabulary of INIT_FROM={init}", self.vocab)
         if init.endswith(".pt"):
             hf = self.run_dir / "init.hf"
             self.command("rm", "-rf", hf)
@@ -164,7 +166,7 @@ class Plan:
         vocabs = [f"{name}={self.run_dir / 'vocab' / name}" for name in self.vocab_names] or [f"vocabulary={self.vocab}"]
         for name, train, _, _ in self.run.ner_sets:
             out = self.run_dir / "breakout" / name
-            self.stage("3b", f"entity break-out rates of the vocabularies on {name}", f"{out}.json")
+            self.stage("ner", "3b", f"entity break-out rates of the vocabularies on {name}", f"{out}.json")
             self.add("mkdir", self.run_dir / "breakout")
             self.command(*self.py(self.repo / "preprocess" / "vocab_stats.py", "--vocab", *vocabs, "--ner", train,
                                   "--lang", self.v["CORPUS_LANG"], "--output", out))
@@ -228,7 +230,7 @@ class Plan:
             return
         updates = str(updates or v["MAX_UPDATE"])
         arch = self.arch or "the model of INIT_FROM"
-        self.stage(4, f"pretrain {self.model_name + ', ' if self.model_name else ''}{arch}", self.pretrain_dir,
+        self.stage("pretrain", 4, f"pretrain {self.model_name + ', ' if self.model_name else ''}{arch}", self.pretrain_dir,
                    self.pretrain_dir / "finished")
         self.add("mkdir", self.pretrain_dir)
         if self.arch:
@@ -255,14 +257,14 @@ class Plan:
         """The checkpoint to keep, and whether it is clearly better than word frequencies (one process: importing
         fairseq is most of the time of either step). A check that stops the run leaves no check.json behind."""
         p = self.pretrain_dir
-        self.stage(5, f"pick the checkpoint ({self.keep}), check it against word frequencies and for a collapsed last "
+        self.stage("pretrain", 5, f"pick the checkpoint ({self.keep}), check it against word frequencies and for a collapsed last "
                       "layer", p / "check.json")
         args = ["-m", "biofairseq.recipe.best_checkpoint", p / "checkpoints", p / "train.log", "--keep", self.keep,
                 "--output", p / "best.json", "--check", self.data_bin, "--check-output", p / "check.json"]
         self.command(*self.py(*args, *(["--go-on"] if self.v["WEAK_PRETRAINING"] == "continue" else [])))
 
     def convert(self, *extra):
-        self.stage(6, f"convert {self.model_name + ' ' if self.model_name else ''}to transformers", self.hf_model)
+        self.stage("convert", 6, f"convert {self.model_name + ' ' if self.model_name else ''}to transformers", self.hf_model)
         self.command("biofairseq-convert", "to-hf", self.kept_checkpoint(), self.hf_model, "--language",
                      self.v["CORPUS_LANG"], *extra)
         self.models.append(self.hf_model)
@@ -275,12 +277,12 @@ class Plan:
         kinds, init = self.v["BASELINE"].split(), self.v.get("INIT_FROM", "")
         if "random-init" in kinds:
             out = self.run_dir / "hf" / "random_init"
-            self.stage("6b", f"a randomly initialised copy of {self.hf_model.name}, as a baseline", out)
+            self.stage("convert", "6b", f"a randomly initialised copy of {self.hf_model.name}, as a baseline", out)
             self.command(*self.py("-m", "biofairseq.recipe.random_init", self.hf_model, out))
             self.models.append(out)
         if "original" in kinds:
             out = self.run_dir / "hf" / "original"
-            self.stage("6c", "INIT_FROM's model as it was given, as a baseline", out)
+            self.stage("convert", "6c", "INIT_FROM's model as it was given, as a baseline", out)
             if init.endswith(".pt"):
                 self.command("biofairseq-convert", "to-hf", init, out, *self.init_to_hf_args)
             else:
@@ -306,7 +308,7 @@ class Plan:
                     self.command(*self.py("-m", "biofairseq.finetune.fingerprint", "check-sweep", sweep, model,
                                           v["NER_LRS"], v["NER_SEEDS"]), kind="check")
                     how = f", {labelling} labelling" if v.get("NER_LABELLINGS") else ""
-                    self.stage(7, f"fine-tune {model.name} on {name}{how}", sweep, sweep / "report.json")
+                    self.stage("ner", 7, f"fine-tune {model.name} on {name}{how}", sweep, sweep / "report.json")
                     args = ["--model", model, "--train", train, "--dev", dev, *(["--test", test] if test else []),
                             "--output-dir", sweep, *ner_sweep_args(v)]
                     args += {"whole-word": ["--label-scheme", "first-subtoken"],
@@ -316,7 +318,7 @@ class Plan:
     def report(self):
         report = self.run_dir / "report.md"
         self.add("stale", report)  # a stage ran: the report is out of date
-        self.stage(8, "write the report", report)
+        self.stage("report", 8, "write the report", report)
         data_bins = [a for name in self.vocab_names for a in ("--data-bin", f"{name}={self.run_dir / 'data-bin' / name}")]
         self.command(*self.py("-m", "biofairseq.recipe.report", self.run_dir, *data_bins, *self.breakout_args,
                               *self.pretrained, *self.report_args))

@@ -83,12 +83,14 @@ def prepare(recipe, environ, repo, script, say=lambda line: print(line, file=sys
     return run, text
 
 
-def header(run):
-    """The preview script's opening comments: what it is, and how it differs from the recipe."""
+def header(run, previewed):
+    """The preview script's opening comments: what it is, how it differs from the recipe, and what the preview said
+    of the devices (its notes included)."""
     return [f"{run.recipe}.sh, PRESET={run.values['PRESET']}: the command of every stage for these settings "
             "(STOP_AFTER=settings).",
-            "Run it with bash (inside the allocation, for a cluster run), or edit it first. Unlike the recipe, it does",
-            "not skip a stage whose output exists; each command resumes or redoes what it finds.", ""]
+            "Run it with bash and the clone's environment active (inside the allocation, for a cluster run), or edit",
+            "it first. Unlike the recipe, it does not skip a stage whose output exists; each command resumes or redoes",
+            "what it finds.", "", *previewed, ""]
 
 
 def plan(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr)):
@@ -102,13 +104,14 @@ def plan(recipe, environ, repo, script, say=lambda line: print(line, file=sys.st
                                         f"x {v['NUM_NODES']} machine(s), update frequency {v['UPDATE_FREQ']}"])
         RECIPE_STAGES[recipe](built)
         return built.stream()
-    for line in preview(v, "WORKERS" in environ, bool(environ.get("SLURM_JOB_ID"))):
+    previewed = preview(v, "WORKERS" in environ, bool(environ.get("SLURM_JOB_ID")))
+    for line in previewed:
         say(line)
     built = Plan(run, stop_after="none")
     RECIPE_STAGES[recipe](built)
     say("the command of every stage: on stdout, as a bash script (STOP_AFTER=settings bash ... >run.sh keeps it)")
     say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")
-    return "".join(w + "\0" for w in ("out", built.script(header(run), text), "stop", ""))
+    return "".join(w + "\0" for w in ("out", built.script(header(run, previewed), text), "stop", ""))
 
 
 def main(argv=None):
