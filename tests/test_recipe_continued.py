@@ -138,6 +138,10 @@ def test_beto_sh_continues_a_bert_through_ner_and_gives_back_a_bert(beto, standi
     assert models == {"model=beto", "model=random_init", "model=original"}  # the stand-in itself, fine-tuned as given
     assert (run_dir / "hf" / "original").resolve() == standins["bert"].resolve()
     assert "Continual pretraining" in (run_dir / "report.md").read_text()
+    assert report["pretraining"]["arch"] == value(train, "--arch")
+    from biofairseq.recipe.report import pretrained_arch  # the stand-in's shape, not the preset's ARCH (equal here)
+
+    assert pretrained_arch({"ARCH": "beto_base"}, {"fairseq_flags": ["--arch", "bio_megatron_tiny"]}) == "bio_megatron_tiny"
 
 
 def test_bioelectra_sh_continues_an_electra_pair_and_gives_back_both_towers(sample, standins, tmp_path):

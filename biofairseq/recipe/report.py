@@ -94,6 +94,13 @@ def wall_seconds(steps):
     return sum(float(step.get("train_wall") or 0) for step in steps) or None
 
 
+def pretrained_arch(settings, init=None):
+    """The architecture pretrained where its folder does not record one: a continued model's is INIT_FROM's (its
+    conversion's --arch), not the preset's ARCH."""
+    flags = (init or {}).get("fairseq_flags") or []
+    return flags[flags.index("--arch") + 1] if "--arch" in flags else settings.get("ARCH")
+
+
 def pretraining(folder, arch=None):
     best = json.loads(_read(folder / "best.json", "the checkpoint-picking stage did not finish"))
     objective = objective_of(best)
@@ -261,7 +268,7 @@ def write(run_dir, ner_pairs, pretrain_pairs=(), data_bin_pairs=(), breakout_pai
     conversion = run_dir / "init" / "conversion.json"  # INIT_FROM's: what the pretraining continued
     if conversion.is_file():
         found["init"] = {k: json.loads(conversion.read_text()).get(k) for k in ("family", "transformers_class", "fairseq_flags")}
-    arch = found["settings"].get("ARCH")
+    arch = pretrained_arch(found["settings"], found.get("init"))
     found["pretrainings"] = ({name: pretraining(Path(folder), arch) for name, folder in pretrain_pairs} if pretrain_pairs
                              else {"": pretraining(run_dir / "pretrain", arch)})
     found["ner"] = ner(ner_pairs)
