@@ -17,6 +17,7 @@ biofairseq.recipe.recipes calls them; each adds records:
     mkdir PATH, write PATH TEXT, mark PATH (the date)   files of the stage
     stale PATH             removed where any stage ran (the report)
     show PATH              printed on stdout
+    out TEXT               printed on stdout as it is (STOP_AFTER=settings: the script)
     stop MESSAGE           the run ends here (STOP_AFTER=binarize)
 """
 
