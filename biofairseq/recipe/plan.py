@@ -14,11 +14,13 @@ biofairseq.recipe.recipes calls them; each adds records:
     stage N TITLE OUT DONE a stage: skipped where DONE exists; the records up to the next stage are its own
     run ARGV               a command of the stage, printed, then run
     note MESSAGE           a line of the stage, said where it runs
-    mkdir PATH, write PATH TEXT, mark PATH (the date)   files of the stage
+    mkdir PATH, write PATH LINE, mark PATH (the date)   files of the stage
     stale PATH             removed where any stage ran (the report)
     show PATH              printed on stdout
-    out TEXT               printed on stdout as it is (STOP_AFTER=settings: the script)
     stop MESSAGE           the run ends here (STOP_AFTER=binarize)
+
+biofairseq.recipe.settings adds the first say (the run's devices) and, for STOP_AFTER=settings, ``out TEXT`` (printed
+on stdout as it is: the script) and an empty stop.
 """
 
 import shlex
@@ -51,7 +53,7 @@ class Plan:
         self.arch, self.init_dir = v.get("ARCH", ""), None  # init_dir: INIT_FROM converted (--init-from)
         self.task_args, self.model_args, self.optim_args = [], [], []
         self.init_args, self.init_to_hf_args = [], []  # more from-hf flags (an ELECTRA's), and to-hf's for a .pt
-        self.keep, self.best_metric, self.best_maximize = "best", "ppl", False
+        self.keep, self.best_metric = "best", "ppl"  # the checkpoint kept, and fairseq's best by the lowest metric
         self.sdpa = ["--attention", "sdpa"]  # what the fast path adds to choose SDPA (ModernBERT: [])
         for path in run.force_remove:
             self.add("remove", str(self.run_dir / path))
@@ -97,6 +99,11 @@ class Plan:
         args = ["--sample-break-mode", "complete_doc", "--mask-prob", v["MASK_PROB"],
                 "--leave-unmasked-prob", v["LEAVE_UNMASKED_PROB"]]
         return args + (["--random-token-prob", v["RANDOM_TOKEN_PROB"]] if random_token else [])
+
+    def mlm_task_args(self, *more):
+        """document_mlm with its accuracy-logging criterion and the settings' masking (and more task flags)."""
+        return ["--user-dir", self.repo / "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
+                *self.masking_args(), *more]
 
     def arch_args(self):
         """The model's shape: the recipe's ARCH, or INIT_FROM's (biofairseq-train --init-from)."""
@@ -211,7 +218,6 @@ class Plan:
         checkpoints = ["--save-dir", save, "--save-interval-updates", v["SAVE_INTERVAL_UPDATES"],
                        "--keep-interval-updates", v["KEEP_INTERVAL_UPDATES"], "--no-epoch-checkpoints",
                        "--best-checkpoint-metric", self.best_metric]
-        checkpoints += ["--maximize-best-checkpoint-metric"] if self.best_maximize else []
         logs = ["--log-format", "json", "--log-interval", v["LOG_INTERVAL"], "--log-file", self.pretrain_dir / "train.log",
                 "--tensorboard-logdir", self.pretrain_dir / "tensorboard", "--seed", v["SEED"]]
         self.command(*self.launch(), "biofairseq-train", self.data_bin, *self.task_args, "--tokens-per-sample", tokens,
@@ -235,7 +241,7 @@ class Plan:
                    self.pretrain_dir / "finished")
         self.add("mkdir", self.pretrain_dir)
         if self.arch:
-            self.add("write", self.pretrain_dir / "arch", self.arch + "\n")  # for the report
+            self.add("write", self.pretrain_dir / "arch", self.arch)  # for the report
         if v["PHASE2_SHARE"] == "0":
             self.train_command(v["TOKENS_PER_SAMPLE"], v["BATCH_PER_DEVICE"], v["UPDATE_FREQ"], updates, updates, extra)
         else:
@@ -314,7 +320,7 @@ class Plan:
                             "--output-dir", sweep, *ner_sweep_args(v)]
                     args += {"whole-word": ["--label-scheme", "first-subtoken"],
                              "sub-token": ["--label-scheme", "all-subtokens"]}.get(labelling, [])
-                    self.command("biofairseq-ner", "sweep", *args, *v["NER_EXTRA"].split())
+                    self.command("biofairseq-ner", "sweep", *args, *shlex.split(v["NER_EXTRA"]))  # as kinds checks it
 
     def report(self):
         report = self.run_dir / "report.md"
@@ -345,13 +351,14 @@ class Plan:
         a recipe run afterwards compares its settings with it), then one command a line, in order, without the
         recipe's skipping of finished stages (each tool resumes what it finds)."""
         env = self.run_dir / "recipe.env"
-        lines = ["#!/usr/bin/env bash", *(f"# {line}" if line else "#" for line in header), "set -euo pipefail", "",
+        lines = ["#!/usr/bin/env bash", *(f"# {line}".replace("\n", "\\n") if line else "#" for line in header),
+                 "set -euo pipefail", "",
                  f"# ---- the settings -> {env}", shlex.join(["mkdir", "-p", str(self.run_dir)]),
                  f"cat >{shlex.quote(str(env))} <<'RECIPE_ENV'", *recorded.splitlines(), "RECIPE_ENV"]
         checks = []  # a stage's check, printed under its title
         for kind, *words in self.records:
             if kind == "stage":
-                lines += ["", f"# ---- {words[0]} {words[1]} -> {words[2]}", *checks]
+                lines += ["", f"# ---- {words[0]} {words[1]} -> {words[2]}".replace("\n", "\\n"), *checks]
                 checks = []
             elif kind == "check":
                 checks.append(shlex.join(words[1:]))
@@ -362,11 +369,13 @@ class Plan:
             elif kind == "mkdir":
                 lines.append(shlex.join(["mkdir", "-p", words[0]]))
             elif kind == "write":
-                lines.append(f"echo {shlex.quote(words[1].rstrip())} >{shlex.quote(words[0])}")
+                lines.append(f"printf '%s\\n' {shlex.quote(words[1])} >{shlex.quote(words[0])}")
             elif kind == "mark":
                 lines.append(f"date -Is >{shlex.quote(words[0])}")
-            elif kind in ("note", "stop"):
-                lines.append(f"# {words[0].replace(' [elapsed]', '')}")
+            elif kind in ("note", "stop", "say"):
+                lines.append(f"# {words[0].replace(' [elapsed]', '')}".replace("\n", "\\n"))
             elif kind == "show":
                 lines.append(shlex.join(["cat", words[0]]))
+            elif kind != "stale":  # the script writes the report anew
+                raise ValueError(f"no script line for the record {kind}")
         return "\n".join(lines) + "\n"

@@ -5,8 +5,7 @@ models. The scripts in recipes/ run them (their headers say what each reproduces
 def bsc_bio_es(p):
     """Carrino et al. 2022: byte-level BPE, RoBERTa with document-level masked LM, the lowest validation perplexity."""
     p.corpus("bytelevel-bpe")
-    p.task_args = ["--user-dir", p.repo / "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
-                   *p.masking_args()]
+    p.task_args = p.mlm_task_args()
     p.model_args = [*p.arch_args(), *p.dropout_args()]
     p.optim_args = p.adam_args(p.v["PEAK_LR"], p.v["WARMUP_UPDATES"])
     p.pretrain()
@@ -17,8 +16,7 @@ def beto(p):
     """BETO (Cañete et al. 2020): SentencePiece, whole-word masking, two length phases; the final model kept."""
     p.keep = "last"
     p.corpus("sentencepiece")
-    p.task_args = ["--user-dir", p.repo / "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
-                   *p.masking_args(), "--mask-whole-words"]
+    p.task_args = p.mlm_task_args("--mask-whole-words")
     p.model_args = [*p.arch_args(), *p.dropout_args()]
     p.optim_args = p.adam_args(p.v["PEAK_LR"], p.v["WARMUP_UPDATES"])
     p.pretrain()
@@ -50,8 +48,7 @@ def modernbert(p):
     """ModernBERT continued or from scratch: its attention is SDPA already, and it trains without dropout."""
     p.keep, p.sdpa = "last", []
     p.corpus("bytelevel-bpe")
-    p.task_args = ["--user-dir", p.repo / "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
-                   *p.masking_args()]
+    p.task_args = p.mlm_task_args()
     p.model_args = p.arch_args()
     p.optim_args = p.adam_args(p.v["PEAK_LR"], p.v["WARMUP_UPDATES"])
     p.pretrain()
@@ -77,8 +74,7 @@ def biomegatron(p):
             p.binarize()
             names.append(name)
     p.breakout()
-    p.task_args = ["--user-dir", p.repo / "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
-                   *p.masking_args()]
+    p.task_args = p.mlm_task_args()
     p.optim_args = p.adam_args(v["PEAK_LR"], v["WARMUP_UPDATES"])
     p.model_args = [*p.arch_args(), *p.dropout_args()]
     p.model_args += ["--checkpoint-activations"] if v["CHECKPOINT_ACTIVATIONS"] != "0" else []

@@ -348,6 +348,9 @@ def merge(recipe, environ, repo, script="recipe"):
         raise SettingsError(f"PRESET={preset}: unknown; use {plural([f'PRESET={p}' for p in presets])}")
     _refuse_strangers(recipe, environ)
     own = names(recipe)
+    for name in (n for n in own if n in environ):  # a value is one line: it goes into commands and recipe.env
+        if any(c in environ[name] for c in "\n\r\0"):
+            raise SettingsError(f"{name}={environ[name]!r}: holds a line break; give the value on one line")
     table = {**SHARED, **r.defaults, **r.presets[preset]}
     entries = {name: value_of(table[name]) for name in own if name in table}
     for name in own:

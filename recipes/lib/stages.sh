@@ -61,7 +61,7 @@ recipe_run() {  # every stage of the recipe, as biofairseq/recipe/plan.py wrote 
         command -v "$tool" >/dev/null || die "$tool: not found; run 'make install' and 'source .venv/bin/activate' (or 'make demo'), then run this again"
     done
     mapfile -d '' -t plan < <("$PYTHON" -m biofairseq.recipe.settings plan "$RECIPE" "$0" "$REPO")
-    wait $! || exit 1  # the settings step said what is wrong
+    wait $! || exit  # the settings step said what is wrong (its status kept)
     while (( at < ${#plan[@]} )); do
         kind=${plan[at]}
         case $kind in
@@ -79,7 +79,7 @@ recipe_run() {  # every stage of the recipe, as biofairseq/recipe/plan.py wrote 
         check | run)
             n=${plan[at + 1]}
             if [[ $kind == check ]]; then
-                "${plan[@]:at + 2:n}"
+                "${plan[@]:at + 2:n}" || die "the check before the next stage failed (see above): ${plan[*]:at + 2:n}"
             elif (( ! skip )); then
                 # a stage whose command fails is not left marked finished (pretraining_check's check.json), so that
                 # a rerun runs it again
@@ -88,7 +88,7 @@ recipe_run() {  # every stage of the recipe, as biofairseq/recipe/plan.py wrote 
             at=$((at + 2 + n)) ;;
         note) (( skip )) || say "${plan[at + 1]}"; at=$((at + 2)) ;;
         mkdir) (( skip )) || mkdir -p "${plan[at + 1]}"; at=$((at + 2)) ;;
-        write) (( skip )) || printf %s "${plan[at + 2]}" >"${plan[at + 1]}"; at=$((at + 3)) ;;
+        write) (( skip )) || printf '%s\n' "${plan[at + 2]}" >"${plan[at + 1]}"; at=$((at + 3)) ;;
         mark) (( skip )) || date -Is >"${plan[at + 1]}"; at=$((at + 2)) ;;
         stale) (( RAN == 0 )) || rm -f "${plan[at + 1]}"; at=$((at + 2)) ;;
         show) cat "${plan[at + 1]}"; at=$((at + 2)) ;;
