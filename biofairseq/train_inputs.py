@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-OWN_FLAGS = ("--init-from", "--new-phase-at")
+from biofairseq.arguments import first_line
 
 
 class TrainInputError(Exception):
@@ -62,8 +62,7 @@ def init_from(argv):
     flags = list(json.loads(conversion.read_text())["fairseq_flags"])
     if "--new-phase-at" not in argv and "--finetune-from-model" not in argv:
         flags += ["--finetune-from-model", str(Path(folder) / "model.pt")]
-    at = argv.index("--init-from") if "--init-from" in argv else next(
-        i for i, w in enumerate(argv) if w.startswith("--init-from="))
+    at = next(i for i, w in enumerate(argv) if w == "--init-from" or w.startswith("--init-from="))
     rest = without(argv, "--init-from")
     return rest[:at] + flags + rest[at:]
 
@@ -105,7 +104,7 @@ def expand(argv, data, save_dir, max_update, restore_file="checkpoint_last.pt",
         return None
     if done:
         say(f"resuming: {save_dir}/checkpoint_last.pt is at update {done} of {max_update or '?'}")
-    phase = value_of(argv, "--new-phase-at")
+    phase, mine = value_of(argv, "--new-phase-at"), ours(data)
     argv, flags = without(argv, "--new-phase-at"), []
     if phase is not None:
         if not phase.isdigit():
@@ -116,16 +115,15 @@ def expand(argv, data, save_dir, max_update, restore_file="checkpoint_last.pt",
         try:
             path, flags = training_state.phase2(save_dir, data, int(phase))
         except Exception as error:  # noqa: BLE001  a checkpoint torch cannot read, whatever the reason
-            first = str(error).splitlines()[0] if str(error) else type(error).__name__
             raise TrainInputError(f"{save_dir}/checkpoint_last.pt: the previous phase's checkpoint could not be read "
-                                  f"({first}); train that phase again") from None
-    elif ours(data):
+                                  f"({first_line(error)}); train that phase again") from None
+    elif mine:
         from biofairseq.data_bin import fairseq_path
 
         path = fairseq_path(data)
     else:
         return argv  # fairseq's own data path (or a mistake that biofairseq-train names)
-    if value_of(argv, "--bpe") is None and ours(data):
+    if value_of(argv, "--bpe") is None and mine:
         from biofairseq.bpe_flags import flags as bpe_flags
 
         flags = bpe_flags(data) + flags

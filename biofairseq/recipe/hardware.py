@@ -54,7 +54,7 @@ def devices(values, path=None, in_allocation=False):
             fits = max(b for b in range(1, min(each, total // count) + 1) if (total // count) % b == 0)
             raise SettingsError(f"{sequences}={total} is not a multiple of {count} device(s) x {batch}={each}; change "
                                 f"{batch} (e.g. {batch}={fits}, the largest up to {each} that divides it)")
-        computed[f"{prefix}UPDATE_FREQ"] = str(int(values[sequences]) // (count * int(values[batch])))
+        computed[f"{prefix}UPDATE_FREQ"] = str(total // (count * each))
     # phase 1's last update, rounded half up (the recipes' awk did it before)
     computed["PHASE1_UPDATES"] = str(int(int(values["MAX_UPDATE"]) * (1 - float(values["PHASE2_SHARE"])) + 0.5))
     return computed

@@ -87,12 +87,13 @@ class Plan:
             args[1] = "fused_adamw"
         return args
 
-    def adam_args(self, lr, warmup):
-        """The recipes' optimizer: Adam(W) with the settings' betas, eps, decay and clipping, polynomial decay."""
+    def adam_args(self, lr=None, warmup=None):
+        """The recipes' optimizer: Adam(W) with the settings' betas, eps, decay and clipping, polynomial decay from
+        lr (default PEAK_LR) after warmup updates (default WARMUP_UPDATES)."""
         v = self.v
         return [*self.optimizer_args(), "--adam-betas", v["ADAM_BETAS"], "--adam-eps", v["ADAM_EPS"],
-                "--weight-decay", v["WEIGHT_DECAY"], "--clip-norm", v["CLIP_NORM"], "--lr", lr,
-                "--lr-scheduler", "polynomial_decay", "--warmup-updates", warmup]
+                "--weight-decay", v["WEIGHT_DECAY"], "--clip-norm", v["CLIP_NORM"], "--lr", lr or v["PEAK_LR"],
+                "--lr-scheduler", "polynomial_decay", "--warmup-updates", warmup or v["WARMUP_UPDATES"]]
 
     def masking_args(self, random_token=True):
         v = self.v
@@ -208,8 +209,10 @@ class Plan:
             args += ["--distributed-port", v["DISTRIBUTED_PORT"]]
         return args
 
-    def train_command(self, tokens, batch, freq, until, updates, extra):
+    def train_command(self, phase, until, updates, extra):
+        """The biofairseq-train command of a length phase (phase: "" or "PHASE2_", its settings' prefix)."""
         v, save = self.v, self.pretrain_dir / "checkpoints"
+        tokens, batch, freq = v[f"{phase}TOKENS_PER_SAMPLE"], v[f"{phase}BATCH_PER_DEVICE"], v[f"{phase}UPDATE_FREQ"]
         fast = []
         if v["FAST_PATH"] == "1":  # same weights and schedule, other kernels; several documents per row
             fast = [*self.sdpa, "--pack-documents"]
@@ -243,16 +246,15 @@ class Plan:
         if self.arch:
             self.add("write", self.pretrain_dir / "arch", self.arch)  # for the report
         if v["PHASE2_SHARE"] == "0":
-            self.train_command(v["TOKENS_PER_SAMPLE"], v["BATCH_PER_DEVICE"], v["UPDATE_FREQ"], updates, updates, extra)
+            self.train_command("", updates, updates, extra)
         else:
             phase1 = v["PHASE1_UPDATES"]
             self.add("note", f"phase 1: updates 1-{phase1} at {v['TOKENS_PER_SAMPLE']} tokens")
-            self.train_command(v["TOKENS_PER_SAMPLE"], v["BATCH_PER_DEVICE"], v["UPDATE_FREQ"], phase1, updates, extra)
+            self.train_command("", phase1, updates, extra)
             self.add("note", f"phase 2: updates {int(phase1) + 1}-{updates} at {v['PHASE2_TOKENS_PER_SAMPLE']} tokens, "
                              f"{v['PHASE2_SEQUENCES_PER_UPDATE']} sequences per update; optimizer and learning-rate "
                              "schedule continue")
-            self.train_command(v["PHASE2_TOKENS_PER_SAMPLE"], v["PHASE2_BATCH_PER_DEVICE"], v["PHASE2_UPDATE_FREQ"],
-                               updates, updates, [*extra, "--new-phase-at", phase1])
+            self.train_command("PHASE2_", updates, updates, [*extra, "--new-phase-at", phase1])
         self.add("mark", self.pretrain_dir / "finished")
 
     # ---- 5-6. the checkpoint to keep, checked; transformers; baselines

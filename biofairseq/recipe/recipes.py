@@ -2,25 +2,25 @@
 models. The scripts in recipes/ run them (their headers say what each reproduces); the settings are in presets.py."""
 
 
-def bsc_bio_es(p):
-    """Carrino et al. 2022: byte-level BPE, RoBERTa with document-level masked LM, the lowest validation perplexity."""
-    p.corpus("bytelevel-bpe")
-    p.task_args = p.mlm_task_args()
-    p.model_args = [*p.arch_args(), *p.dropout_args()]
-    p.optim_args = p.adam_args(p.v["PEAK_LR"], p.v["WARMUP_UPDATES"])
+def masked_lm(p, vocab_type, *task_flags, dropout=True):
+    """One model pretrained with document-level masked LM from the corpus (or INIT_FROM), then stages 5-8."""
+    p.corpus(vocab_type)
+    p.task_args = p.mlm_task_args(*task_flags)
+    p.model_args = [*p.arch_args(), *(p.dropout_args() if dropout else [])]
+    p.optim_args = p.adam_args()
     p.pretrain()
     p.finish()
+
+
+def bsc_bio_es(p):
+    """Carrino et al. 2022: byte-level BPE, RoBERTa with document-level masked LM, the lowest validation perplexity."""
+    masked_lm(p, "bytelevel-bpe")
 
 
 def beto(p):
     """BETO (Cañete et al. 2020): SentencePiece, whole-word masking, two length phases; the final model kept."""
     p.keep = "last"
-    p.corpus("sentencepiece")
-    p.task_args = p.mlm_task_args("--mask-whole-words")
-    p.model_args = [*p.arch_args(), *p.dropout_args()]
-    p.optim_args = p.adam_args(p.v["PEAK_LR"], p.v["WARMUP_UPDATES"])
-    p.pretrain()
-    p.finish()
+    masked_lm(p, "sentencepiece", "--mask-whole-words")
 
 
 def bioelectra(p):
@@ -39,7 +39,7 @@ def bioelectra(p):
     if not v["INIT_FROM"]:
         p.model_args += ["--embedding-sharing", v["EMBEDDING_SHARING"]]
         p.model_args += ["--generator-width-fraction", v["GENERATOR_FRACTION"]] if v["GENERATOR_FRACTION"] else []
-    p.optim_args = p.adam_args(v["PEAK_LR"], v["WARMUP_UPDATES"])
+    p.optim_args = p.adam_args()
     p.pretrain()
     p.finish("--generator")
 
@@ -47,12 +47,7 @@ def bioelectra(p):
 def modernbert(p):
     """ModernBERT continued or from scratch: its attention is SDPA already, and it trains without dropout."""
     p.keep, p.sdpa = "last", []
-    p.corpus("bytelevel-bpe")
-    p.task_args = p.mlm_task_args()
-    p.model_args = p.arch_args()
-    p.optim_args = p.adam_args(p.v["PEAK_LR"], p.v["WARMUP_UPDATES"])
-    p.pretrain()
-    p.finish()
+    masked_lm(p, "bytelevel-bpe", dropout=False)
 
 
 def biomegatron(p):
@@ -75,7 +70,7 @@ def biomegatron(p):
             names.append(name)
     p.breakout()
     p.task_args = p.mlm_task_args()
-    p.optim_args = p.adam_args(v["PEAK_LR"], v["WARMUP_UPDATES"])
+    p.optim_args = p.adam_args()
     p.model_args = [*p.arch_args(), *p.dropout_args()]
     p.model_args += ["--checkpoint-activations"] if v["CHECKPOINT_ACTIVATIONS"] != "0" else []
     for name in names:
@@ -132,4 +127,4 @@ def bio_lm(p):
     p.report()
 
 
-RECIPES = {f.__name__: f for f in (bsc_bio_es, beto, bioelectra, modernbert, biomegatron, bio_lm)}
+RECIPES = {f.__name__: f for f in (bsc_bio_es, beto, bioelectra, modernbert, biomegatron, bio_lm)}  # by script name

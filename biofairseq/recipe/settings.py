@@ -44,8 +44,6 @@ def resolve(recipe, environ, repo, script="recipe"):
     return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}
 
 
-
-
 # ---- the recipe's one step
 
 
@@ -97,18 +95,16 @@ def plan(recipe, environ, repo, script, say=lambda line: print(line, file=sys.st
     """The records recipes/lib/stages.sh runs; under STOP_AFTER=settings, the preview (on stderr) and the script
     (printed on stdout), then a stop."""
     run, text = prepare(recipe, environ, repo, script, say, environ.get("PYTHON", "python"))
-    v = run.values
-    if v["STOP_AFTER"] != "settings":
-        built = Plan(run)
-        built.records.insert(0, ["say", f"{recipe}.sh: PRESET={v['PRESET']} RUN_DIR={v['RUN_DIR']}; {v['NUM_GPUS']} GPU(s) "
-                                        f"x {v['NUM_NODES']} machine(s), update frequency {v['UPDATE_FREQ']}"])
-        RECIPE_STAGES[recipe](built)
-        return built.stream()
+    v, previewing = run.values, run.values["STOP_AFTER"] == "settings"
+    built = Plan(run, stop_after="none" if previewing else None)  # a preview shows every stage
+    RECIPE_STAGES[recipe](built)
+    if not previewing:
+        return "".join(w + "\0" for w in ("say", f"{recipe}.sh: PRESET={v['PRESET']} RUN_DIR={v['RUN_DIR']}; {v['NUM_GPUS']} "
+                                          f"GPU(s) x {v['NUM_NODES']} machine(s), update frequency {v['UPDATE_FREQ']}")) \
+            + built.stream()
     previewed = preview(v, "WORKERS" in environ, bool(environ.get("SLURM_JOB_ID")))
     for line in previewed:
         say(line)
-    built = Plan(run, stop_after="none")
-    RECIPE_STAGES[recipe](built)
     say("the command of every stage: on stdout, as a bash script (STOP_AFTER=settings bash ... >run.sh keeps it)")
     say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")
     return "".join(w + "\0" for w in ("out", built.script(header(run, previewed), text), "stop", ""))

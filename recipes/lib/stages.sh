@@ -74,7 +74,7 @@ recipe_run() {  # every stage of the recipe, as biofairseq/recipe/plan.py wrote 
             at=$((at + 2)) ;;
         stage)
             skip=0 output=${plan[at + 3]} done_marker=${plan[at + 4]}
-            stage "${plan[at + 1]}" "${plan[at + 2]}" "${plan[at + 3]}" "$done_marker" || skip=1
+            stage "${plan[at + 1]}" "${plan[at + 2]}" "$output" "$done_marker" || skip=1
             at=$((at + 5)) ;;
         check | run)
             n=${plan[at + 1]}
