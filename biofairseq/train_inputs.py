@@ -99,7 +99,7 @@ def expand(argv, data, save_dir, max_update, restore_file="checkpoint_last.pt",
 
     done = updates_so_far(save_dir) if restore_file == "checkpoint_last.pt" else 0
     if max_update and done >= max_update:
-        say(f"{save_dir}/checkpoint_last.pt: at update {done} already, where this run ends (--max-update {max_update}); "
+        say(f"{save_dir}/checkpoint_last.pt: at update {done} already, at or past this command's --max-update {max_update}; "
             "not trained again")
         return None
     if done:
