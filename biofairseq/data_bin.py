@@ -65,15 +65,20 @@ def mmap_index(prefix):
     return MMAP_DTYPES[header[17]], struct.unpack("<Q", header[18:26])[0]
 
 
-def split_size(folder, split):
-    """(lines, tokens) of a binarized split, read from its fairseq mmap .idx (the counts fairseq-preprocess logs as
-    sents and tokens, </s> included): the same whichever binarizer made it."""
+def line_sizes(folder, split):
+    """Each line's tokens (</s> included) of a binarized split, read from its fairseq mmap .idx."""
     import numpy as np
 
     prefix = Path(folder) / split
     _, count = mmap_index(prefix)
-    sizes = np.memmap(f"{prefix}.idx", np.int32, mode="r", offset=26, shape=(count,)) if count else np.zeros(0, np.int32)
-    return count, int(sizes.sum(dtype=np.int64))
+    return np.memmap(f"{prefix}.idx", np.int32, mode="r", offset=26, shape=(count,)) if count else np.zeros(0, np.int32)
+
+
+def split_size(folder, split):
+    """(lines, tokens) of a binarized split, read from its fairseq mmap .idx (the counts fairseq-preprocess logs as
+    sents and tokens, </s> included): the same whichever binarizer made it."""
+    sizes = line_sizes(folder, split)
+    return len(sizes), int(sizes.sum(dtype="int64"))
 
 
 def fairseq_path(data_bin):

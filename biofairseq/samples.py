@@ -286,7 +286,8 @@ def standin(family, folder, vocab_txt, lowercase=False, seed=0, strip_accents=No
     (LayerNorm epsilon 1e-12, two token types, 512 positions) but for TINY_SHAPE and ``config``, the weights, and the
     tokenizer of ``vocab_txt`` (tokenizer.json, with vocab.txt beside it). family: bert, bert-pretraining,
     megatron-bert, electra (the discriminator, its generator in generator/, one embedding module between them, as
-    ELECTRA trains them) or electra-discriminator (without a generator)."""
+    ELECTRA trains them), electra-discriminator (without a generator) or bert-headless (a BertModel without an MLM
+    head and with tokenizer.json alone, as sentence-transformers folders come)."""
     import shutil
 
     import torch
@@ -312,6 +313,7 @@ def standin(family, folder, vocab_txt, lowercase=False, seed=0, strip_accents=No
             generator.save_pretrained(folder / "generator")
     else:
         classes = {"bert": ("BertForMaskedLM", "BertConfig"), "bert-pretraining": ("BertForPreTraining", "BertConfig"),
+                   "bert-headless": ("BertModel", "BertConfig"),
                    "megatron-bert": ("MegatronBertForMaskedLM", "MegatronBertConfig")}
         model_class, config_class = classes[family]
         model = getattr(transformers, model_class)(getattr(transformers, config_class)(**settings))
@@ -321,4 +323,6 @@ def standin(family, folder, vocab_txt, lowercase=False, seed=0, strip_accents=No
     for target in [folder] + ([folder / "generator"] if (folder / "generator").is_dir() else []):
         tokenizer.save_pretrained(target)
         shutil.copyfile(vocab_txt, target / "vocab.txt")
+    if family == "bert-headless":
+        (folder / "vocab.txt").unlink()
     return folder

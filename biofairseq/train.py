@@ -79,6 +79,8 @@ def add_arguments(parser):
     # read and replaced by biofairseq.train_inputs before fairseq parses; listed here for --help
     group.add_argument("--init-from", metavar="DIR", help="a folder of biofairseq-convert from-hf: its model's shape, "
                        "and its weights on a first launch")
+    group.add_argument("--fit-epochs", metavar="E", help="at most --max-update updates, fewer where E passes over the "
+                       "data-bin's training samples take fewer (warm-up and checkpoint interval shortened in proportion)")
     group.add_argument("--new-phase-at", metavar="UPDATES", help="continue, at other lengths or batch sizes, a run whose "
                        "previous phase ended at update UPDATES (a recipe's second length phase)")
 

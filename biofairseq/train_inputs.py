@@ -9,11 +9,16 @@ cluster user can copy them):
   first launch, its weights (``--finetune-from-model DIR/model.pt``).
 - ``--new-phase-at UPDATES``: this command continues, with other lengths or batches, a run whose previous phase ended
   at update UPDATES; see ``biofairseq.training_state``.
+- ``--fit-epochs E``: a run of at most ``--max-update`` updates (a recipe's continued pretraining) shortened to E
+  passes over the data-bin's training samples (its document blocks) where that is fewer; its
+  ``--total-num-update``, ``--warmup-updates`` and ``--save-interval-updates`` shortened in proportion, and
+  validations at those intervals only (a pass over a task's text can be a few updates).
 - A ``checkpoint_last.pt`` in ``--save-dir`` that a kill cut short is mended, and one already at ``--max-update`` is
   not trained again (fairseq would train one update more).
 """
 
 import json
+import math
 import os
 import sys
 import time
@@ -67,6 +72,80 @@ def init_from(argv):
     return rest[:at] + flags + rest[at:]
 
 
+def replaced(argv, flag, value):
+    """argv with ``flag``'s value (every occurrence) replaced, or the flag added."""
+    out, changed = list(argv), False
+    for i, word in enumerate(out):
+        if word == flag and i + 1 < len(out):
+            out[i + 1], changed = str(value), True
+        elif word.startswith(flag + "="):
+            out[i], changed = f"{flag}={value}", True
+    return out if changed else out + [flag, str(value)]
+
+
+NEVER = "1000000"  # epochs between end-of-epoch checkpoints and validations: never, the update intervals rule
+
+
+def training_samples(data, tokens_per_sample, break_mode, packed):
+    """The samples of a pass over the data-bin's training text, built as document_mlm builds them (its document
+    blocks, each with its <s>; with --pack-documents, the rows they are packed into), and cached beside each shard as
+    the run will read them."""
+    from fairseq.data import PrependTokenDataset, data_utils
+
+    from biofairseq.data.document_blocks import DocumentBlockDataset
+    from biofairseq.data.packing import PackedBlocksDataset
+    from biofairseq.data_bin import shards
+
+    total = 0
+    for shard in (s for s in shards(data) if (s / "train.idx").is_file()):
+        path = str(shard / "train")
+        lines = data_utils.load_indexed_dataset(path, None)
+        if lines is None or not len(lines):
+            continue
+        # the ids of fairseq's Dictionary (<s> 0, <pad> 1, </s> 2): the blocks' sizes do not depend on them
+        blocks = PrependTokenDataset(DocumentBlockDataset(lines, lines.sizes, tokens_per_sample - 1, pad=1, eos=2,
+                                                          break_mode=break_mode, index_path=path), 0)
+        total += len(PackedBlocksDataset(blocks, tokens_per_sample, index_path=path) if packed else blocks)
+    return total
+
+
+def fit_epochs(argv, data, say=lambda line: print(line, file=sys.stderr)):
+    """argv with ``--fit-epochs E`` applied (see the module's docstring): (argv, its --max-update)."""
+    epochs = value_of(argv, "--fit-epochs")
+    argv = without(argv, "--fit-epochs")
+    most = int(value_of(argv, "--max-update", 0) or 0)
+    if epochs is None:
+        return argv, most
+    try:
+        epochs = float(epochs)
+    except ValueError:
+        raise TrainInputError(f"--fit-epochs {epochs}: give a number of passes over the training text, as 100") from None
+    if epochs <= 0 or not most:
+        raise TrainInputError("--fit-epochs needs a positive number of passes and --max-update, the most updates")
+    if "--new-phase-at" in argv:
+        raise TrainInputError("--fit-epochs with --new-phase-at: a run in length phases counts updates; give --max-update")
+    samples = training_samples(data, int(value_of(argv, "--tokens-per-sample", 512)),
+                               value_of(argv, "--sample-break-mode", "complete_doc"), "--pack-documents" in argv)
+    per_update = (int(value_of(argv, "--batch-size", 1)) * int(value_of(argv, "--update-freq", 1))
+                  * int(value_of(argv, "--distributed-world-size", 1)))
+    updates = max(1, math.ceil(epochs * samples / per_update))
+    argv = replaced(replaced(argv, "--save-interval", NEVER), "--validate-interval", NEVER)
+    if updates >= most:
+        say(f"--fit-epochs {epochs:g}: {samples:,} training samples, {per_update:,} an update: {epochs:g} passes take "
+            f"{updates:,} updates, more than --max-update {most:,}, which stands")
+        return argv, most
+
+    def share(flag):
+        return max(1, round(int(value_of(argv, flag, 0) or 0) * updates / most))
+
+    warmup, save = min(share("--warmup-updates"), updates), min(share("--save-interval-updates"), updates)
+    argv = replaced(replaced(argv, "--max-update", updates), "--total-num-update", updates)
+    argv = replaced(replaced(argv, "--warmup-updates", warmup), "--save-interval-updates", save)
+    say(f"--fit-epochs {epochs:g}: {samples:,} training samples, {per_update:,} an update: {updates:,} updates (of "
+        f"--max-update {most:,}), warm-up {warmup:,}, a checkpoint and validation every {save:,}")
+    return argv, updates
+
+
 def ours(data):
     """Whether ``data`` is a data-bin of preprocess/binarize.sh (sharded or not), rather than fairseq's own path."""
     return (Path(data) / "shard0").is_dir() or (Path(data) / "vocab_info.json").is_file()
@@ -97,6 +176,11 @@ def expand(argv, data, save_dir, max_update, restore_file="checkpoint_last.pt",
     resumes from it: no other --restore-file)."""
     from biofairseq import training_state
 
+    if "--fit-epochs" in argv or any(w.startswith("--fit-epochs=") for w in argv):
+        if not ours(data):
+            raise TrainInputError(f"--fit-epochs: {data} is not a data-bin of preprocess/binarize.sh, whose training "
+                                  "tokens it counts; give --max-update alone")
+        argv, max_update = fit_epochs(argv, data, say)
     done = updates_so_far(save_dir) if restore_file == "checkpoint_last.pt" else 0
     if max_update and done >= max_update:
         say(f"{save_dir}/checkpoint_last.pt: at update {done} already, at or past this command's --max-update {max_update}; "

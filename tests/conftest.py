@@ -58,14 +58,15 @@ def spm_corpus(once):
 @pytest.fixture(scope="session")
 def standins(once):
     """{family: folder} of tiny published-family stand-ins made offline (biofairseq.samples.standin), on one cased
-    WordPiece vocabulary learned from the sample: bert, bert-pretraining, megatron-bert, electra (with its generator)
-    and electra-discriminator (without)."""
+    WordPiece vocabulary learned from the sample: bert, bert-pretraining, megatron-bert, electra (with its generator),
+    electra-discriminator (without) and bert-headless (a BertModel, tokenizer.json alone)."""
     from biofairseq.samples import read_documents, standin, wordpiece_vocab
 
     def build(folder):
         vocab = wordpiece_vocab(folder / "vocab.txt", [p for doc in read_documents(0, 300) for p in doc])
         return {family: standin(family, folder / family, vocab)
-                for family in ("bert", "bert-pretraining", "megatron-bert", "electra", "electra-discriminator")}
+                for family in ("bert", "bert-pretraining", "megatron-bert", "electra", "electra-discriminator",
+                                                                  "bert-headless")}
 
     return once("standins", build)
 

@@ -5,16 +5,22 @@ beto.sh continuing a BERT is the headline case (BETO's own recipe continuing BET
 twin; bioelectra.sh an ELECTRA pair and biomegatron.sh a Megatron-BERT, pretraining and conversion only."""
 
 import json
+import math
+import re
 import shutil
 
 import pytest
 import torch
 
 from biofairseq.recipe import settings
+from biofairseq.recipe.presets import RECIPES, SHARED, value_of
+from biofairseq.recipe.table import merge, names
 from biofairseq.samples import REPO
 from test_recipe import commands, recipe, sample  # noqa: F401  (sample: the module fixture)
 
-SHORT = {"MAX_UPDATE": "10", "WARMUP_UPDATES": "2", "SAVE_INTERVAL_UPDATES": "10", "PHASE2_SHARE": "0"}
+# the tiny preset's batch and NER windows, not the continuation's (TAPT's 256 sequences, 512 positions)
+SHORT = {"MAX_UPDATE": "10", "WARMUP_UPDATES": "2", "SAVE_INTERVAL_UPDATES": "10", "PHASE2_SHARE": "0",
+         "SEQUENCES_PER_UPDATE": "32", "NER_MAX_LENGTH": "128"}
 
 
 def continuing(sample):
@@ -70,10 +76,14 @@ def test_what_the_conversion_or_the_run_cannot_take_is_refused_from_config_alone
 
     message = refused("beto", INIT_FROM=edited("bert", position_embedding_type="relative_key"))
     assert "position_embedding_type relative_key" in message and "cannot be continued" in message
-    short = edited("bert", max_position_embeddings=64)  # every length beyond it in one line (the tiny preset's)
-    assert refused("beto", INIT_FROM=short).startswith(
+    short = edited("bert", max_position_embeddings=64)  # every length beyond it in one line
+    assert refused("beto", INIT_FROM=short).startswith(  # the continuation's NER_MAX_LENGTH fits the positions
+        f"TOKENS_PER_SAMPLE=128: INIT_FROM={short} has 64 positions")
+    lengths = {"NER_MAX_LENGTH": "128", "PHASE2_SHARE": "0.1", "PHASE2_TOKENS_PER_SAMPLE": "512", "MAX_UPDATE": "100"}
+    assert refused("beto", INIT_FROM=short, **lengths).startswith(
         f"TOKENS_PER_SAMPLE=128, NER_MAX_LENGTH=128 and PHASE2_TOKENS_PER_SAMPLE=512: INIT_FROM={short} has 64 positions")
-    assert refused("beto", INIT_FROM=short, TOKENS_PER_SAMPLE="64").endswith("give at most 64 (or PHASE2_SHARE=0: one length)")
+    assert refused("beto", INIT_FROM=short, **{**lengths, "TOKENS_PER_SAMPLE": "64", "NER_MAX_LENGTH": "64"}).endswith(
+        "give at most 64 (or PHASE2_SHARE=0: one length)")
     assert refused("beto", INIT_FROM=str(standins["bert"]), ARCH="beto_base", VOCAB_SIZE="8000").startswith(
         "ARCH=beto_base: INIT_FROM=")  # ... brings its own shape and vocabulary ...; drop ARCH and VOCAB_SIZE
     unfinished = tmp_path / "unfinished"
@@ -94,6 +104,72 @@ def test_what_the_conversion_or_the_run_cannot_take_is_refused_from_config_alone
     assert resolve("bioelectra", INIT_FROM=str(standins["electra-discriminator"]), GENERATOR_FRACTION="0.25")
     assert "original fine-tunes INIT_FROM's model as it was given, and there is none" in refused(
         "beto", BASELINE="random-init original")
+
+
+# ---- a continuation's own values, over every preset
+
+CONTINUING = [name for name in RECIPES if "CONTINUE_EPOCHS" in names(name)]
+
+
+def inputs(sample):
+    return {name: sample[name] for name in ("SOURCES", "NER_DATA")}
+
+
+@pytest.mark.parametrize("recipe_name", CONTINUING)
+def test_every_preset_of_a_continuing_recipe_resolves_a_continuations_values_under_init_from(recipe_name, sample,
+                                                                                             standins):
+    """TAPT's schedule (1e-4, 256 sequences, 6% warm-up, 100 passes and at most DAPT's 12,500 updates), one length,
+    the model's own masking, NER at a published model's settings beside the original, a head warm-up where the folder
+    has no trained LM head; what the user gives wins. Without INIT_FROM, the preset's."""
+    r = RECIPES[recipe_name]
+    for preset in r.presets:
+        for folder, head in (("bert", "0"), ("bert-headless", "300")):
+            v = merge(recipe_name, {**inputs(sample), "PRESET": preset, "INIT_FROM": str(standins[folder])}, REPO)
+            got = {name: v[name] for name in ("PEAK_LR", "SEQUENCES_PER_UPDATE", "CONTINUE_EPOCHS", "MAX_UPDATE",
+                                              "WARMUP_UPDATES", "BASELINE", "NER_LRS", "NER_EPOCHS", "NER_MAX_LENGTH")}
+            assert got == {"PEAK_LR": "1e-4", "SEQUENCES_PER_UPDATE": "256", "CONTINUE_EPOCHS": "100",
+                           "MAX_UPDATE": "12500", "WARMUP_UPDATES": "750", "BASELINE": "original", "NER_LRS": "5e-5",
+                           "NER_EPOCHS": "4", "NER_MAX_LENGTH": "512"}, (preset, folder)
+            assert v.get("PHASE2_SHARE", "0") == "0" and v["MASK_PROB"] == value_of(r.defaults.get("MASK_PROB", "0.15"))
+            if "HEAD_WARMUP_UPDATES" in names(recipe_name):
+                assert v["HEAD_WARMUP_UPDATES"] == head, (preset, folder)
+        scratch = merge(recipe_name, {**inputs(sample), "PRESET": preset}, REPO)
+        assert scratch["CONTINUE_EPOCHS"] == "" and scratch["PEAK_LR"] == value_of(
+            {**SHARED, **r.defaults, **r.presets[preset]}["PEAK_LR"])
+    given = merge(recipe_name, {**inputs(sample), "INIT_FROM": str(standins["bert"]), "PEAK_LR": "3e-4",
+                                "MAX_UPDATE": "300"}, REPO)
+    assert (given["PEAK_LR"], given["CONTINUE_EPOCHS"], given["WARMUP_UPDATES"]) == ("3e-4", "", "18")
+
+
+def test_the_settings_step_names_the_continuations_values_and_notes_a_from_scratch_rate(sample, standins):
+    environ = {**inputs(sample), "INIT_FROM": str(standins["bert-headless"]), "PEAK_LR": "1e-3", "NER_LRS": "1e-3"}
+    first, rate, ner = settings.continuation_notes("beto", resolve("beto", **environ), environ)
+    assert first.startswith("INIT_FROM: a continuation's values where none is given (SEQUENCES_PER_UPDATE=256, ")
+    assert "PEAK_LR" not in first and "HEAD_WARMUP_UPDATES=300" in first
+    assert rate.startswith("note: PEAK_LR=1e-3 is a from-scratch rate on a published model") and "NER_LRS=1e-3" in ner
+    assert refused("beto", **inputs(sample), INIT_FROM=str(standins["bert"]), PHASE2_SHARE="0.1").startswith(
+        "CONTINUE_EPOCHS=100: a run in two length phases counts updates; give MAX_UPDATE")
+
+
+def test_the_report_puts_the_original_beside_the_continued_model_and_says_whether_it_helped():
+    from biofairseq.recipe.report import continuation_lines
+
+    def summary(model, mean, std):
+        return {"model": f"model={model}", "split": "test", "f1": {"mean": mean, "std": std}}
+
+    models = {"beto": {"original": {"ppl": 20.0, "head_warmup_updates": 300}, "best": {"ppl": 12.5}}}
+    close = continuation_lines(models, {"ncbi": (None, [summary("beto", 0.8196, 0.0035),
+                                                        summary("original", 0.8205, 0.0037)])}, {})
+    rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in "\n".join(close).splitlines()
+            if line.startswith("| ")]
+    assert rows[0] == ["model", "valid ppl", "ncbi test F1 %"] and rows[1:] == [
+        ["original (INIT_FROM, as given), its LM head warmed 300 updates", "20.00", "82.05 ± 0.37"],
+        ["continued", "12.50", "81.96 ± 0.35"]]
+    assert close[-2] == ("The continuation did not help on NER: validation perplexity fell by 7.50; ncbi test F1 fell "
+                         "by 0.09 points, no more than the seeds' spread (0.37).")
+    better = continuation_lines(models, {"ncbi": (None, [summary("beto", 0.84, 0.003), summary("original", 0.82, 0.004)])},
+                                {})
+    assert better[-2].startswith("The continuation helped on NER") and "rose by 2.00 points, more than" in better[-2]
 
 
 # ---- the recipes, run
@@ -138,10 +214,49 @@ def test_beto_sh_continues_a_bert_through_ner_and_gives_back_a_bert(beto, standi
     assert models == {"model=beto", "model=random_init", "model=original"}  # the stand-in itself, fine-tuned as given
     assert (run_dir / "hf" / "original").resolve() == standins["bert"].resolve()
     assert "Continual pretraining" in (run_dir / "report.md").read_text()
+    # stage 4 names the model it trains; the original, with its own trained head, validated as the continued one
+    assert "==== 4 continue bert (BertForMaskedLM, 2 x 128) -> " in proc.stderr
+    original = json.loads((run_dir / "pretrain" / "original.json").read_text())
+    assert original["weights"] == str(run_dir / "init" / "model.pt") and original["head_warmup_updates"] == 0
+    assert report["pretraining"]["original"]["ppl"] == original["ppl"] > 1
+    said = (run_dir / "report.md").read_text().split("## The original model against the continued one")[1]
+    assert "| continued " in said and ("The continuation helped on NER" in said or "did not help on NER" in said)
     assert report["pretraining"]["arch"] == value(train, "--arch")
     from biofairseq.recipe.report import pretrained_arch  # the stand-in's shape, not the preset's ARCH (equal here)
 
     assert pretrained_arch({"ARCH": "beto_base"}, {"fairseq_flags": ["--arch", "bio_megatron_tiny"]}) == "bio_megatron_tiny"
+
+
+def test_a_model_without_a_trained_lm_head_gets_its_head_trained_alone_first(sample, standins, tmp_path):
+    """A BertModel folder (tokenizer.json alone): HEAD_WARMUP_UPDATES of the LM head with every other weight held,
+    then the whole model from there, for CONTINUE_EPOCHS of the text (biofairseq-train --fit-epochs); the original is
+    the original encoder with that head, validated as fairseq validated it; the report says so."""
+    from biofairseq.training_state import load_state
+
+    run_dir = tmp_path / "headless"
+    proc = recipe(run_dir, script=REPO / "recipes" / "beto.sh", served=True,
+                  **{**continuing(sample), "SEQUENCES_PER_UPDATE": "32", "INIT_FROM": str(standins["bert-headless"]),
+                     "HEAD_WARMUP_UPDATES": "3", "CONTINUE_EPOCHS": "0.5", "NER_DATA": "", "BASELINE": "none"})
+    head_run, main_run = [c for c in commands(proc.stderr) if c[0] == "biofairseq-train"]
+    assert "--lm-head-only" in head_run and value(head_run, "--max-update") == "3"
+    assert value(main_run, "--finetune-from-model") == str(run_dir / "pretrain" / "head" / "checkpoints" / "checkpoint_last.pt")
+    init = load_state(run_dir / "init" / "model.pt")["model"]
+    head = load_state(run_dir / "pretrain" / "head" / "checkpoints" / "checkpoint_last.pt")["model"]
+    last = load_state(run_dir / "pretrain" / "checkpoints" / "checkpoint_last.pt")["model"]
+    moved = sorted(k for k in init if not torch.equal(init[k], head[k]))
+    assert moved == sorted(k for k in init if k.startswith("encoder.lm_head.") and k != "encoder.lm_head.weight")
+    assert not torch.equal(head["encoder.sentence_encoder.layers.0.fc1.weight"], last["encoder.sentence_encoder.layers.0.fc1.weight"])
+    # half a pass over the training samples, as the task counted them (its blocks, or the rows it packed them into)
+    blocks = re.findall(r"loaded (\d+) complete_doc blocks from \d+ lines of \S+/train\n", proc.stderr)[-1]
+    rows = re.findall(rf"packed {blocks} blocks into (\d+) rows", proc.stderr)
+    report = json.loads((run_dir / "report.json").read_text())
+    assert report["pretraining"]["validations"][-1]["update"] == math.ceil(0.5 * int(rows[-1] if rows else blocks) / 32)
+    head_valid = [json.loads(line) for line in (run_dir / "pretrain" / "head" / "train.log").read_text().splitlines()
+                  if line.startswith("{") and "valid_ppl" in line][-1]
+    original = json.loads((run_dir / "pretrain" / "original.json").read_text())
+    # the same weights and masks: equal but for the order fairseq sums the batches' losses in (its ppl has 2 decimals)
+    assert original["head_warmup_updates"] == 3 and original["ppl"] == pytest.approx(float(head_valid["valid_ppl"]), rel=1e-4)
+    assert "the head was trained alone first, for 3 updates with the encoder held fixed" in (run_dir / "report.md").read_text()
 
 
 def test_bioelectra_sh_continues_an_electra_pair_and_gives_back_both_towers(sample, standins, tmp_path):

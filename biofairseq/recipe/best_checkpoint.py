@@ -144,7 +144,10 @@ def main(argv=None):
 
 
 if __name__ == "__main__":
+    from biofairseq.commands import quiet_known_noise
     from biofairseq.interrupts import ends_in_one_line
+
+    quiet_known_noise()  # no "Please install tensorboardX" from fairseq's speech tasks as the check loads fairseq
 
     with ends_in_one_line("best_checkpoint", "nothing was written; run the same command again"):
         sys.exit(main())

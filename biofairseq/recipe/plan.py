@@ -30,6 +30,19 @@ from pathlib import Path
 from biofairseq.recipe.commands import ner_sweep_args
 
 
+def init_description(init):
+    """INIT_FROM as a stage title names it: the folder (or checkpoint) and, from its config.json, its class and shape."""
+    import json
+
+    config = Path(init) / "config.json"
+    try:
+        c = json.loads(config.read_text())
+        shape = f"{c['num_hidden_layers']} x {c['hidden_size']}"
+        return f"{Path(init).name} ({(c.get('architectures') or [c.get('model_type', '?')])[0]}, {shape})"
+    except (OSError, ValueError, KeyError, TypeError):
+        return Path(init).name
+
+
 @dataclass
 class Run:
     """One run's resolved settings (strings, as recipe.env holds them, and the computed ones), its NER sets and what
@@ -160,6 +173,7 @@ class Plan:
         biofairseq-train through --init-from."""
         init = self.v["INIT_FROM"]
         self.vocab = self.init_dir = self.run_dir / "init"
+        self.arch = ""  # INIT_FROM's shape, not the preset's ARCH
         self.stage("vocabulary", 2, f"take the weights and the vocabulary of INIT_FROM={init}", self.vocab)
         if init.endswith(".pt"):
             hf = self.run_dir / "init.hf"
@@ -209,22 +223,25 @@ class Plan:
             args += ["--distributed-port", v["DISTRIBUTED_PORT"]]
         return args
 
-    def train_command(self, phase, until, updates, extra):
-        """The biofairseq-train command of a length phase (phase: "" or "PHASE2_", its settings' prefix)."""
-        v, save = self.v, self.pretrain_dir / "checkpoints"
+    def train_command(self, phase, until, updates, extra, folder=None, optim=None, save_every=None):
+        """The biofairseq-train command of a length phase (phase: "" or "PHASE2_", its settings' prefix), in folder
+        (default: the model's pretrain folder) with optim's flags (default: the recipe's), a checkpoint every
+        save_every updates (default: SAVE_INTERVAL_UPDATES)."""
+        v, folder = self.v, folder or self.pretrain_dir
+        save = folder / "checkpoints"
         tokens, batch, freq = v[f"{phase}TOKENS_PER_SAMPLE"], v[f"{phase}BATCH_PER_DEVICE"], v[f"{phase}UPDATE_FREQ"]
         fast = []
         if v["FAST_PATH"] == "1":  # same weights and schedule, other kernels; several documents per row
             fast = [*self.sdpa, "--pack-documents"]
         if v["COMPILE"] != "none":
             fast += ["--compile", v["COMPILE"]]
-        checkpoints = ["--save-dir", save, "--save-interval-updates", v["SAVE_INTERVAL_UPDATES"],
+        checkpoints = ["--save-dir", save, "--save-interval-updates", save_every or v["SAVE_INTERVAL_UPDATES"],
                        "--keep-interval-updates", v["KEEP_INTERVAL_UPDATES"], "--no-epoch-checkpoints",
                        "--best-checkpoint-metric", self.best_metric]
-        logs = ["--log-format", "json", "--log-interval", v["LOG_INTERVAL"], "--log-file", self.pretrain_dir / "train.log",
-                "--tensorboard-logdir", self.pretrain_dir / "tensorboard", "--seed", v["SEED"]]
+        logs = ["--log-format", "json", "--log-interval", v["LOG_INTERVAL"], "--log-file", folder / "train.log",
+                "--tensorboard-logdir", folder / "tensorboard", "--seed", v["SEED"]]
         self.command(*self.launch(), "biofairseq-train", self.data_bin, *self.task_args, "--tokens-per-sample", tokens,
-                     *self.model_args, *fast, *self.optim_args, "--total-num-update", updates, "--max-update", until,
+                     *self.model_args, *fast, *(optim or self.optim_args), "--total-num-update", updates, "--max-update", until,
                      "--batch-size", batch, "--update-freq", freq, "--num-workers", v["DATA_WORKERS"], *checkpoints, *logs,
                      *self.hardware_args(), *extra)
 
@@ -239,12 +256,18 @@ class Plan:
             self.stopped = True
             return
         updates = str(updates or v["MAX_UPDATE"])
-        arch = self.arch or "the model of INIT_FROM"
-        self.stage("pretrain", 4, f"pretrain {self.model_name + ', ' if self.model_name else ''}{arch}", self.pretrain_dir,
-                   self.pretrain_dir / "finished")
+        named = f"{self.model_name}, " if self.model_name else ""
+        title = f"pretrain {named}{self.arch}" if self.arch else f"continue {named}{init_description(v['INIT_FROM'])}"
+        self.stage("pretrain", 4, title, self.pretrain_dir, self.pretrain_dir / "finished")
         self.add("mkdir", self.pretrain_dir)
         if self.arch:
             self.add("write", self.pretrain_dir / "arch", self.arch)  # for the report
+        if self.head_warmup():
+            extra = [*extra, "--finetune-from-model", self.head_checkpoint()]
+        if v.get("CONTINUE_EPOCHS") and self.init_dir:
+            extra = [*extra, "--fit-epochs", v["CONTINUE_EPOCHS"]]
+            self.add("note", f"at most {int(updates):,} updates, fewer where {v['CONTINUE_EPOCHS']} passes over the "
+                             "training text take fewer (CONTINUE_EPOCHS; biofairseq-train --fit-epochs)")
         if v["PHASE2_SHARE"] == "0":
             self.train_command("", updates, updates, extra)
         else:
@@ -256,6 +279,26 @@ class Plan:
                              "schedule continue")
             self.train_command("PHASE2_", updates, updates, [*extra, "--new-phase-at", phase1])
         self.add("mark", self.pretrain_dir / "finished")
+
+    def head_checkpoint(self):
+        return self.pretrain_dir / "head" / "checkpoints" / "checkpoint_last.pt"
+
+    def head_warmup(self):
+        """HEAD_WARMUP_UPDATES of INIT_FROM's LM head alone (document_mlm --lm-head-only), the encoder held fixed,
+        before the whole model trains from its last checkpoint; whether there are any."""
+        v = self.v
+        updates = v.get("HEAD_WARMUP_UPDATES", "0")
+        if updates == "0" or not self.init_dir:
+            return False
+        folder = self.pretrain_dir / "head"
+        self.add("mkdir", folder)
+        self.add("note", f"the LM head first: {int(updates):,} updates of the head alone at a peak learning rate of "
+                         f"{v['HEAD_WARMUP_LR']}, the encoder held fixed (HEAD_WARMUP_UPDATES), then the whole model")
+        warmup = str(max(1, round(int(updates) * 6 / 100)))
+        # one validation, at its end: the original encoder with a trained head (original_check measures it)
+        self.train_command("", updates, updates, ["--lm-head-only"], folder, self.adam_args(v["HEAD_WARMUP_LR"], warmup),
+                           save_every=updates)
+        return True
 
     # ---- 5-6. the checkpoint to keep, checked; transformers; baselines
 
@@ -271,6 +314,19 @@ class Plan:
         args = ["-m", "biofairseq.recipe.best_checkpoint", p / "checkpoints", p / "train.log", "--keep", self.keep,
                 "--output", p / "best.json", "--check", self.data_bin, "--check-output", p / "check.json"]
         self.command(*self.py(*args, *(["--go-on"] if self.v["WEAK_PRETRAINING"] == "continue" else [])))
+        self.original()
+
+    def original(self):
+        """A continued masked LM's original, validated as the kept checkpoint was (biofairseq.recipe.original_check):
+        INIT_FROM's weights, or, after a head warm-up, the original encoder with its warmed head."""
+        if not self.init_dir or "document_mlm" not in map(str, self.task_args):
+            return
+        p, head = self.pretrain_dir, self.head_checkpoint() if self.v.get("HEAD_WARMUP_UPDATES", "0") != "0" else None
+        self.stage("pretrain", "5b", "validate the original model as the continued one, on the same held-out documents",
+                   p / "original.json")
+        self.command(*self.py("-m", "biofairseq.recipe.original_check", head or self.init_dir / "model.pt",
+                              self.kept_checkpoint(), self.data_bin, "--output", p / "original.json",
+                              "--head-warmup", self.v["HEAD_WARMUP_UPDATES"] if head else "0"))
 
     def convert(self, *extra):
         self.stage("convert", 6, f"convert {self.model_name + ' ' if self.model_name else ''}to transformers", self.hf_model)

@@ -576,6 +576,94 @@ MODERNBERT = Recipe(
 
 RECIPES = {r.name: r for r in (BSC_BIO_ES, BETO, BIOELECTRA, BIOMEGATRON, BIO_LM, MODERNBERT)}
 
+# ---- continuing a published model (INIT_FROM): a layer over every preset, under the environment
+
+HEAD_WARMUP_RECIPES = ("bsc_bio_es", "beto", "biomegatron", "modernbert")  # masked LM: document_mlm's --lm-head-only
+TAPT = "TAPT's (Gururangan et al. 2020, Table 13)"
+BERT_GRID = "BERT's fine-tuning grid (Devlin et al. 2019, A.3)"
+
+
+def _init_config(v):
+    """INIT_FROM's config.json as a dict ({} for a fairseq checkpoint, whose settings are read when it converts)."""
+    import json
+    from pathlib import Path
+
+    config = Path(v["INIT_FROM"]) / "config.json"
+    try:
+        return json.loads(config.read_text()) if config.is_file() else {}
+    except ValueError:  # not JSON: the settings step's checks say so
+        return {}
+
+
+def _ner_lrs(v):
+    return "2e-5" if int(_init_config(v).get("hidden_size", 768)) >= 1024 else "5e-5"
+
+
+def _ner_max_length(v):
+    if v["INIT_FROM"].endswith(".pt"):
+        return "512"
+    from pathlib import Path
+
+    from biofairseq.convert import families
+
+    try:
+        family, config, _ = families.inspect(families.Source(Path(v["INIT_FROM"])))
+    except Exception:  # noqa: BLE001  a folder that does not convert: the settings step's checks say why
+        return "512"
+    return str(min(512, family.max_length(config)))
+
+
+def _head_warmup(v):
+    from biofairseq.convert.families import has_lm_head
+
+    try:
+        return "0" if has_lm_head(v["INIT_FROM"]) else "300"
+    except Exception:  # noqa: BLE001  unreadable weights: the settings step's checks say why
+        return "0"
+
+
+def continuation(recipe):
+    """The values a run continuing a published model takes where the user gives none, over every preset: TAPT's
+    schedule (its learning rate, batch, 6% warm-up and 100 epochs, at most DAPT's 12,500 updates: biofairseq-train
+    --fit-epochs), the model's own masking, one length, a warmed LM head where the folder has none, and NER at a
+    published model's fine-tuning settings, beside the original as given."""
+    r = RECIPES[recipe]
+    values = {
+        "PEAK_LR": ("1e-4", TAPT),
+        "SEQUENCES_PER_UPDATE": ("256", TAPT),
+        "MAX_UPDATE": ("12500", "DAPT's 12,500 updates, at most; fewer where CONTINUE_EPOCHS is reached first"),
+        "CONTINUE_EPOCHS": ("100", TAPT),
+        "WARMUP_UPDATES": Derived(lambda v: str(math.ceil(v.whole("MAX_UPDATE") * 6 / 100)),
+                                  "6% of MAX_UPDATE (TAPT's), shortened with the run"),
+        "SAVE_INTERVAL_UPDATES": Derived(lambda v: str(max(1, v.whole("MAX_UPDATE") // 10)),
+                                         "10% of MAX_UPDATE, shortened with the run"),
+        "PHASE2_SHARE": ("0", "TAPT's one length"),
+        "MASK_PROB": (value_of(r.defaults.get("MASK_PROB", "0.15")), "the model's own pretraining's, as TAPT keeps it"),
+        "LOG_INTERVAL": ("1", "fairseq's RoBERTa pretraining example's: a line an update, which a published model "
+                              "on a CPU can take a minute for"),
+        "NER_LRS": Derived(_ner_lrs, f"5e-5, the top of {BERT_GRID}; 2e-5 from 1,024 wide"),
+        "NER_EPOCHS": ("4", BERT_GRID),
+        "NER_MAX_LENGTH": Derived(_ner_max_length, "512 (BERT's), at most the model's positions"),
+        "NER_BATCH": ("32", BERT_GRID),
+        "NER_ACCUMULATION": "1",
+        "NER_WARMUP_RATIO": ("0.1", "BERT's"),
+        "BASELINE": ("original", "the model as given, fine-tuned beside the continued one"),
+    }
+    if recipe in HEAD_WARMUP_RECIPES:
+        values["HEAD_WARMUP_UPDATES"] = Derived(_head_warmup, "300 (ours) where the folder has no trained LM head, as "
+                                                "LP-FT trains a new head first, the features fixed (Kumar et al. 2022); "
+                                                "else 0")
+    return values
+
+
+# what only a continuing recipe takes, off unless INIT_FROM is given (the continuation's layer sets them)
+for _name in ("bsc_bio_es", "beto", "bioelectra", "biomegatron", "modernbert"):
+    RECIPES[_name].defaults["CONTINUE_EPOCHS"] = ""
+for _name in HEAD_WARMUP_RECIPES:
+    RECIPES[_name].defaults.update({"HEAD_WARMUP_UPDATES": "0", "HEAD_WARMUP_LR": (
+        "1e-3", "a from-scratch rate (the pilots'): the head alone, from its random start")})
+
+
 
 def value_of(entry):
     """The value of a table entry, without its source."""

@@ -106,10 +106,11 @@ def pretraining(folder, arch=None):
     objective = objective_of(best)
     # one record per update: fairseq writes each line to --log-file once more per epoch, and a resume logs again
     steps = list({int(s["num_updates"]): s for s in records(folder / "train.log", "train_inner")}.values())
-    check = folder / "check.json"
+    check, original = folder / "check.json", folder / "original.json"
     arch_file = folder / "arch"
     return {"objective": objective.name, "arch": arch_file.read_text().strip() if arch_file.is_file() else arch,
             "check": json.loads(check.read_text()) if check.is_file() else None,
+            "original": json.loads(original.read_text()) if original.is_file() else None,
             # a run shorter than --log-interval logs no training step: its last validation says how far it went
             "updates": int(steps[-1]["num_updates"]) if steps else max(v["update"] for v in best["validations"]),
             "wall_seconds": wall_seconds(steps),
@@ -171,6 +172,8 @@ def markdown(run_dir, found):
                   markdown_table(*_side_by_side(models)), ""]
         for name, p in models.items():
             lines += [f"### {name} (`pretrain/{name}/`)", "", *_pretraining_lines(p, f"pretrain/{name}")]
+    if s.get("INIT_FROM"):
+        lines += continuation_lines(models, found["ner"], s)
     for name, (_, summaries) in found["ner"].items():
         lines += [f"## NER: {name} (`ner/{name}/`)", "", report.markdown(summaries), "", *report.best_lines(summaries, run_dir), ""]
         lines += _labelling_lines(summaries)
@@ -182,6 +185,61 @@ def markdown(run_dir, found):
                   "and the median over seeds of the LR with the best median dev F1 (bio-lm's statistic).", ""]
     lines += ["![pretraining perplexity and NER dev F1](report.png)", ""]
     return "\n".join(lines)
+
+
+def continuation_rows(models, ner):
+    """The original model beside the continued one: validation perplexity on the run's held-out documents, and each
+    NER set's F1 (mean ± std over the runs); the difference, and whether it is larger than the seeds' spread (the
+    larger of the two standard deviations). Returns (headers, rows, [(set, difference, beyond the spread)])."""
+    p = next(iter(models.values()))
+    original, best = p.get("original"), p["best"]
+    headers, ppl = ["model", "valid ppl"], [original and original.get("ppl"), best.get("ppl")]
+    rows = [["original (INIT_FROM, as given)" + (f", its LM head warmed {original['head_warmup_updates']:,} updates"
+                                                 if original and original.get("head_warmup_updates") else ""),
+             f"{ppl[0]:.2f}" if ppl[0] else "-"], ["continued", f"{ppl[1]:.2f}" if ppl[1] else "-"]]
+    verdicts = []
+    for name, (_, summaries) in ner.items():
+        by_model = {s["model"].removeprefix("model="): s for s in summaries}
+        mine = by_model.get("original"), next((s for m, s in by_model.items() if m not in ("original", "random_init")), None)
+        if not all(mine):
+            continue
+        split = mine[0]["split"]
+        headers.append(f"{name} {split} F1 %")
+        for row, summary in zip(rows, mine):
+            row.append(f"{100 * summary['f1']['mean']:.2f} ± {100 * summary['f1']['std']:.2f}")
+        difference = 100 * (mine[1]["f1"]["mean"] - mine[0]["f1"]["mean"])
+        spread = 100 * max(mine[0]["f1"]["std"], mine[1]["f1"]["std"])
+        verdicts.append((f"{name} {split} F1", difference, abs(difference) > spread, spread))
+    if ppl[0] and ppl[1]:
+        verdicts.insert(0, ("validation perplexity", ppl[1] - ppl[0], None, None))
+    return headers, rows, verdicts
+
+
+def continuation_lines(models, ner, settings):
+    """The section that says, in words, whether continuing INIT_FROM helped."""
+    if len(models) != 1:
+        return []
+    headers, rows, verdicts = continuation_rows(models, ner)
+    if not verdicts:
+        return []
+    lines = ["## The original model against the continued one", "",
+             "The model of `INIT_FROM` as given and after the continued pretraining, on the same held-out documents "
+             "(the same masks) and NER data:", "", markdown_table(headers, rows), ""]
+    said = []
+    for what, difference, beyond, spread in verdicts:
+        if beyond is None:
+            said.append(f"validation perplexity {'fell' if difference < 0 else 'rose'} by {abs(difference):.2f}")
+        elif difference > 0 and beyond:
+            said.append(f"{what} rose by {difference:.2f} points, more than the seeds' spread ({spread:.2f})")
+        else:
+            said.append(f"{what} {'rose' if difference > 0 else 'fell'} by {abs(difference):.2f} points, "
+                        f"{'more' if beyond else 'no more'} than the seeds' spread ({spread:.2f})")
+    helped = any(beyond and difference > 0 for _, difference, beyond, _ in verdicts if beyond is not None)
+    tried = any(beyond is not None for _, _, beyond, _ in verdicts)
+    verdict = ("The continuation helped on NER" if helped else "The continuation did not help on NER" if tried
+               else "No NER compares the two")
+    lines += [f"{verdict}: {'; '.join(said)}.", ""]
+    return lines
 
 
 def _labelling_lines(summaries):
@@ -210,6 +268,10 @@ def _pretraining_lines(p, folder):
     kept = "the final checkpoint" if b.get("metric") == "last" else f"the best validation {b.get('metric', 'ppl')}"
     lines = [f"`{p.get('arch') or '?'}`, {objective.name}, {p['updates']:,} updates{wall}. Kept: {kept}, update "
              f"{b['update']:,} ({objective.summary(b)}): `{b['checkpoint']}`, converted to transformers in `hf/`.", ""]
+    warmed = (p.get("original") or {}).get("head_warmup_updates")
+    if warmed:
+        lines += [f"`INIT_FROM` has no trained LM head: the head was trained alone first, for {warmed:,} updates with the "
+                  f"encoder held fixed (`{folder}/head/`), then the whole model from there.", ""]
     headers, rows = objective.table(p["validations"])
     lines += [markdown_table(headers, rows), ""]
     findings = objective.findings(p["validations"])

@@ -16,7 +16,7 @@ from biofairseq.recipe.hardware import devices, preview
 from biofairseq.recipe.inputs import (init_from_problem, init_vocabulary_problem, init_weights_problem, ner_data,
                                       notes_read_as_paragraphs, source_language_problem, valid_docs_problem)
 from biofairseq.recipe.plan import Plan, Run
-from biofairseq.recipe.presets import RECIPES
+from biofairseq.recipe.presets import RECIPES, continuation
 from biofairseq.recipe.recipes import RECIPES as RECIPE_STAGES
 from biofairseq.recipe.record import absolute, absolute_pairs, keep
 from biofairseq.recipe.table import FORCED, NAMED_PATHS, SettingsError, Values, docs, merge, names, redone
@@ -51,6 +51,8 @@ def prepare(recipe, environ, repo, script, say=lambda line: print(line, file=sys
     """The settings resolved, checked and kept (recipe.env; under STOP_AFTER=settings compared, not written), as a
     Run for biofairseq.recipe.plan, with recipe.env's text."""
     values = resolve(recipe, environ, repo, script)
+    for line in continuation_notes(recipe, values, environ):
+        say(line)
     for line in notes_read_as_paragraphs(values) if "SOURCES" in values and "TEXT_DOCS" not in environ else ():
         say(line)
     unused = [name for name in ("CORPUS_SLURM_PARTITION", "CORPUS_SLURM_TIME", "CORPUS_SLURM_MEM_GB") if environ.get(name)]
@@ -79,6 +81,28 @@ def prepare(recipe, environ, repo, script, say=lambda line: print(line, file=sys
     sets = list(zip(arrays["NER_NAMES"], arrays["NER_TRAIN"], arrays["NER_DEV"], arrays["NER_TEST"]))
     run = Run(recipe, {**values, **computed, "REPO": str(repo)}, sets, force, python)
     return run, text
+
+
+FROM_SCRATCH_LR = 5e-4  # the largest peak rate a continuation in the literature takes (DAPT's); from-scratch runs' start here
+FINE_TUNING_LR = 1e-4  # above every published model's NER fine-tuning rate (the seeds' tables: 1e-5 to 5e-5)
+
+
+def continuation_notes(recipe, values, environ):
+    """With INIT_FROM: which values are the continuation's (those not given), and a note for a given one far outside
+    what a continuation takes."""
+    if not values.get("INIT_FROM") or "CONTINUE_EPOCHS" not in values:
+        return []
+    own = continuation(recipe)
+    taken = [f"{name}={values[name] or '(empty)'}" for name in own if name in values and name not in environ]
+    lines = [f"INIT_FROM: a continuation's values where none is given ({', '.join(taken)}); their sources: "
+             "docs/recipes.md"] if taken else []
+    if "PEAK_LR" in environ and float(values["PEAK_LR"]) > FROM_SCRATCH_LR:
+        lines.append(f"note: PEAK_LR={values['PEAK_LR']} is a from-scratch rate on a published model; continued "
+                     f"pretraining takes 1e-4 (TAPT) to {FROM_SCRATCH_LR:g} (DAPT); unset PEAK_LR for the continuation's")
+    if "NER_LRS" in environ and any(float(lr) > FINE_TUNING_LR for lr in values["NER_LRS"].split()):
+        lines.append(f"note: NER_LRS={values['NER_LRS']} holds a rate above {FINE_TUNING_LR:g}; published models "
+                     "fine-tune at 1e-5 to 5e-5; unset NER_LRS for the continuation's")
+    return lines
 
 
 def header(run, previewed):

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 from biofairseq.model_shapes import ELECTRA_SHARING
 from biofairseq.recipe import kinds
-from biofairseq.recipe.presets import RECIPES, SHARED, Derived, Fixed, Required, source_of, value_of
+from biofairseq.recipe.presets import RECIPES, SHARED, Derived, Fixed, Required, continuation, source_of, value_of
 
 POSITIONS = 512  # the presets' position table (--max-positions): no sample may be longer
 MODERNBERT_CONTEXT = 8192  # bio_modernbert's --max-positions (rotary positions: a longest sequence, no table)
@@ -231,6 +231,13 @@ SETTINGS = [  # recipe.env's order
             help="ELECTRA's lambda: the discriminator's loss weight against the generator's"),
     Setting("SEED", kinds.whole_between(0, SEEDS, ", the largest seed numpy takes"), "pretrain",
             help="pretraining's seed: initialisation, masking, batch order"),
+    Setting("CONTINUE_EPOCHS", kinds.or_empty(kinds.number_in(0, None, low_open=True)), "pretrain",
+            help="continual pretraining's length in passes over the training text (its samples), at most MAX_UPDATE "
+                 "updates (its warm-up and checkpoint interval shortened in proportion); empty: MAX_UPDATE updates"),
+    Setting("HEAD_WARMUP_UPDATES", kinds.whole, "pretrain",
+            help="updates training the LM head alone, the encoder held fixed, before the whole model (a model "
+                 "published without a trained head); 0: none"),
+    Setting("HEAD_WARMUP_LR", LR, "pretrain", help="the head warm-up's peak learning rate"),
 ]
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -351,7 +358,8 @@ def merge(recipe, environ, repo, script="recipe"):
     for name in (n for n in own if n in environ):  # a value is one line: it goes into commands and recipe.env
         if any(c in environ[name] for c in "\n\r\0"):
             raise SettingsError(f"{name}={environ[name]!r}: holds a line break; give the value on one line")
-    table = {**SHARED, **r.defaults, **r.presets[preset]}
+    continuing = bool(environ.get("INIT_FROM")) and "INIT_FROM" not in r.fixed
+    table = {**SHARED, **r.defaults, **r.presets[preset], **(continuation(recipe) if continuing else {})}
     entries = {name: value_of(table[name]) for name in own if name in table}
     for name in own:
         entry = entries.get(name)
@@ -361,6 +369,8 @@ def merge(recipe, environ, repo, script="recipe"):
             raise SettingsError(f"PRESET={preset} {entry.says}; see the top of {script}")
         elif name not in entries:
             raise SettingsError(f"{name}: PRESET={preset} of {recipe}.sh gives no value; set it")
+    if continuing and "MAX_UPDATE" in environ and "CONTINUE_EPOCHS" not in environ and "CONTINUE_EPOCHS" in entries:
+        entries["CONTINUE_EPOCHS"] = ""  # a length given in updates is the run's length
     entries.update({"RECIPE": recipe, "REPO": str(repo), "PRESET": preset})
     entries.update({name: f.value for name, f in r.fixed.items()})
     values = Values(recipe, entries)
@@ -369,6 +379,9 @@ def merge(recipe, environ, repo, script="recipe"):
     for name, other, holds, fix in TOGETHER:
         if name in own and other in own and not holds(values[name], values[other]):
             raise SettingsError(f"{name}={values[name]}: must be {fix} ({other}={values[other]})")
+    if values.get("CONTINUE_EPOCHS") and values.get("PHASE2_SHARE", "0") != "0":
+        raise SettingsError(f"CONTINUE_EPOCHS={values['CONTINUE_EPOCHS']}: a run in two length phases counts updates; "
+                            "give MAX_UPDATE (or CONTINUE_EPOCHS= empty), or PHASE2_SHARE=0")
     if "original" in values["BASELINE"].split() and not values.get("INIT_FROM"):
         raise SettingsError(f"BASELINE={values['BASELINE']}: original fine-tunes INIT_FROM's model as it was given, and "
                             "there is none; set INIT_FROM or drop original")
@@ -399,12 +412,16 @@ def docs():
         takers = [r for r in RECIPES if s.name in names(r)]
         lines.append(f"| `{s.name}` | {'all' if len(takers) == len(RECIPES) else ', '.join(takers)} | {s.help} |")
     for recipe, r in RECIPES.items():
-        lines += ["", f"#### `{recipe}.sh`", "", "| setting | " + " | ".join(f"`{p}`" for p in r.presets) + " |",
-                  "|---" * (len(r.presets) + 1) + "|"]
+        continues = "CONTINUE_EPOCHS" in names(recipe)
+        layer = continuation(recipe) if continues else {}
+        heads = [f"`{p}`" for p in r.presets] + (["with `INIT_FROM`, any preset"] if continues else [])
+        lines += ["", f"#### `{recipe}.sh`", "", "| setting | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
         for s in SETTINGS:
             if s.name in RUN_CONTROL or s.name == "PRESET" or (s.name not in names(recipe) and s.name not in r.fixed):
                 continue
             cells = [_cell(r.fixed[s.name]) if s.name in r.fixed
                      else _cell({**SHARED, **r.defaults, **table}[s.name]) for table in r.presets.values()]
+            if continues:
+                cells.append(_cell(layer[s.name]) if s.name in layer else "as the preset")
             lines.append(f"| `{s.name}` | " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"

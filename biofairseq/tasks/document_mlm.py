@@ -75,6 +75,14 @@ class DocumentMLMConfig(MaskedLMConfig):
             "--attention sdpa (a bio_roberta_* preset, or ELECTRA)"
         },
     )
+    lm_head_only: bool = field(
+        default=False,
+        metadata={
+            "help": "train the LM head's own weights alone (its transform and output bias), every other weight held "
+            "fixed, the output matrix that the head shares with the embeddings included: a head warm-up for a model "
+            "published without a trained LM head, before the whole model trains"
+        },
+    )
     mask_special_tokens: bool = field(
         default=False,
         metadata={
@@ -103,6 +111,23 @@ def _recorded_vocabulary(cfg):
     if vocab_type == "wordpiece":  # dict.txt holds the tokens themselves, "##" marking a word's later pieces
         return "wordpiece", files["vocab"]
     return "sentencepiece", files["model"]
+
+
+def hold_all_but_lm_head(model):
+    """Every parameter fixed (fairseq's trainer optimizes only those that require a gradient) but the LM head's own:
+    the output matrix it shares with the embeddings stays with them."""
+    head = getattr(getattr(model, "encoder", None), "lm_head", None)
+    if head is None:
+        raise ValueError(f"--lm-head-only: {type(model).__name__} has no encoder.lm_head to train alone")
+    shared = {id(p) for name, p in model.named_parameters(remove_duplicate=False) if not name.startswith("encoder.lm_head.")}
+    for parameter in model.parameters():
+        parameter.requires_grad_(False)
+    for parameter in head.parameters():
+        if id(parameter) not in shared:
+            parameter.requires_grad_(True)
+    trained = sum(p.numel() for p in model.parameters() if p.requires_grad)
+    logger.info(f"--lm-head-only: training the LM head's {trained:,} weights; the other "
+                f"{sum(p.numel() for p in model.parameters()) - trained:,} held fixed")
 
 
 @register_task("document_mlm", dataclass=DocumentMLMConfig)
@@ -196,6 +221,8 @@ class DocumentMLMTask(MaskedLMTask):
         if self.cfg.pack_documents and not getattr(model, "reads_packed_rows", False):
             raise ValueError(f"--pack-documents: {type(model).__name__} does not read packed rows; use a bio_roberta_*, "
                              "bio_megatron_* or electra_* preset")
+        if self.cfg.lm_head_only:
+            hold_all_but_lm_head(model)
         return model
 
     def _regular_dataset(self, src_dataset, target_dataset):

@@ -61,6 +61,35 @@ def weights_problem(path):
             "TensorFlow or Flax checkpoint alone is not read)")
 
 
+LM_HEAD_PREFIXES = ("cls.predictions.", "lm_head.", "head.", "decoder.", "generator_lm_head.")  # the families' heads
+
+
+def has_lm_head(path):
+    """Whether a transformers folder's weights hold a trained masked-LM head (a BertModel, a sentence-transformers
+    folder or a *ForTokenClassification has none: from-hf gives it a random one). Read from the tensors' names
+    (a sharded index's or a safetensors header), not the tensors; a fairseq checkpoint (.pt) is ours, with its head."""
+    import json
+
+    path = Path(path)
+    if str(path).endswith(".pt"):
+        return True
+    names = []
+    for index in ("model.safetensors.index.json", "pytorch_model.bin.index.json"):
+        if (path / index).is_file():
+            names = list(json.loads((path / index).read_text())["weight_map"])
+    if not names and (path / "model.safetensors").is_file():
+        from safetensors import safe_open
+
+        with safe_open(path / "model.safetensors", "pt") as weights:
+            names = list(weights.keys())
+    elif not names and (path / "pytorch_model.bin").is_file():
+        import torch
+
+        names = list(torch.load(path / "pytorch_model.bin", map_location="meta", weights_only=True))
+    bare = [name.split(".", 1)[1] if name.startswith(("bert.", "roberta.", "model.")) else name for name in names]
+    return any(name.startswith(LM_HEAD_PREFIXES) for name in bare + names)
+
+
 def for_fairseq(fairseq, vocabulary):
     """The family a loaded fairseq checkpoint goes back to transformers as: its model's, and among fairseq's RoBERTa
     encoders, BERT or Megatron-BERT where its vocabulary is a WordPiece one (a continued BERT)."""
