@@ -63,7 +63,10 @@ def task_text(ncbi, out):
     return out
 
 
-def run_recipe(run_dir, settings):
+def run_recipe(run_dir, settings, again=True):
+    """The recipe run into run_dir (resuming what is there), or with again=False its report as it stands."""
+    if not again:
+        return json.loads((run_dir / "report.json").read_text())
     environ = {**os.environ, **settings, "RUN_DIR": str(run_dir)}
     print(f"+ {' '.join(f'{k}={v}' for k, v in settings.items())} bash recipes/bsc_bio_es.sh", file=sys.stderr)
     subprocess.run(["bash", str(REPO / "recipes" / "bsc_bio_es.sh")], env=environ, check=True)
@@ -118,13 +121,23 @@ def markdown(args, model, reports, runs):
             lines += ["", "At the same updates of the whole model:", "", "| update | head warmed first | no warm-up |",
                       "|---|---|---|"]
             lines += [f"| {u:,} | {runs['warm_validations'][u]:.2f} | {runs['cold_validations'][u]:.2f} |" for u in same]
-    rows = {**{f"{m} (warmed run)": r for m, r in ner_rows(warm).items()},
-            **({f"{m} (no warm-up run)": r for m, r in ner_rows(cold).items() if m != "original"} if cold else {})}
+    def named(model):
+        return "original, as downloaded" if model == "original" else "continued"
+
+    rows = {**{f"{named(m)}{'' if m == 'original' else ', head warmed first'}": r for m, r in ner_rows(warm).items()},
+            **({f"{named(m)}, no head warm-up": r for m, r in ner_rows(cold).items() if m != "original"} if cold else {})}
     if rows:
         lines += ["", "## NER: NCBI-disease (F1 %, mean ± std over seeds)", "", "| model | split | F1 | runs |",
                   "|---|---|---|---|"]
         for name, r in rows.items():
             lines.append(f"| {name} | {r['split']} | {100 * r['f1']['mean']:.2f} ± {100 * r['f1']['std']:.2f} | {r['runs']} |")
+        original = rows.get("original, as downloaded")
+        for name, r in rows.items():
+            if original and r is not original:
+                difference = 100 * (r["f1"]["mean"] - original["f1"]["mean"])
+                spread = 100 * max(r["f1"]["std"], original["f1"]["std"])
+                lines += ["", f"{name} against the original: {difference:+.2f} points, "
+                          f"{'more' if abs(difference) > spread else 'no more'} than the seeds' spread ({spread:.2f})."]
     else:
         lines += ["", "## NER", "", "Not run (--no-ner)."]
     return "\n".join(lines) + "\n"
@@ -139,6 +152,7 @@ def main():
     p.add_argument("--ner-seeds", default="1,2,3")
     p.add_argument("--no-ner", action="store_true", help="pretraining and the perplexities only")
     p.add_argument("--no-cold", action="store_true", help="skip the run without the head warm-up")
+    p.add_argument("--report-only", action="store_true", help="write the result file from the runs as they stand")
     p.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "continuation_minilm.md")
     args = p.parse_args()
     work = args.work.resolve()
@@ -152,12 +166,13 @@ def main():
     if args.updates:
         common["MAX_UPDATE"] = str(args.updates)
     warm_settings = {**common, **({"HEAD_WARMUP_UPDATES": str(args.head_updates)} if args.head_updates else {})}
-    reports = {"warmed": run_recipe(work / "warmed", warm_settings)}
+    reports = {"warmed": run_recipe(work / "warmed", warm_settings, not args.report_only)}
     runs = {"sentences": sum(1 for _ in text.open(encoding="utf-8")), "warm_validations": validations(work / "warmed"),
             "shortened": {"updates": args.updates, "head_updates": args.head_updates},
             "device": "a GPU" if _has_gpu() else f"a CPU ({os.cpu_count()} cores)"}
     if not args.no_cold:
-        reports["cold"] = run_recipe(work / "cold", {**common, "HEAD_WARMUP_UPDATES": "0", "BASELINE": "none"})
+        reports["cold"] = run_recipe(work / "cold", {**common, "HEAD_WARMUP_UPDATES": "0", "BASELINE": "none"},
+                                     not args.report_only)
         runs["cold_validations"] = validations(work / "cold")
     shown = ["--work WORK", *(f"--{k.replace('_', '-')} {v}" for k, v in runs["shortened"].items() if v is not None),
              *(["--ner-seeds", args.ner_seeds] if args.ner_seeds != "1,2,3" else []),

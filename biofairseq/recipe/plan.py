@@ -295,7 +295,8 @@ class Plan:
         self.add("note", f"the LM head first: {int(updates):,} updates of the head alone at a peak learning rate of "
                          f"{v['HEAD_WARMUP_LR']}, the encoder held fixed (HEAD_WARMUP_UPDATES), then the whole model")
         warmup = str(max(1, round(int(updates) * 6 / 100)))
-        # one validation, at its end: the original encoder with a trained head (original_check measures it)
+        # its checkpoint at its end (the original encoder with a trained head, which original_check measures); its
+        # end-of-epoch validations in head/train.log show whether the head has levelled off
         self.train_command("", updates, updates, ["--lm-head-only"], folder, self.adam_args(v["HEAD_WARMUP_LR"], warmup),
                            save_every=updates)
         return True
