@@ -89,9 +89,11 @@ def run(args, env, stdout, stderr, cwd=None):
         env = {**env, "PATH": f"{folder}{os.pathsep}{env['PATH']}", "PYTHON": str(folder / "python"),
                ADDRESS: str(folder / "socket")}
         proc = subprocess.Popen(args, env=env, stdout=stdout, stderr=stderr, cwd=cwd)
+        waiting = select.poll()  # not select.select, which fails once this process holds 1,024 descriptors
+        waiting.register(listener, select.POLLIN)
         with listener:
             while proc.poll() is None:
-                if select.select([listener], [], [], 0.05)[0]:
+                if waiting.poll(50):
                     connection, _ = listener.accept()
                     with connection:
                         asked = _receive(connection)
