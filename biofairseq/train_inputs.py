@@ -176,10 +176,10 @@ def expand(argv, data, save_dir, max_update, restore_file="checkpoint_last.pt",
     resumes from it: no other --restore-file)."""
     from biofairseq import training_state
 
-    if "--fit-epochs" in argv or any(w.startswith("--fit-epochs=") for w in argv):
+    if value_of(argv, "--fit-epochs") is not None:
         if not ours(data):
             raise TrainInputError(f"--fit-epochs: {data} is not a data-bin of preprocess/binarize.sh, whose training "
-                                  "tokens it counts; give --max-update alone")
+                                  "samples it counts; give --max-update alone")
         argv, max_update = fit_epochs(argv, data, say)
     done = updates_so_far(save_dir) if restore_file == "checkpoint_last.pt" else 0
     if max_update and done >= max_update:

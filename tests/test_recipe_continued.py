@@ -142,11 +142,11 @@ def test_every_preset_of_a_continuing_recipe_resolves_a_continuations_values_und
 
 
 def test_the_settings_step_names_the_continuations_values_and_notes_a_from_scratch_rate(sample, standins):
-    environ = {**inputs(sample), "INIT_FROM": str(standins["bert-headless"]), "PEAK_LR": "1e-3", "NER_LRS": "1e-3"}
+    environ = {**inputs(sample), "INIT_FROM": str(standins["bert-headless"]), "PEAK_LR": "1e-3", "NER_LRS": "5e-5,1e-3"}
     first, rate, ner = settings.continuation_notes("beto", resolve("beto", **environ), environ)
     assert first.startswith("INIT_FROM: a continuation's values where none is given (SEQUENCES_PER_UPDATE=256, ")
     assert "PEAK_LR" not in first and "HEAD_WARMUP_UPDATES=300" in first
-    assert rate.startswith("note: PEAK_LR=1e-3 is a from-scratch rate on a published model") and "NER_LRS=1e-3" in ner
+    assert rate.startswith("note: PEAK_LR=1e-3 is a from-scratch rate on a published model") and "NER_LRS=5e-5,1e-3" in ner
     assert refused("beto", **inputs(sample), INIT_FROM=str(standins["bert"]), PHASE2_SHARE="0.1").startswith(
         "CONTINUE_EPOCHS=100: a run in two length phases counts updates; give MAX_UPDATE")
 
@@ -159,7 +159,7 @@ def test_the_report_puts_the_original_beside_the_continued_model_and_says_whethe
 
     models = {"beto": {"original": {"ppl": 20.0, "head_warmup_updates": 300}, "best": {"ppl": 12.5}}}
     close = continuation_lines(models, {"ncbi": (None, [summary("beto", 0.8196, 0.0035),
-                                                        summary("original", 0.8205, 0.0037)])}, {})
+                                                        summary("original", 0.8205, 0.0037)])})
     rows = [[cell.strip() for cell in line.strip("|").split("|")] for line in "\n".join(close).splitlines()
             if line.startswith("| ")]
     assert rows[0] == ["model", "valid ppl", "ncbi test F1 %"] and rows[1:] == [
@@ -167,8 +167,7 @@ def test_the_report_puts_the_original_beside_the_continued_model_and_says_whethe
         ["continued", "12.50", "81.96 ± 0.35"]]
     assert close[-2] == ("The continuation did not help on NER: validation perplexity fell by 7.50; ncbi test F1 fell "
                          "by 0.09 points, no more than the seeds' spread (0.37).")
-    better = continuation_lines(models, {"ncbi": (None, [summary("beto", 0.84, 0.003), summary("original", 0.82, 0.004)])},
-                                {})
+    better = continuation_lines(models, {"ncbi": (None, [summary("beto", 0.84, 0.003), summary("original", 0.82, 0.004)])})
     assert better[-2].startswith("The continuation helped on NER") and "rose by 2.00 points, more than" in better[-2]
 
 

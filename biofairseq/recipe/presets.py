@@ -583,34 +583,30 @@ TAPT = "TAPT's (Gururangan et al. 2020, Table 13)"
 BERT_GRID = "BERT's fine-tuning grid (Devlin et al. 2019, A.3)"
 
 
-def _init_config(v):
-    """INIT_FROM's config.json as a dict ({} for a fairseq checkpoint, whose settings are read when it converts)."""
-    import json
-    from pathlib import Path
-
-    config = Path(v["INIT_FROM"]) / "config.json"
-    try:
-        return json.loads(config.read_text()) if config.is_file() else {}
-    except ValueError:  # not JSON: the settings step's checks say so
-        return {}
-
-
-def _ner_lrs(v):
-    return "2e-5" if int(_init_config(v).get("hidden_size", 768)) >= 1024 else "5e-5"
-
-
-def _ner_max_length(v):
-    if v["INIT_FROM"].endswith(".pt"):
-        return "512"
+def _init_model(v):
+    """(family, config) of INIT_FROM's transformers folder, or None: a fairseq checkpoint is read when it converts, and
+    a folder that does not convert is refused by the settings step's checks, which say why."""
     from pathlib import Path
 
     from biofairseq.convert import families
 
+    if v["INIT_FROM"].endswith(".pt"):
+        return None
     try:
         family, config, _ = families.inspect(families.Source(Path(v["INIT_FROM"])))
-    except Exception:  # noqa: BLE001  a folder that does not convert: the settings step's checks say why
-        return "512"
-    return str(min(512, family.max_length(config)))
+    except Exception:  # noqa: BLE001
+        return None
+    return family, config
+
+
+def _ner_lrs(v):
+    model = _init_model(v)
+    return "2e-5" if model and int(getattr(model[1], "hidden_size", 768)) >= 1024 else "5e-5"
+
+
+def _ner_max_length(v):
+    model = _init_model(v)
+    return str(min(512, model[0].max_length(model[1]))) if model else "512"
 
 
 def _head_warmup(v):
@@ -657,8 +653,8 @@ def continuation(recipe):
 
 
 # what only a continuing recipe takes, off unless INIT_FROM is given (the continuation's layer sets them)
-for _name in ("bsc_bio_es", "beto", "bioelectra", "biomegatron", "modernbert"):
-    RECIPES[_name].defaults["CONTINUE_EPOCHS"] = ""
+for _recipe in (r for r in RECIPES.values() if "INIT_FROM" not in r.fixed):
+    _recipe.defaults["CONTINUE_EPOCHS"] = ""
 for _name in HEAD_WARMUP_RECIPES:
     RECIPES[_name].defaults.update({"HEAD_WARMUP_UPDATES": "0", "HEAD_WARMUP_LR": (
         "1e-3", "a from-scratch rate (the pilots'): the head alone, from its random start")})

@@ -173,7 +173,7 @@ def markdown(run_dir, found):
         for name, p in models.items():
             lines += [f"### {name} (`pretrain/{name}/`)", "", *_pretraining_lines(p, f"pretrain/{name}")]
     if s.get("INIT_FROM"):
-        lines += continuation_lines(models, found["ner"], s)
+        lines += continuation_lines(models, found["ner"])
     for name, (_, summaries) in found["ner"].items():
         lines += [f"## NER: {name} (`ner/{name}/`)", "", report.markdown(summaries), "", *report.best_lines(summaries, run_dir), ""]
         lines += _labelling_lines(summaries)
@@ -215,7 +215,7 @@ def continuation_rows(models, ner):
     return headers, rows, verdicts
 
 
-def continuation_lines(models, ner, settings):
+def continuation_lines(models, ner):
     """The section that says, in words, whether continuing INIT_FROM helped."""
     if len(models) != 1:
         return []

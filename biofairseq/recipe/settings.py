@@ -99,7 +99,7 @@ def continuation_notes(recipe, values, environ):
     if "PEAK_LR" in environ and float(values["PEAK_LR"]) > FROM_SCRATCH_LR:
         lines.append(f"note: PEAK_LR={values['PEAK_LR']} is a from-scratch rate on a published model; continued "
                      f"pretraining takes 1e-4 (TAPT) to {FROM_SCRATCH_LR:g} (DAPT); unset PEAK_LR for the continuation's")
-    if "NER_LRS" in environ and any(float(lr) > FINE_TUNING_LR for lr in values["NER_LRS"].split()):
+    if "NER_LRS" in environ and any(float(lr) > FINE_TUNING_LR for lr in values["NER_LRS"].split(",")):
         lines.append(f"note: NER_LRS={values['NER_LRS']} holds a rate above {FINE_TUNING_LR:g}; published models "
                      "fine-tune at 1e-5 to 5e-5; unset NER_LRS for the continuation's")
     return lines
