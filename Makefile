@@ -18,7 +18,7 @@ PIP_FLAGS ?= --quiet --disable-pip-version-check
 BIN := $(VENV)/bin
 INSTALLED := $(VENV)/.installed
 
-.PHONY: test test-fast demo install clean
+.PHONY: test test-fast lint demo install clean
 
 # Two workers (pytest-xdist), one test file each at a time, so that a file's module fixtures are built once, in the
 # order of tests/conftest.py (longest first); the 10 slowest tests are printed at the end.
@@ -28,6 +28,10 @@ test: $(INSTALLED)
 # The subset for the edit-test loop (pytest -m fast): in-process tests on a small shared corpus, under a minute.
 test-fast: $(INSTALLED)
 	$(BIN)/python -m pytest -n 2 --dist loadfile --no-loadscope-reorder -m fast --durations=5
+
+# ruff on every Python file (its settings: pyproject.toml); CI runs it before the tests.
+lint: $(INSTALLED)
+	$(BIN)/ruff check .
 
 # The bundled end-to-end recipe on the sample in examples/: about 11 minutes on 2 CPU cores. RUN_DIR, NUM_GPUS
 # and the recipe's other variables pass through the environment (see the top of recipes/bsc_bio_es.sh).

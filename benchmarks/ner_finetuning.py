@@ -123,7 +123,7 @@ def main():
             results[name]["train"].append(train_tokens / timed(trainer.train))
             results[name]["eval"].append(dev_tokens / timed(lambda: trainer.predict(dev_inputs)))
             print(f"round {r + 1} {name}: train {results[name]['train'][-1]:,.0f} tokens/s, eval {results[name]['eval'][-1]:,.0f} tokens/s", flush=True)
-            del trainer
+            trainer = None  # its memory back before the next build
     med = {n: {k: statistics.median(v) for k, v in d.items()} for n, d in results.items()}
     device = torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU, {os.cpu_count()} cores"
     n_params = sum(p.numel() for p in fresh_model().parameters())

@@ -8,7 +8,8 @@ torch's varlen_attn where it exists, which has no dropout). The data-bin is the 
 
     python benchmarks/packed_attention.py DATA_BIN 512      # on the GPU; 128 too
 """
-import sys, time
+import sys
+import time
 from pathlib import Path
 import torch
 import torch.nn.functional as F
@@ -30,10 +31,12 @@ sync = torch.cuda.synchronize if gpu else (lambda: None)
 def timed(fn, n=10):
     for _ in range(3):
         fn()
-    sync(); t = time.perf_counter()
+    sync()
+    t = time.perf_counter()
     for _ in range(n):
         fn()
-    sync(); return (time.perf_counter() - t) / n * 1000
+    sync()
+    return (time.perf_counter() - t) / n * 1000
 
 def samples_of(name):
     _, flags = trainer_command(runs[name])
@@ -58,7 +61,7 @@ for name in names:
                 step()
             sync()
         print(prof.key_averages().table(sort_by="cuda_time_total" if gpu else "cpu_time_total", row_limit=22, max_name_column_width=60), flush=True)
-    del trainer
+    trainer = None  # its memory back before the next build
 
 # attention alone, on the first packed batch's segments
 T, B, H, D = samples[0]["net_input"]["src_tokens"].shape[1], batch, *((12, 64) if gpu else (2, 64))

@@ -4,6 +4,7 @@ sub-command is named as the other sub-command's; --help shows each flag's defaul
 paths must not cost an import of torch or fairseq."""
 
 import argparse
+from dataclasses import MISSING, fields
 
 
 class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -56,3 +57,40 @@ def first_line(error):
     """An exception's message as a part of a one-line error (transformers' and torch's run over several lines)."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__
+
+
+# metadata keys of a field that are ours, not add_argument's
+OWN_KEYS = ("flag", "group", "negated", "prediction")
+
+
+def add_fields(parser, cls, keep=lambda field: True, group=None, numbers=None):
+    """A flag for each field of dataclass ``cls`` that ``keep`` takes, in their order: the field's metadata holds
+    add_argument's keywords, and "flag" (default --field-name; "negated": --no-field-name), "group" (an argument group
+    of that title; default: ``group``). A bool's flag turns it off where it defaults on and on where it defaults off; a
+    field of one type (int, float, str) parses as it, a tuple of numbers comma-separated (``numbers``: its parser);
+    the default is the field's unless the metadata gives one."""
+    groups = {}
+    for f in fields(cls):
+        if not keep(f):
+            continue
+        meta = {k: v for k, v in f.metadata.items() if k not in OWN_KEYS}
+        name = f.name.replace("_", "-")
+        flag = f.metadata.get("flag", f"--no-{name}" if f.metadata.get("negated") else f"--{name}")
+        title = f.metadata.get("group", group)
+        where = groups.setdefault(title, parser.add_argument_group(title)) if title else parser
+        if f.type is bool and "action" not in meta:
+            meta["action"] = "store_false" if f.default else "store_true"
+        elif meta.get("action") not in ("store_true", "store_false"):
+            if f.type is tuple and numbers is not None:
+                meta.setdefault("type", numbers)
+                meta.setdefault("default", ",".join(f"{v:g}" for v in f.default))
+            elif f.type in (int, float, str) and "action" not in meta:
+                meta.setdefault("type", f.type)
+            if f.default is not MISSING:
+                meta.setdefault("default", f.default)
+        where.add_argument(flag, dest=f.name, **meta)
+
+
+def fields_from(cls, args):
+    """The dataclass ``cls`` of the parsed ``args`` (as add_fields made its flags)."""
+    return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})

@@ -35,11 +35,11 @@
 #   INIT_FROM      continual pretraining from a transformers RoBERTa or BERT folder (bsc-bio-es, BETO, PubMedBERT,
 #                  BioBERT) or a fairseq checkpoint (.pt); docs/recipes.md
 #
-# The stage machinery is recipes/lib/stages.sh, shared with the other recipes.
+# recipes/lib/recipe.sh renders the run as one bash script, RUN_DIR/run.sh, and runs it (STOP_AFTER=settings prints it).
 [ -n "${BASH_VERSION:-}" ] || { echo "bsc_bio_es.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }
 set -euo pipefail
 
 RECIPE=bsc_bio_es
-# shellcheck source=lib/stages.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
+# shellcheck source=lib/recipe.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/recipe.sh"
 recipe_run  # its stages: biofairseq/recipe/recipes.py

@@ -27,6 +27,6 @@
 set -euo pipefail
 
 RECIPE=modernbert
-# shellcheck source=lib/stages.sh
-source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"
+# shellcheck source=lib/recipe.sh
+source "$(dirname "${BASH_SOURCE[0]}")/lib/recipe.sh"
 recipe_run  # its stages: biofairseq/recipe/recipes.py

@@ -1,28 +1,26 @@
 """What STOP_AFTER=settings gives back (biofairseq.recipe.settings.plan): the script, and recipe.env from its header."""
 
 
-def script_of(stream):
-    """The preview script: the text of its one ``out`` record."""
-    words = stream.split("\0")
-    return words[words.index("out") + 1]
+def script_of(script):
+    """The preview script (settings.plan gives it as it is)."""
+    return script
 
 
-def recorded_env(stream):
+def recorded_env(script):
     """recipe.env's text, as the script writes it."""
-    script = script_of(stream)
     return script[script.index("<<'RECIPE_ENV'\n") + len("<<'RECIPE_ENV'\n"):script.index("\nRECIPE_ENV\n") + 1]
 
 
 def run_records(plan, tmp_path, stages_sh, env, fake_run=True):
-    """recipes/lib/stages.sh's recipe_run on ``plan``'s records (a biofairseq.recipe.plan.Plan), with run() printing
-    "RUN ..." instead of running (fake_run; the checks run). Returns the finished process."""
+    """The script of ``plan`` (a biofairseq.recipe.plan.Plan, its stages added) run by bash, with run() printing
+    "RUN ..." instead of running (fake_run; the checks run) and no recipe.env written. Returns the finished process."""
     import os
     import subprocess
 
-    stream, stub = tmp_path / "plan.records", tmp_path / "plan-stub"
-    stream.write_text(plan.stream() + "stop\0\0")
-    stub.write_text(f"#!/bin/sh\ncat {stream}\n")
-    stub.chmod(0o755)
-    fake = 'run() { echo "RUN $*" >&2; }; ' if fake_run else ""
-    script = f"set -euo pipefail; RECIPE=test; source {stages_sh}; PYTHON={stub}; {fake}recipe_run"
-    return subprocess.run(["bash", "-c", script], env={**os.environ, **env}, capture_output=True, text=True)
+    script = plan.render([], "")
+    functions, stages = script.split("\n# ---- the settings -> ", 1)
+    fake = 'run() { echo "RUN $*" >&2; }\n' if fake_run else ""
+    path = tmp_path / "plan.sh"
+    stages = stages.split("\nRECIPE_ENV\n", 1)[1]  # after recipe.env's lines
+    path.write_text(f"{functions}\n{fake}\n{stages}")
+    return subprocess.run(["bash", str(path)], env={**os.environ, **env}, capture_output=True, text=True)

@@ -125,7 +125,7 @@ def check(program, rest, env):
         if rest[0].startswith("recipes/"):  # every variable given is a setting of the recipe, or one its runner reads
             from biofairseq.recipe.table import names
 
-            read = (REPO / "recipes" / "lib" / "stages.sh").read_text()
+            read = (REPO / "recipes" / "lib" / "recipe.sh").read_text()
             takes = set(names(rest[0].rsplit("/", 1)[-1].removesuffix(".sh")))
             return [name for name in (a.split("=")[0] for a in env)
                     if name not in takes and not re.search(rf"\b{name}\b", read)]

@@ -248,3 +248,27 @@ def test_whole_word_masking_masks_a_word_and_its_continuations_together(standins
             masked += bool(inside.all())
             partial += bool(inside.any() and not inside.all())
     assert partial == 0 and 0.1 < masked / words < 0.2
+
+
+@pytest.mark.fast
+def test_the_families_table_is_the_registrys_and_no_family_is_named_outside_its_file():
+    """docs/conversion.md's table of the families is generated from the families themselves (python -m
+    biofairseq.convert.families), and no code outside biofairseq/convert/families/ branches on a family's name: a
+    family is its file and its line in FAMILIES, every hook declared on the base class."""
+    import re
+
+    from biofairseq.convert.families import FAMILIES, docs_table
+    from biofairseq.convert.families.base import Family
+    from biofairseq.samples import REPO
+
+    text = (REPO / "docs" / "conversion.md").read_text()
+    begin, end = "<!-- generated: python -m biofairseq.convert.families -->\n", "<!-- end of generated -->"
+    assert text[text.index(begin) + len(begin):text.index(end, text.index(begin))] == docs_table(), \
+        "docs/conversion.md: run python -m biofairseq.convert.families and paste its table between the markers"
+    names = "|".join(re.escape(f.name) for f in FAMILIES)
+    for path in (REPO / "biofairseq").rglob("*.py"):
+        if "families" not in path.parts:
+            found = re.findall(rf'[!=]=\s*"({names})"|"({names})"\s*[!=]=', path.read_text())
+            assert not found, (path, found)
+    hooks = {name for f in FAMILIES for name in vars(type(f)) if not name.startswith("_")}
+    assert hooks <= set(dir(Family)), hooks - set(dir(Family))  # each declared on the base, with its default

@@ -284,7 +284,7 @@ def test_the_sbatch_template_previews_its_cluster_run(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert "pretraining on 2 machine(s) x 4 GPU(s), world size 8" in proc.stderr and "note: WORKERS" not in proc.stderr
     assert "\nPRESET=paper\n" in proc.stdout and "WORKERS=8" not in proc.stdout  # recorded: what, not where or how fast
-    train = next(shlex.split(line) for line in proc.stdout.splitlines() if line.startswith("srun "))
+    train = next(shlex.split(line)[1:] for line in proc.stdout.splitlines() if line.startswith("    run srun "))
     assert train[:12] == ["srun", "--nodes", "2", "--ntasks-per-node", "1", "--gpus-per-node", "4", "--cpus-per-task", "8",
                           "--kill-on-bad-exit", "1", "biofairseq-train"]
     assert train[train.index("--distributed-world-size") + 1] == "8" and "--fp16" in train
@@ -366,7 +366,7 @@ def test_force_removes_every_stage_output_before_the_first_stage_runs(tmp_path):
     for force, kept in (("ner", ["clean", "data-bin", "hf", "pretrain", "recipe.env", "vocab"]), ("1", ["recipe.env"])):
         run, _ = settings.prepare("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), "FORCE": force,
                                                  "STOP_AFTER": "settings"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
-        plan = Plan(run, stop_after="none")  # its records up to the first stage: FORCE's removals
+        plan = Plan(run, stop_after="none")  # its lines up to the first stage: FORCE's removals
         proc = run_records(plan, tmp_path.parent, REPO / "recipes" / "lib" / "stages.sh",
                            {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}, fake_run=False)
         assert proc.returncode == 0, proc.stderr

@@ -83,10 +83,10 @@ def test_bioelectra_pretraining_logs_both_towers_and_the_generator_learns(electr
 
 
 def test_the_recipes_share_the_stage_machinery_and_copy_none_of_it():
-    library = (REPO / "recipes" / "lib" / "stages.sh").read_text()
+    library = (REPO / "recipes" / "lib" / "stages.sh").read_text() + (REPO / "recipes" / "lib" / "recipe.sh").read_text()
     for script in (RECIPE, BIOELECTRA, REPO / "recipes" / "bio_lm.sh"):
         text = script.read_text()
-        assert 'source "$(dirname "${BASH_SOURCE[0]}")/lib/stages.sh"' in text
+        assert 'source "$(dirname "${BASH_SOURCE[0]}")/lib/recipe.sh"' in text
         for function in ("stage", "run", "die", "recipe_run"):
             assert f"{function}() {{" in library and f"{function}() {{" not in text, (script.name, function)
 

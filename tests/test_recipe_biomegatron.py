@@ -4,9 +4,6 @@ labelling, one report. Its commands run in this process (served); continual pret
 test_recipe_modernbert.py's run, and the stages' handling of a fairseq checkpoint as INIT_FROM is below."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
@@ -75,7 +72,7 @@ def test_a_fairseq_checkpoint_as_init_from_goes_through_transformers_and_only_it
     run.values["INIT_FROM"] = str(start)
     plan = Plan(run)
     recipes.biomegatron(plan)
-    ran = [r[2:] for r in plan.records if r[0] == "run"]
+    ran = plan.commands
     hf, init = tmp_path / "run" / "init.hf", tmp_path / "run" / "init"
     assert ran[1:5] == [["rm", "-rf", str(hf)], ["biofairseq-convert", "to-hf", str(start), str(hf)],
                         ["biofairseq-convert", "from-hf", str(hf), str(init)], ["rm", "-rf", str(hf)]]

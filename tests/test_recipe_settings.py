@@ -4,6 +4,7 @@ itself does with them (its one line, its exit, FORCE) is checked by a few bash r
 
 import os
 import re
+import shlex
 import shutil
 
 import pytest
@@ -55,8 +56,9 @@ def test_bash_reads_no_setting_and_evals_nothing():
     """A setting crosses one language boundary: from the table (Python) to a command line, which bash receives
     finished (biofairseq.recipe.plan). The scripts read no setting but FORCE, for the interrupt's advice, and eval
     nothing."""
-    own = {"RECIPE", "REPO", "PYTHON", "STAGE_NOW", "RAN", "SECONDS", "BASH_SOURCE", "BASH_VERSION", "FORCE"}
-    for path in [REPO / "recipes" / "lib" / "stages.sh", *(REPO / "recipes" / f"{r}.sh" for r in presets.RECIPES)]:
+    own = {"RECIPE", "REPO", "PYTHON", "STAGE_NOW", "RAN", "SECONDS", "BASH_SOURCE", "BASH_VERSION", "FORCE", "STAGE_OUTPUT",
+           "STAGE_DONE"}
+    for path in [REPO / "recipes" / "lib" / "stages.sh", REPO / "recipes" / "lib" / "recipe.sh", *(REPO / "recipes" / f"{r}.sh" for r in presets.RECIPES)]:
         code = "\n".join(line.split(" #")[0] for line in path.read_text().splitlines() if not line.lstrip().startswith("#"))
         assert set(re.findall(r"\$\{?!?([A-Z][A-Z0-9_]*)", code)) <= own, path
         assert not re.search(r"\beval\b", code), path
@@ -194,7 +196,7 @@ def test_ner_extra_reaches_the_sweep_as_its_check_reads_it(tmp_path):
                               say=lambda line: None)
     plan = Plan(run, stop_after="none")
     recipes.RECIPES["bsc_bio_es"](plan)
-    sweep = next(r[2:] for r in plan.records if r[0] == "run" and r[2] == "biofairseq-ner")
+    sweep = next(c for c in plan.commands if c[0] == "biofairseq-ner")
     assert sweep[-2:] == ["--fc-dropout", "0.5"]
 
 
@@ -406,9 +408,32 @@ def test_a_rerun_compares_folders_by_what_they_name_may_change_the_sweeps_grid_a
     err = capsys.readouterr().err
     assert "NER_EPOCHS=4 (was 10): its stage is redone (FORCE)" in err
     assert f"note: FORCE=ner removes {run_dir / 'ner'} before the first stage" in err
-    removed = [words[1] for words in zip(*[iter(text.split("\0"))] * 2) if words[0] == "remove"]
+    removed = [shlex.split(line)[3] for line in text.splitlines() if line.startswith("if [[ -e ")]
     assert removed == [str(run_dir / name) for name in ("ner", "breakout", "report.md", "report.json", "report.png")]
     with pytest.raises(settings.SettingsError, match=r"^PEAK_LR=0.0002, but .*FORCE=pretrain to redo from stage 4"):
         (run_dir / "pretrain").mkdir()
         (run_dir / "pretrain" / "checkpoint_last.pt").touch()
         rerun(PEAK_LR="0.0002", FORCE="ner")
+
+
+@pytest.mark.parametrize("recipe", list(presets.RECIPES))
+def test_every_key_of_every_preset_table_is_a_setting(recipe):
+    """A misspelt key in a preset (PEAK_RL) would be dropped by the merge without a word: every key of the shared
+    table, the recipe's defaults, its presets, its continuation layer and what it fixes is a Setting."""
+    r = presets.RECIPES[recipe]
+    tables = {"SHARED": presets.SHARED, "defaults": r.defaults, "fixed": r.fixed, "continuation": presets.continuation(recipe),
+              **{f"presets[{name!r}]": t for name, t in r.presets.items()}}
+    unknown = {where: sorted(set(t) - set(table.BY_NAME)) for where, t in tables.items() if set(t) - set(table.BY_NAME)}
+    assert not unknown, f"{recipe}: not settings (biofairseq/recipe/table.py): {unknown}"
+    assert not set(r.computed) & set(table.BY_NAME), "a computed value that is also a setting"
+
+
+@pytest.mark.parametrize("recipe", ["bsc_bio_es", "bio_lm"])
+def test_the_script_a_preview_prints_is_the_one_the_run_writes_and_runs(recipe, tmp_path):
+    """One renderer: STOP_AFTER=settings prints the script that a run without it writes to RUN_DIR/run.sh and runs
+    (recipes/lib/recipe.sh), byte for byte; the preview writes nothing."""
+    environ = {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path / "run"), "PATH": os.environ["PATH"]}
+    previewed = settings.render(recipe, {**environ, "STOP_AFTER": "settings"}, REPO, f"{recipe}.sh", say=lambda line: None)
+    assert previewed.startswith("#!/usr/bin/env bash\n") and not (tmp_path / "run").exists()
+    path = settings.render(recipe, environ, REPO, f"{recipe}.sh", say=lambda line: None)
+    assert path == str(tmp_path / "run" / "run.sh") and (tmp_path / "run" / "run.sh").read_text() == previewed

@@ -163,8 +163,9 @@ def main(argv=None):
     log(f"wrote {args.output} in {time.time() - start:.1f} s")
     if args.command == "from-hf":
         out = args.output
-        task = ("electra --criterion electra" if report["family"] == "ELECTRA"
-                else "document_mlm --criterion masked_lm_accuracy")
+        from biofairseq.convert import families
+
+        task = families.named(report["family"]).continue_task
         package = Path(__file__).resolve().parents[1]  # biofairseq/, the user dir; preprocess/ beside it in a clone
         binarize = package.parent / "preprocess" / "binarize.sh"
         binarize = f"bash {binarize}" if binarize.is_file() else "bash preprocess/binarize.sh (in a clone of biofairseq)"

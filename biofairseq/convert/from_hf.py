@@ -9,7 +9,6 @@ weights moved over by the family's layouts; the parity check.
 import contextlib
 from pathlib import Path
 
-import torch
 
 from biofairseq import checkpoints
 from biofairseq.arguments import first_line
@@ -33,7 +32,7 @@ def convert(hf_dir, output, final_output, verify=True, log=print, generator=None
     hf_dir = Path(hf_dir)
     source = families.Source(hf_dir, generator, generator_fraction)
     family, config, problems = families.inspect(source)
-    if (generator or generator_fraction) and family.name != "ELECTRA":
+    if (generator or generator_fraction) and not family.has_generator:
         flag = "--generator" if generator else "--generator-fraction"
         raise ConvertError(f"{hf_dir}: {flag}: {with_article(family.name)} model has no generator (an ELECTRA's); drop the flag")
     if problems:
@@ -60,7 +59,7 @@ def convert(hf_dir, output, final_output, verify=True, log=print, generator=None
         raise ConvertError(
             f"{hf_dir}: the mask token's id {tokenizer.mask_token_id} is outside vocab_size {config.vocab_size}"
         )
-    complete = getattr(family, "complete", lambda models: True)(models)
+    complete = family.complete(models)
     # the transformers weights overwrite every fairseq one, unless the folder lacks a part (a fresh ELECTRA generator)
     with no_init_weights() if complete else contextlib.nullcontext():
         fairseq, cfg = checkpoints.new_model(flags, final_output, dictionary)

@@ -97,7 +97,7 @@ def _card(report, fairseq, family, checkpoint, found, card):
         rows.append(("epoch", str(training["epoch"])))
     if training.get("best") is not None:
         metric = training["metric"]
-        if training.get("best_perplexity") is not None and not fairseq.electra:
+        if training.get("best_perplexity") is not None and family.perplexity:
             rows.append(("validation perplexity", f"{training['best_perplexity']:.2f} (best validation {metric} "
                                                   f"{training['best']:.4f}, base 2, up to this checkpoint)"))
         else:
@@ -145,7 +145,7 @@ def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=pri
     log(f"vocabulary: {found.kind} ({', '.join(found.files.values())})")
     order = vocabulary.wordpiece_ids(found, fairseq.dictionary) if found.kind == "wordpiece" else None
     notes = [f"classification heads not converted: {', '.join(fairseq.heads)}"] if fairseq.heads else []
-    if fairseq.electra and not generator:
+    if family.has_generator and not generator:
         notes.append("the generator is not written (to-hf --generator writes it in generator/, as from-hf reads it)")
     if found.kind == "wordpiece":
         notes.append("token type embeddings are zero (fairseq has none; type 0's went into the positions at from-hf), "

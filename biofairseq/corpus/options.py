@@ -2,9 +2,9 @@
 flags (the cleaning steps' own switches are CleaningConfig's), and the pipeline reads it by name."""
 
 import argparse
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import MISSING, dataclass, field
 
-from biofairseq.arguments import at_least
+from biofairseq.arguments import add_fields, at_least, fields_from
 from biofairseq.corpus.sources import TEXT_DOCS
 
 CLUSTER = "running shards as a job array (submitit)"
@@ -82,15 +82,8 @@ class CorpusOptions:
 
 def add_arguments(parser):
     """A flag for every CorpusOptions field, in its order: --x-y (or its own "flag"), in its argument group."""
-    groups = {}
-    for f in fields(CorpusOptions):
-        flag = dict(f.metadata)
-        name, group = flag.pop("flag", "--" + f.name.replace("_", "-")), flag.pop("group", None)
-        where = groups.setdefault(group, parser.add_argument_group(group)) if group else parser
-        if f.default is not MISSING:
-            flag["default"] = f.default
-        where.add_argument(name, dest=f.name, **flag)
+    add_fields(parser, CorpusOptions)
 
 
 def options_from_args(args):
-    return CorpusOptions(**{f.name: getattr(args, f.name) for f in fields(CorpusOptions)})
+    return fields_from(CorpusOptions, args)

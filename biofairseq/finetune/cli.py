@@ -17,7 +17,7 @@ import time
 from dataclasses import fields
 from pathlib import Path
 
-from biofairseq.arguments import DefaultsHelp, OneLineParser
+from biofairseq.arguments import DefaultsHelp, OneLineParser, add_fields
 
 
 def _numbers(kind, example):
@@ -55,18 +55,8 @@ def _option_flags(parser, prediction_only=False, skip=()):
     """The flags of TrainOptions' fields (biofairseq.finetune.training), from their defaults and help."""
     from biofairseq.finetune.training import TrainOptions
 
-    for f in fields(TrainOptions):
-        meta = dict(f.metadata)
-        if f.name in skip or (prediction_only and not meta.pop("prediction")):
-            continue
-        meta.pop("prediction", None)
-        flag = meta.pop("flag", f"--{f.name.replace('_', '-')}")
-        if f.type is bool:
-            parser.add_argument(flag, dest=f.name, action="store_false" if f.default else "store_true", **meta)
-        elif f.type is tuple:
-            parser.add_argument(flag, type=_floats, default=_listed(f.default), **meta)
-        else:
-            parser.add_argument(flag, type=meta.pop("type", f.type), default=f.default, **meta)
+    add_fields(parser, TrainOptions, numbers=_floats,
+               keep=lambda f: f.name not in skip and (f.metadata.get("prediction") or not prediction_only))
 
 
 def _training_flags(parser, skip):

@@ -591,7 +591,6 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
     tokenizer = load_tokenizer(source)
     model = head.load(source)
     trained = _trained_windows(source)
-    asked = options.max_length
     if not max_length_given and trained:  # as the model learned: its run's windows
         options = replace(options, max_length=trained[1])
     limit = position_limit(model.config, options.max_length)

@@ -125,17 +125,7 @@ def init_from_problem(recipe, values, given):
         said = longer[0] if len(longer) == 1 else f"{', '.join(longer[:-1])} and {longer[-1]}"
         return (f"{said}: INIT_FROM={init} has {longest} positions (max_position_embeddings "
                 f"{config.max_position_embeddings}); give at most {longest}{phase2}")
-    if family.name == "ELECTRA":
-        from biofairseq.convert.families.electra import generator_folder
-
-        if given.get("EMBEDDING_SHARING", "tied") != "tied":
-            return (f"EMBEDDING_SHARING={given['EMBEDDING_SHARING']}: INIT_FROM={init} brings its own embeddings (one "
-                    "module for both towers where they are equal, as ELECTRA trains them); drop the setting")
-        if generator_folder(source) is not None and given.get("GENERATOR_FRACTION"):
-            return (f"GENERATOR_FRACTION={given['GENERATOR_FRACTION']}: INIT_FROM={init} has its generator (in "
-                    f"{generator_folder(source)}), whose width is its own; drop the setting (it sizes a fresh generator "
-                    "where the folder has none)")
-    return None
+    return family.init_problem(source, given)
 
 
 def init_weights_problem(values):

@@ -234,7 +234,7 @@ def ner_flags(value):
         return line.split(": error: ", 1)[-1].split("; see ")[0] + "; see biofairseq-ner sweep --help"
     # a flag the recipe gives from a setting of its own (or an abbreviation of one, which argparse takes) would
     # override it unchecked, and recipe.env and the report would name the setting's value
-    from biofairseq.recipe.commands import ner_sweep_flags
+    from biofairseq.recipe.table import ner_sweep_flags
 
     for flag, name in ner_sweep_flags().items():
         dest = flag[2:].replace("-", "_")

@@ -121,7 +121,9 @@ def _with_mask(dictionary):
 
 def sentence(result):
     """The one-line verdict, as printed and as the report says it."""
-    of = "generator " if result.get("objective") == "ELECTRA" else ""
+    from biofairseq.recipe.objectives import Electra
+
+    of = "generator " if result.get("objective") == Electra.name else ""
     logged = result["valid_accuracy"] is not None  # fairseq's masked_lm logs none
     accuracy = (f"{of}masked-token accuracy {result['valid_accuracy']:.2f}% vs most frequent token "
                 f"{result['most_frequent_token_accuracy']:.2f}%" if logged else

@@ -1,15 +1,17 @@
-"""Each recipe's stages, on the shared builders of biofairseq.recipe.plan: its objective's flags and the order of its
-models. The scripts in recipes/ run them (their headers say what each reproduces); the settings are in presets.py."""
+"""Each recipe's stages, on the shared stages of biofairseq.recipe.plan: its data, its models (plan.Model: the
+objective's flags, the checkpoint kept) and their order. The scripts in recipes/ run them (their headers say what each
+reproduces); the settings are in presets.py."""
+
+from biofairseq.recipe.plan import Model
+from biofairseq.recipe.table import flags
 
 
-def masked_lm(p, vocab_type, *task_flags, dropout=True):
+def masked_lm(p, vocab_type, *task_flags, **model):
     """One model pretrained with document-level masked LM from the corpus (or INIT_FROM), then stages 5-8."""
-    p.corpus(vocab_type)
-    p.task_args = p.mlm_task_args(*task_flags)
-    p.model_args = [*p.arch_args(), *(p.dropout_args() if dropout else [])]
-    p.optim_args = p.adam_args()
-    p.pretrain()
-    p.finish()
+    data = p.corpus(vocab_type)
+    m = Model(p.mlm_task(*task_flags), p.model_flags(), p.optimizer(), arch=p.v.get("ARCH", ""), **model)
+    p.pretrain(m, data)
+    p.finish(m, data)
 
 
 def bsc_bio_es(p):
@@ -19,112 +21,82 @@ def bsc_bio_es(p):
 
 def beto(p):
     """BETO (Cañete et al. 2020): SentencePiece, whole-word masking, two length phases; the final model kept."""
-    p.keep = "last"
-    masked_lm(p, "sentencepiece", "--mask-whole-words")
+    masked_lm(p, "sentencepiece", "--mask-whole-words", keep="last")
+
+
+def modernbert(p):
+    """ModernBERT continued or from scratch: its attention is SDPA already, and it trains without dropout (its
+    settings have none)."""
+    masked_lm(p, "bytelevel-bpe", keep="last", sdpa=())
 
 
 def bioelectra(p):
     """BioELECTRA (Kanakarajan et al. 2021): replaced-token detection; the final model kept, converted with its
     generator."""
     v = p.v
-    p.keep, p.best_metric = "last", "loss"
-    p.init_args = ["--generator-fraction", v["GENERATOR_FRACTION"]] if v["GENERATOR_FRACTION"] else []
-    p.init_to_hf_args = ["--generator"]
-    p.corpus(v["VOCAB_TYPE"])
-    p.task_args = ["--user-dir", p.repo / "biofairseq", "--task", "electra", "--criterion", "electra",
-                   "--discriminator-weight", v["DISCRIMINATOR_WEIGHT"], *p.masking_args(random_token=False)]
-    p.model_args = [*p.arch_args(), "--sampling-temperature", v["SAMPLING_TEMPERATURE"],
-                    "--sampling-temperature-final", v["SAMPLING_TEMPERATURE_FINAL"],
-                    "--sampling-temperature-updates", v["MAX_UPDATE"], *p.dropout_args()]
-    if not v["INIT_FROM"]:
-        p.model_args += ["--embedding-sharing", v["EMBEDDING_SHARING"]]
-        p.model_args += ["--generator-width-fraction", v["GENERATOR_FRACTION"]] if v["GENERATOR_FRACTION"] else []
-    p.optim_args = p.adam_args()
-    p.pretrain()
-    p.finish("--generator")
-
-
-def modernbert(p):
-    """ModernBERT continued or from scratch: its attention is SDPA already, and it trains without dropout."""
-    p.keep, p.sdpa = "last", []
-    masked_lm(p, "bytelevel-bpe", dropout=False)
+    data = p.corpus(v["VOCAB_TYPE"], from_hf=flags(v, "from-hf"), to_hf=["--generator"])
+    task = ["--user-dir", p.repo / "biofairseq", "--task", "electra", "--criterion", "electra", *flags(v, "electra"),
+            *p.masking()]
+    # the generator's temperature anneals over the whole run; a model continued keeps its own sharing and widths
+    model_flags = p.model_flags("--sampling-temperature-updates", v["MAX_UPDATE"], *([] if data.init else flags(v, "new_model")))
+    m = Model(task, model_flags, p.optimizer(), arch=v["ARCH"], keep="last", best_metric="loss")
+    p.pretrain(m, data)
+    p.finish(m, data, ["--generator"], to_hf=["--generator"])
 
 
 def biomegatron(p):
     """BioMegatron (Shin et al. 2020): a model per vocabulary (VOCABULARIES), their break-out rates on the NER sets,
     or one model continued from INIT_FROM."""
     v = p.v
-    p.keep = "last"
     p.clean()
-    names = [""]
     if v["INIT_FROM"]:
-        p.init_from()
-        p.binarize()
+        datas = [p.init_from()]
+        p.binarize(datas[0])
     else:
-        names = []
+        datas = []
         for vocabulary in v["VOCABULARIES"].split():  # bio_30k=30000 ...
-            name, size = vocabulary.split("=", 1)
-            p.data(name)
-            p.vocabulary("sentencepiece", size)
-            p.binarize()
-            names.append(name)
-    p.breakout()
-    p.task_args = p.mlm_task_args()
-    p.optim_args = p.adam_args()
-    p.model_args = [*p.arch_args(), *p.dropout_args()]
-    p.model_args += ["--checkpoint-activations"] if v["CHECKPOINT_ACTIVATIONS"] != "0" else []
-    for name in names:
-        if name:
-            p.data(name)
-        p.model(name or "continued")
-        p.pretrain()
-        p.pick()
-        p.convert()
-    p.baseline()
-    p.ner()
-    p.report()
+            datas.append(p.vocabulary("sentencepiece", *vocabulary.split("=", 1)))
+            p.binarize(datas[-1])
+    breakouts = p.breakout(datas)
+    models, hfs = [], []
+    for data in datas:
+        m = Model(p.mlm_task(), p.model_flags(), p.optimizer(), name=data.name or "continued", arch=v["ARCH"], keep="last")
+        p.pretrain(m, data)
+        p.pick(m, data)
+        hfs.append(p.convert(m))
+        models.append(m)
+    ner = p.ner([*hfs, *p.baseline(hfs[-1])])
+    p.report(ner, [d for d in datas if d.name], breakouts, models)
 
 
 def bio_lm(p):
     """Lewis et al. 2020's distillation study: base and large with masked LM, base distilled from large, and base
     trained as long again with masked LM alone; every model keeps its final checkpoint."""
     v = p.v
-    p.keep = "last"
-    p.corpus("bytelevel-bpe")
-    mlm = ["--user-dir", p.repo / "biofairseq", "--task", "document_mlm", *p.masking_args()]
+    data = p.corpus("bytelevel-bpe")
+    mlm = ["--user-dir", p.repo / "biofairseq", "--task", "document_mlm", *p.masking()]
 
-    def model_and_optimizer(arch, lr, warmup):
-        p.arch = arch
-        p.model_args = ["--arch", arch, *p.dropout_args()]
-        p.optim_args = p.adam_args(lr, warmup)
+    def model(name, arch, lr, warmup, task=(*mlm, "--criterion", "masked_lm_accuracy")):
+        return Model(task, p.model_flags(), p.optimizer({"--lr": lr, "--warmup-updates": warmup}), name=name, arch=arch,
+                     keep="last")
 
-    p.task_args = [*mlm, "--criterion", "masked_lm_accuracy"]
-    p.model("base")
-    model_and_optimizer(v["BASE_ARCH"], v["BASE_LR"], v["WARMUP_UPDATES"])
-    p.pretrain()
-    p.pick()
-    p.model("large")
-    model_and_optimizer(v["LARGE_ARCH"], v["LARGE_LR"], v["LARGE_WARMUP_UPDATES"])
-    p.pretrain(v["LARGE_MAX_UPDATE"])
-    p.pick()
-    start, teacher = p.kept_checkpoint(p.run_dir / "pretrain" / "base"), p.kept_checkpoint(p.run_dir / "pretrain" / "large")
-    model_and_optimizer(v["BASE_ARCH"], v["DISTIL_LR"], v["DISTIL_WARMUP_UPDATES"])
-    p.model("distilled")
-    p.task_args = [*mlm, "--criterion", "mlm_distillation", "--teacher-path", teacher, "--alpha-mlm", v["ALPHA_MLM"],
-                   "--alpha-kl", v["ALPHA_KL"], "--temperature", v["TEMPERATURE"], "--alpha-cos", v["ALPHA_COS"]]
-    p.pretrain(v["DISTIL_UPDATES"], ["--finetune-from-model", start])
-    p.pick()
-    p.model("base_longer")
-    p.task_args = [*mlm, "--criterion", "masked_lm_accuracy"]
-    p.pretrain(v["DISTIL_UPDATES"], ["--finetune-from-model", start])
-    p.pick()
-    for name in ("base", "base_longer", "large", "distilled"):  # Table 6's order
-        p.model(name)
-        p.convert()
-    p.model("base")
-    p.baseline()
-    p.ner()
-    p.report()
+    base = model("base", v["BASE_ARCH"], v["BASE_LR"], v["WARMUP_UPDATES"])
+    p.pretrain(base, data)
+    p.pick(base, data)
+    large = model("large", v["LARGE_ARCH"], v["LARGE_LR"], v["LARGE_WARMUP_UPDATES"])
+    p.pretrain(large, data, v["LARGE_MAX_UPDATE"])
+    p.pick(large, data)
+    start, teacher = p.kept_checkpoint(base), p.kept_checkpoint(large)
+    distilled = model("distilled", v["BASE_ARCH"], v["DISTIL_LR"], v["DISTIL_WARMUP_UPDATES"],
+                      (*mlm, "--criterion", "mlm_distillation", "--teacher-path", teacher, *flags(v, "distillation")))
+    p.pretrain(distilled, data, v["DISTIL_UPDATES"], ["--finetune-from-model", start])
+    p.pick(distilled, data)
+    longer = model("base_longer", v["BASE_ARCH"], v["DISTIL_LR"], v["DISTIL_WARMUP_UPDATES"])
+    p.pretrain(longer, data, v["DISTIL_UPDATES"], ["--finetune-from-model", start])
+    p.pick(longer, data)
+    order = (base, longer, large, distilled)  # Table 6's
+    hfs = [p.convert(m) for m in order]
+    p.report(p.ner([*hfs, *p.baseline(hfs[0])]), pretrained=order)
 
 
 RECIPES = {f.__name__: f for f in (bsc_bio_es, beto, bioelectra, modernbert, biomegatron, bio_lm)}  # by script name

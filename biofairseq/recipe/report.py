@@ -19,7 +19,7 @@ from pathlib import Path
 
 from biofairseq.atomic import write_text
 from biofairseq.recipe.best_checkpoint import records
-from biofairseq.recipe.objectives import objective_of, percent
+from biofairseq.recipe.objectives import Electra, objective_of, percent
 from biofairseq.recipe.record import changes_of
 from biofairseq.recipe.record import read as recorded_settings
 from biofairseq.recipe.table import SettingsError
@@ -309,7 +309,7 @@ def plot(found, path):
         key = objective_of(p["best"]).curve
         axes[0].plot([v["update"] for v in p["validations"]], [v[key] for v in p["validations"]], marker="o", markersize=3,
                      color=line.get_color(), linestyle="--", label=f"{label} valid".strip())
-    electra = any(p.get("objective") == "ELECTRA" for p in models.values())
+    electra = any(p.get("objective") == Electra.name for p in models.values())
     axes[0].set(title="pretraining", xlabel="update", ylabel="generator perplexity" if electra else "perplexity", yscale="log")
     axes[0].grid(alpha=0.3)
     axes[0].legend(fontsize=8)

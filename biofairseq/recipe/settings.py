@@ -1,8 +1,9 @@
 """The one step every recipe runs before any work: the settings merged and checked (biofairseq.recipe.table), its
 inputs checked (biofairseq.recipe.inputs), the devices found (biofairseq.recipe.hardware), ``recipe.env`` kept
-(biofairseq.recipe.record); then every stage's commands (biofairseq.recipe.plan), which the recipe runs.
+(biofairseq.recipe.record); then the run rendered as one bash script (biofairseq.recipe.plan), which the recipe runs.
 
-    python -m biofairseq.recipe.settings plan RECIPE SCRIPT REPO      the stages' records (NUL-separated), or one line
+    python -m biofairseq.recipe.settings render RECIPE SCRIPT REPO    RUN_DIR/run.sh written, its path printed (under
+                                                                      STOP_AFTER=settings: the script printed), or one line
     python -m biofairseq.recipe.settings names RECIPE                 the settings the recipe takes
     python -m biofairseq.recipe.settings docs                         docs/recipes.md's tables of the settings
 """
@@ -11,6 +12,7 @@ import os
 import sys
 from pathlib import Path
 
+from biofairseq.atomic import write_text
 from biofairseq.corpus.checks import source_problem
 from biofairseq.recipe.hardware import devices, preview
 from biofairseq.recipe.inputs import (init_from_problem, init_vocabulary_problem, init_weights_problem, ner_data,
@@ -106,32 +108,46 @@ def continuation_notes(recipe, values, environ):
 
 
 def header(run, previewed):
-    """The preview script's opening comments: what it is, how it differs from the recipe, and what the preview said
-    of the devices (its notes included)."""
-    return [f"{run.recipe}.sh, PRESET={run.values['PRESET']}: the command of every stage for these settings "
-            "(STOP_AFTER=settings).",
-            "Run it with bash and the clone's environment active (inside the allocation, for a cluster run), or edit",
-            "it first. Unlike the recipe, it does not skip a stage whose output exists; each command resumes or redoes",
-            "what it finds.", "", *previewed, ""]
+    """The script's opening comments: what it is, how to run it, and what the settings step said of the devices (its
+    notes included)."""
+    return [f"{run.recipe}.sh, PRESET={run.values['PRESET']}: the run, every stage's command for these settings.",
+            "The recipe runs it as it is; STOP_AFTER=settings prints it. Run it with bash and the clone's environment",
+            "active (inside the allocation, for a cluster run), or edit it first. A stage whose output exists is",
+            "skipped, and each command resumes what it finds.", "", *previewed, ""]
 
 
 def plan(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr)):
-    """The records recipes/lib/stages.sh runs; under STOP_AFTER=settings, the preview (on stderr) and the script
-    (printed on stdout), then a stop."""
+    """The run as one bash script (its text). Under STOP_AFTER=settings, the script of every stage (a run with
+    STOP_AFTER unset), the devices said on stderr, and nothing written."""
+    return rendered(recipe, environ, repo, script, say)[1]
+
+
+def rendered(recipe, environ, repo, script, say):
+    """The Run and its script."""
     run, text = prepare(recipe, environ, repo, script, say, environ.get("PYTHON", "python"))
     v, previewing = run.values, run.values["STOP_AFTER"] == "settings"
     built = Plan(run, stop_after="none" if previewing else None)  # a preview shows every stage
+    built.script.say(f"{recipe}.sh: PRESET={v['PRESET']} RUN_DIR={v['RUN_DIR']}; {v['NUM_GPUS']} GPU(s) x {v['NUM_NODES']} "
+              f"machine(s), update frequency {v['UPDATE_FREQ']}")
     RECIPE_STAGES[recipe](built)
-    if not previewing:
-        return "".join(w + "\0" for w in ("say", f"{recipe}.sh: PRESET={v['PRESET']} RUN_DIR={v['RUN_DIR']}; {v['NUM_GPUS']} "
-                                          f"GPU(s) x {v['NUM_NODES']} machine(s), update frequency {v['UPDATE_FREQ']}")) \
-            + built.stream()
     previewed = preview(v, "WORKERS" in environ, bool(environ.get("SLURM_JOB_ID")))
-    for line in previewed:
-        say(line)
-    say("the command of every stage: on stdout, as a bash script (STOP_AFTER=settings bash ... >run.sh keeps it)")
-    say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")
-    return "".join(w + "\0" for w in ("out", built.script(header(run, previewed), text), "stop", ""))
+    if previewing:
+        for line in previewed:
+            say(line)
+        say("the run: on stdout, as a bash script (STOP_AFTER=settings bash ... >run.sh keeps it)")
+        say(f"{recipe}.sh: STOP_AFTER=settings: stopped before any work")
+    return run, built.render(header(run, previewed), text)
+
+
+def render(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr)):
+    """What recipes/lib/recipe.sh runs: the path of RUN_DIR/run.sh, written; under STOP_AFTER=settings, the script
+    itself (written nowhere)."""
+    run, text = rendered(recipe, environ, repo, script, say)
+    if run.values["STOP_AFTER"] == "settings":
+        return text
+    path = Path(run.values["RUN_DIR"]).absolute() / "run.sh"
+    write_text(path, text)
+    return str(path)
 
 
 def main(argv=None):
@@ -139,14 +155,14 @@ def main(argv=None):
     if argv == ["docs"]:
         sys.stdout.write(docs())
         return
-    if len(argv) < 2 or argv[0] not in ("names", "plan") or (argv[0] == "plan" and len(argv) != 4):
+    if len(argv) < 2 or argv[0] not in ("names", "render") or (argv[0] == "render" and len(argv) != 4):
         sys.exit(__doc__)
     verb, recipe = argv[0], argv[1]
     try:
         if verb == "names":
             print("\n".join(names(recipe)))
             return
-        sys.stdout.write(plan(recipe, dict(os.environ), argv[3], argv[2]))
+        print(render(recipe, dict(os.environ), argv[3], argv[2]))
     except SettingsError as e:
         sys.exit(f"{recipe}.sh: error: {e}")
 

@@ -6,7 +6,7 @@ one recipe's values, each checked (``merge``); and docs/recipes.md's tables of t
 import difflib
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from biofairseq.model_shapes import ELECTRA_SHARING
 from biofairseq.recipe import kinds
@@ -90,12 +90,54 @@ class Setting:
     stage: str = None  # the first stage whose output it shapes (STAGES); None: recorded but free to change
     recorded: bool = True  # in recipe.env: what shapes the results, not where or how fast they are made
     help: str = ""
+    flags: dict = field(default_factory=dict)  # {command group: the flag it becomes there} (``flags``)
+    omit: object = ()  # values (or a test of the value) for which the flag is left out
+    switch: bool = False  # the flag alone where the value is on (1)
+
+
+def flags(values, group, given=None):
+    """The flags of a command group (``Setting.flags``) from the settings that carry them, in the table's order:
+    ``--flag value``, a switch's flag alone, none where the value is one it omits. ``given``: {flag: value} in place of
+    the setting's (a model's own learning rate)."""
+    given, out = dict(given or {}), []
+    for s in SETTINGS:
+        flag = s.flags.get(group)
+        if flag is None or s.name not in values:
+            continue
+        value = str(given.pop(flag, values[s.name]))
+        if (s.omit(value) if callable(s.omit) else value in s.omit):
+            continue
+        out += [flag] if s.switch else [flag, value]
+    if given:
+        raise ValueError(f"{sorted(given)}: no setting of {group} carries these flags")
+    return out
+
+
+def flag_values(values, group, given=None):
+    """{flag: value} of a command group's flags (``flags``), for a title or note that names one."""
+    args = flags(values, group, given)
+    return {flag: value for flag, value in zip(args, args[1:]) if flag.startswith("--") and not value.startswith("--")}
+
+
+def group_flags(group):
+    """{flag: setting} of a command group, for the checks and the docs."""
+    return {s.flags[group]: s.name for s in SETTINGS if group in s.flags}
+
+
+# the biofairseq-ner sweep flags each sweep gives from its data set, model and run folder (biofairseq.recipe.plan)
+NER_SWEEP_PER_RUN = {"--model": "the pretrained model", "--train": "NER_DATA", "--dev": "NER_DATA",
+                     "--test": "NER_DATA", "--output-dir": "RUN_DIR", "--label-scheme": "NER_LABELLINGS"}
+
+
+def ner_sweep_flags():
+    """{flag: the setting or path it comes from} of every biofairseq-ner sweep flag the recipes give (NER_EXTRA may
+    give none of them)."""
+    return {**group_flags("ner"), **group_flags("ner_gpu"), **NER_SWEEP_PER_RUN}
 
 
 LR = kinds.number_in(0, 1, low_open=True)
 SAMPLE = kinds.length(POSITIONS, "must be at most {most}, the presets' position table")
 MODERNBERT = kinds.length(MODERNBERT_CONTEXT, "must be at most {most}, ModernBERT's context")
-NOT_HERE = "recorded, not a setting"  # help of what a recipe computes for the shared stages (bio_lm's PEAK_LR, ...)
 
 SETTINGS = [  # recipe.env's order
     # run control and hardware: checked, not recorded
@@ -109,26 +151,37 @@ SETTINGS = [  # recipe.env's order
     Setting("NUM_NODES", kinds.positive, recorded=False, help="machines for pretraining; above 1, under Slurm's srun"),
     Setting("WORKERS", kinds.positive, recorded=False,
             help="processes for cleaning and binarizing (with CORPUS_LAUNCHER=slurm: the cleaning's tasks at a time); "
-                 "with NUM_NODES above 1 also each machine's cores for pretraining (srun --cpus-per-task)"),
+                 "with NUM_NODES above 1 also each machine's cores for pretraining (srun --cpus-per-task)",
+            flags={"clean": "--workers", "vocabulary": "--workers"}),
     Setting("NER_GPU", kinds.each(kinds.whole, "0,1,2,3"), recorded=False,
             help="the GPU the NER runs use (a place among CUDA_VISIBLE_DEVICES's GPUs where it is set, as in a Slurm "
-                 "allocation); several, comma-separated: the sweep's runs spread over them, one a GPU"),
+                 "allocation); several, comma-separated: the sweep's runs spread over them, one a GPU",
+            flags={"ner_gpu": "--devices"}),
     Setting("DISTRIBUTED_PORT", kinds.port, recorded=False, help="fairseq's --distributed-port on several machines"),
     Setting("CORPUS_LAUNCHER", kinds.one_of("local", "slurm", "submitit-local"), recorded=False,
             help="the corpus stages' jobs: WORKERS local processes, Slurm job arrays of one-core tasks (through "
-                 "submitit, from the machine the recipe runs on), or submitit's local executor"),
+                 "submitit, from the machine the recipe runs on), or submitit's local executor",
+            flags={"clean_slurm": "--launcher"}),
     Setting("CORPUS_SLURM_PARTITION", kinds.or_empty(kinds.partition), recorded=False,
-            help="the Slurm partition of the corpus stages' arrays (empty: the cluster's default)"),
-    Setting("CORPUS_SLURM_TIME", kinds.positive, recorded=False, help="minutes per corpus array task"),
+            help="the Slurm partition of the corpus stages' arrays (empty: the cluster's default)",
+            flags={"clean_slurm": "--slurm-partition"}, omit=("",)),
+    Setting("CORPUS_SLURM_TIME", kinds.positive, recorded=False, help="minutes per corpus array task",
+            flags={"clean_slurm": "--slurm-time"}),
     Setting("CORPUS_SLURM_MEM_GB", kinds.or_empty(kinds.positive), recorded=False,
-            help="memory per corpus array task (empty: the partition's default)"),
+            help="memory per corpus array task (empty: the partition's default)",
+            flags={"clean_slurm": "--slurm-mem-gb"}, omit=("",)),
     Setting("DATA_WORKERS", kinds.whole, recorded=False,
-            help="pretraining's data-loading processes per GPU (fairseq's --num-workers)"),
+            help="pretraining's data-loading processes per GPU (fairseq's --num-workers)",
+            flags={"train": "--num-workers"}),
     Setting("KEEP_INTERVAL_UPDATES", kinds.positive, recorded=False,
-            help="the pretraining checkpoints kept besides the last and the best (fairseq's --keep-interval-updates)"),
-    Setting("BATCH_PER_DEVICE", kinds.positive, recorded=False, help="sequences per device and step (--batch-size)"),
-    Setting("PHASE2_BATCH_PER_DEVICE", kinds.positive, recorded=False, help="the same in the second length phase"),
-    Setting("LOG_INTERVAL", kinds.positive, recorded=False, help="updates between training log lines"),
+            help="the pretraining checkpoints kept besides the last and the best (fairseq's --keep-interval-updates)",
+            flags={"train": "--keep-interval-updates"}),
+    Setting("BATCH_PER_DEVICE", kinds.positive, recorded=False, help="sequences per device and step (--batch-size)",
+            flags={"length": "--batch-size"}),
+    Setting("PHASE2_BATCH_PER_DEVICE", kinds.positive, recorded=False, help="the same in the second length phase",
+            flags={"length2": "--batch-size"}),
+    Setting("LOG_INTERVAL", kinds.positive, recorded=False, help="updates between training log lines",
+            flags={"train": "--log-interval"}),
     # recorded
     Setting("PRESET", kinds.text, "clean", help="tiny, pilot, one_gpu or paper (the recipe's)"),
     Setting("SOURCES", kinds.named_paths("PATH, PATH a file or folder of text", "file or folder"), "clean",
@@ -137,48 +190,67 @@ SETTINGS = [  # recipe.env's order
             help="NER data sets, space-separated NAME=DIR, DIR holding train, valid (or dev, devel) and optionally test, "
                  "each a BRAT folder or a CoNLL file (.conll, .tsv, .bio); empty: pretrain and convert only"),
     Setting("TEXT_DOCS", kinds.one_of("blank-line", "line", "file"), "clean",
-            help="plain text's documents: separated by blank lines, one per line, or one per file"),
-    Setting("TEXT_FIELD", kinds.name, "clean", help="the text's field in JSON lines"),
-    Setting("VALID_DOCS", kinds.positive, "clean", help="documents held out for validation"),
+            help="plain text's documents: separated by blank lines, one per line, or one per file",
+            flags={"clean": "--text-docs"}),
+    Setting("TEXT_FIELD", kinds.name, "clean", help="the text's field in JSON lines",
+            flags={"clean": "--text-field"}),
+    Setting("VALID_DOCS", kinds.positive, "clean", help="documents held out for validation",
+            flags={"clean": "--valid-docs"}),
     # 256 bytes and the special symbols at least
-    Setting("VOCAB_SIZE", kinds.whole_between(300), "vocabulary", help="entries of the learned vocabulary"),
+    Setting("VOCAB_SIZE", kinds.whole_between(300), "vocabulary", help="entries of the learned vocabulary",
+            flags={"vocabulary": "--vocab-size"}),
     Setting("SHARD_MB", kinds.megabytes, "binarize",
             help="the training data-bin in shards of at most this many MB of encoded text (0: one data-bin)"),
     Setting("INIT_FROM", kinds.or_empty(kinds.init_from), "vocabulary",
             help="continual pretraining: a transformers folder or a fairseq checkpoint (.pt), whose weights start and "
                  "whose vocabulary replaces the learned one"),
     Setting("ARCH", kinds.architecture("BIO_ROBERTA"), "pretrain", help="the model's shape (biofairseq/model_shapes.py)"),
-    Setting("TOKENS_PER_SAMPLE", SAMPLE, "pretrain", help="tokens per sequence"),
+    Setting("TOKENS_PER_SAMPLE", SAMPLE, "pretrain", help="tokens per sequence",
+            flags={"length": "--tokens-per-sample"}),
     Setting("SEQUENCES_PER_UPDATE", kinds.positive, "pretrain", help="the batch, split over devices and --update-freq"),
-    Setting("PEAK_LR", LR, "pretrain", help="the learning rate after warm-up, decaying linearly to 0"),
-    Setting("WARMUP_UPDATES", kinds.whole, "pretrain", help="updates of linear warm-up"),
+    Setting("PEAK_LR", LR, "pretrain", help="the learning rate after warm-up, decaying linearly to 0",
+            flags={"optimizer": "--lr"}),
+    Setting("WARMUP_UPDATES", kinds.whole, "pretrain", help="updates of linear warm-up",
+            flags={"optimizer": "--warmup-updates"}),
     Setting("MAX_UPDATE", kinds.positive, "pretrain", help="updates of pretraining"),
     # which checkpoints there are to keep (KEEP=best)
-    Setting("SAVE_INTERVAL_UPDATES", kinds.positive, "pretrain", help="updates between checkpoints and validations"),
+    Setting("SAVE_INTERVAL_UPDATES", kinds.positive, "pretrain", help="updates between checkpoints and validations",
+            flags={"train": "--save-interval-updates"}),
     Setting("PHASE2_SHARE", kinds.share, "pretrain", help="the share of MAX_UPDATE at the second length (0: one length)"),
     Setting("PHASE2_TOKENS_PER_SAMPLE", kinds.length(POSITIONS, "the presets' position table has {most} rows"), "pretrain",
-            help="tokens per sequence in the second phase"),
+            help="tokens per sequence in the second phase",
+            flags={"length2": "--tokens-per-sample"}),
     Setting("PHASE2_SEQUENCES_PER_UPDATE", kinds.positive, "pretrain", help="the batch in the second phase"),
     Setting("FAST_PATH", kinds.one_of("0", "1"), "pretrain",
             help="1: --attention sdpa, --pack-documents and --optimizer fused_adamw (same weights and schedule)"),
     Setting("PRECISION", kinds.one_of("fp16", "bf16"), "pretrain",
             help="on GPU: fp16 (--fp16) or bf16 (--amp-bf16); the CPU trains in fp32"),
     Setting("COMPILE", kinds.one_of("none", "inductor", "aot_eager"), "pretrain",
-            help="the encoder layers through torch.compile (biofairseq-train --compile)"),
+            help="the encoder layers through torch.compile (biofairseq-train --compile)",
+            flags={"train": "--compile"}, omit=("none",)),
     Setting("WEIGHT_DECAY_EXCLUDE", kinds.one_of("none", "norm_and_bias"), "pretrain",
-            help="norm_and_bias: no weight decay on LayerNorm weights and biases"),
+            help="norm_and_bias: no weight decay on LayerNorm weights and biases",
+            flags={"optimizer": "--weight-decay-exclude"}, omit=("none",)),
     # the sweep's grid may grow or shrink on a rerun: its finished runs are kept, the missing ones run, the report
     # holds the runs asked for
-    Setting("NER_LRS", kinds.each(LR, "5e-5,1e-4"), None, help="the sweep's learning rates, comma-separated"),
+    Setting("NER_LRS", kinds.each(LR, "5e-5,1e-4"), None, help="the sweep's learning rates, comma-separated",
+            flags={"ner": "--lrs"}),
     Setting("NER_SEEDS", kinds.each(kinds.whole_between(0, SEEDS, ", the largest seed numpy takes"), "1,2,3"), None,
-            help="the sweep's seeds, comma-separated"),
-    Setting("NER_EPOCHS", kinds.number_in(0, None, low_open=True), "ner", help="epochs of each NER run"),
-    Setting("NER_MAX_LENGTH", SAMPLE, "ner", help="tokens per NER window"),
-    Setting("NER_BATCH", kinds.positive, "ner", help="NER sequences per step"),
-    Setting("NER_ACCUMULATION", kinds.positive, "ner", help="NER gradient accumulation steps"),
-    Setting("NER_WARMUP_RATIO", kinds.number_in(0, 1, high_open=True), "ner", help="the share of NER steps warming up"),
+            help="the sweep's seeds, comma-separated",
+            flags={"ner": "--seeds"}),
+    Setting("NER_EPOCHS", kinds.number_in(0, None, low_open=True), "ner", help="epochs of each NER run",
+            flags={"ner": "--epochs"}),
+    Setting("NER_MAX_LENGTH", SAMPLE, "ner", help="tokens per NER window",
+            flags={"ner": "--max-length"}),
+    Setting("NER_BATCH", kinds.positive, "ner", help="NER sequences per step",
+            flags={"ner": "--batch-size"}),
+    Setting("NER_ACCUMULATION", kinds.positive, "ner", help="NER gradient accumulation steps",
+            flags={"ner": "--gradient-accumulation"}),
+    Setting("NER_WARMUP_RATIO", kinds.number_in(0, 1, high_open=True), "ner", help="the share of NER steps warming up",
+            flags={"ner": "--warmup-ratio"}),
     Setting("NER_LAYERWISE_DECAY", kinds.number_in(0, 1, low_open=True), "ner",
-            help="ELECTRA's layer-wise learning-rate decay (1: none)"),
+            help="ELECTRA's layer-wise learning-rate decay (1: none)",
+            flags={"ner": "--layerwise-lr-decay"}, omit=lambda value: float(value) == 1),
     Setting("NER_LABELLINGS", kinds.each_of("whole-word", "sub-token"), "ner",
             help="whole-word and/or sub-token: each model fine-tuned each way (empty: whole-word)"),
     Setting("NER_EXTRA", kinds.ner_flags, "ner", help="more biofairseq-ner sweep flags"),
@@ -189,23 +261,32 @@ SETTINGS = [  # recipe.env's order
     # what to do after stage 5's check, which it does not change
     Setting("WEAK_PRETRAINING", kinds.one_of("stop", "continue"),
             help="stop before fine-tuning a model no better than word frequencies (stop), or say so and go on"),
-    Setting("CLIP_NORM", kinds.number_in(0, None), "pretrain", help="gradient clipping (0: none)"),
-    Setting("CORPUS_LANG", kinds.language, "clean", help="the corpus language (a code of fastText's lid.176, as en): the cleaning keeps its documents"),
-    Setting("MASK_PROB", kinds.number_in(0, 1, low_open=True, high_open=True), "pretrain", help="the share of tokens masked"),
-    Setting("WEIGHT_DECAY", kinds.number_in(0, None), "pretrain", help="AdamW's weight decay"),
+    Setting("CLIP_NORM", kinds.number_in(0, None), "pretrain", help="gradient clipping (0: none)",
+            flags={"optimizer": "--clip-norm"}),
+    Setting("CORPUS_LANG", kinds.language, "clean", help="the corpus language (a code of fastText's lid.176, as en): the cleaning keeps its documents",
+            flags={"clean": "--lang", "breakout": "--lang", "to-hf": "--language"}),
+    Setting("MASK_PROB", kinds.number_in(0, 1, low_open=True, high_open=True), "pretrain", help="the share of tokens masked",
+            flags={"masking": "--mask-prob"}),
+    Setting("WEIGHT_DECAY", kinds.number_in(0, None), "pretrain", help="AdamW's weight decay",
+            flags={"optimizer": "--weight-decay"}),
     Setting("VOCAB_TYPE", kinds.one_of("bytelevel-bpe", "sentencepiece"), "vocabulary", help="the vocabulary's kind"),
     Setting("EMBEDDING_SHARING", kinds.one_of(*ELECTRA_SHARING), "pretrain",
-            help="tied (ELECTRA's), gdes (DeBERTa-v3's), detached (no gradient from the discriminator) or none"),
+            help="tied (ELECTRA's), gdes (DeBERTa-v3's), detached (no gradient from the discriminator) or none",
+            flags={"new_model": "--embedding-sharing"}),
     Setting("SAMPLING_TEMPERATURE", kinds.number_in(0, None, low_open=True), "pretrain",
-            help="the generator's samples come from softmax(logits / T)"),
+            help="the generator's samples come from softmax(logits / T)",
+            flags={"model": "--sampling-temperature"}),
     Setting("SAMPLING_TEMPERATURE_FINAL", kinds.number_in(0, None, low_open=True), "pretrain",
-            help="annealed linearly from SAMPLING_TEMPERATURE to this over MAX_UPDATE"),
+            help="annealed linearly from SAMPLING_TEMPERATURE to this over MAX_UPDATE",
+            flags={"model": "--sampling-temperature-final"}),
     Setting("GENERATOR_FRACTION", kinds.or_empty(kinds.number_in(0, 1, low_open=True)), "pretrain",
-            help="the generator's width as a share of the discriminator's (empty: ARCH's own)"),
+            help="the generator's width as a share of the discriminator's (empty: ARCH's own)",
+            flags={"new_model": "--generator-width-fraction", "from-hf": "--generator-fraction"}, omit=("",)),
     Setting("VOCAB_SIZES", kinds.each(kinds.whole_between(300), "30000,50000"), "vocabulary",
             help="the SentencePiece vocabularies, comma-separated: one data-bin and model each"),
     Setting("CHECKPOINT_ACTIVATIONS", kinds.one_of("0", "1"), "pretrain",
-            help="1: recompute activations in the backward pass (--checkpoint-activations)"),
+            help="1: recompute activations in the backward pass (--checkpoint-activations)",
+            flags={"model": "--checkpoint-activations"}, omit=("0",), switch=True),
     Setting("BASE_ARCH", kinds.architecture("BIO_ROBERTA"), "pretrain", help="the student's shape"),
     Setting("LARGE_ARCH", kinds.architecture("BIO_ROBERTA"), "pretrain", help="the teacher's shape"),
     Setting("BASE_LR", LR, "pretrain", help="the student's peak learning rate"),
@@ -214,30 +295,43 @@ SETTINGS = [  # recipe.env's order
     Setting("DISTIL_UPDATES", kinds.positive, "pretrain", help="updates of distillation, and of its control"),
     Setting("DISTIL_LR", LR, "pretrain", help="their peak learning rate"),
     Setting("DISTIL_WARMUP_UPDATES", kinds.whole, "pretrain", help="their warm-up"),
-    Setting("ALPHA_MLM", kinds.number_in(0, None), "pretrain", help="the distillation loss's masked-LM weight"),
-    Setting("ALPHA_KL", kinds.number_in(0, None), "pretrain", help="its KL weight"),
-    Setting("TEMPERATURE", kinds.number_in(0, None, low_open=True), "pretrain", help="its softening temperature"),
-    Setting("ALPHA_COS", kinds.number_in(0, None), "pretrain", help="its cosine weight (0: no alignment)"),
-    Setting("ADAM_BETAS", kinds.betas, "pretrain", help="Adam's (beta1,beta2)"),
-    Setting("ADAM_EPS", kinds.number_in(0, None, low_open=True), "pretrain", help="Adam's epsilon"),
-    Setting("DROPOUT", kinds.number_in(0, 1, high_open=True), "pretrain", help="dropout"),
+    Setting("ALPHA_MLM", kinds.number_in(0, None), "pretrain", help="the distillation loss's masked-LM weight",
+            flags={"distillation": "--alpha-mlm"}),
+    Setting("ALPHA_KL", kinds.number_in(0, None), "pretrain", help="its KL weight",
+            flags={"distillation": "--alpha-kl"}),
+    Setting("TEMPERATURE", kinds.number_in(0, None, low_open=True), "pretrain", help="its softening temperature",
+            flags={"distillation": "--temperature"}),
+    Setting("ALPHA_COS", kinds.number_in(0, None), "pretrain", help="its cosine weight (0: no alignment)",
+            flags={"distillation": "--alpha-cos"}),
+    Setting("ADAM_BETAS", kinds.betas, "pretrain", help="Adam's (beta1,beta2)",
+            flags={"optimizer": "--adam-betas"}),
+    Setting("ADAM_EPS", kinds.number_in(0, None, low_open=True), "pretrain", help="Adam's epsilon",
+            flags={"optimizer": "--adam-eps"}),
+    Setting("DROPOUT", kinds.number_in(0, 1, high_open=True), "pretrain", help="dropout",
+            flags={"model": "--dropout"}),
     Setting("ATTENTION_DROPOUT", kinds.number_in(0, 1, high_open=True), "pretrain",
-            help="dropout of the attention weights"),
+            help="dropout of the attention weights",
+            flags={"model": "--attention-dropout"}),
     Setting("LEAVE_UNMASKED_PROB", kinds.number_in(0, 1), "pretrain",
-            help="the share of the selected tokens left as they are (BERT's 80/10/10: 0.1)"),
+            help="the share of the selected tokens left as they are (BERT's 80/10/10: 0.1)",
+            flags={"masking": "--leave-unmasked-prob"}),
     Setting("RANDOM_TOKEN_PROB", kinds.number_in(0, 1), "pretrain",
-            help="the share of the selected tokens replaced by a random token (BERT's 80/10/10: 0.1)"),
+            help="the share of the selected tokens replaced by a random token (BERT's 80/10/10: 0.1)",
+            flags={"masking": "--random-token-prob"}),
     Setting("DISCRIMINATOR_WEIGHT", kinds.number_in(0, None, low_open=True), "pretrain",
-            help="ELECTRA's lambda: the discriminator's loss weight against the generator's"),
+            help="ELECTRA's lambda: the discriminator's loss weight against the generator's",
+            flags={"electra": "--discriminator-weight"}),
     Setting("SEED", kinds.whole_between(0, SEEDS, ", the largest seed numpy takes"), "pretrain",
-            help="pretraining's seed: initialisation, masking, batch order"),
+            help="pretraining's seed: initialisation, masking, batch order",
+            flags={"train": "--seed"}),
     Setting("CONTINUE_EPOCHS", kinds.or_empty(kinds.number_in(0, None, low_open=True)), "pretrain",
             help="continual pretraining's length in passes over the training text (its samples), at most MAX_UPDATE "
                  "updates (its warm-up and checkpoint interval shortened in proportion); empty: MAX_UPDATE updates"),
     Setting("HEAD_WARMUP_UPDATES", kinds.whole, "pretrain",
             help="updates training the LM head alone, the encoder held fixed, before the whole model (a model "
                  "published without a trained head); 0: none"),
-    Setting("HEAD_WARMUP_LR", LR, "pretrain", help="the head warm-up's peak learning rate"),
+    Setting("HEAD_WARMUP_LR", LR, "pretrain", help="the head warm-up's peak learning rate",
+            flags={"head": "--lr"}),
 ]
 BY_NAME = {s.name: s for s in SETTINGS}
 
@@ -288,8 +382,7 @@ def names(recipe):
 def of(recipe):
     """The recipe's settings (Setting, with the recipe's kinds), in the list's order."""
     own = KINDS.get(recipe, {})
-    return [Setting(s.name, own.get(s.name, s.kind), s.stage, s.recorded, s.help) if s.name in own else s
-            for s in map(BY_NAME.get, names(recipe))]
+    return [replace(s, kind=own[s.name]) if s.name in own else s for s in map(BY_NAME.get, names(recipe))]
 
 
 def kind_of(recipe, name):

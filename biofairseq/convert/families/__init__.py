@@ -30,6 +30,22 @@ class Source:
     generator_fraction: Optional[float] = None
 
 
+def named(name):
+    """The family of this name (a conversion report's ``family``)."""
+    return next(f for f in FAMILIES if f.name == name)
+
+
+def docs_table():
+    """docs/conversion.md's table of the families, from their own attributes."""
+    rows = ["| family | published models it covers | transformers, read by `from-hf` | fairseq model | transformers, "
+            "written by `to-hf` | vocabulary | `INIT_FROM` of |", "|---|---|---|---|---|---|---|"]
+    for f in FAMILIES:
+        recipes = ", ".join(f"`{r}.sh`" for r in f.recipes)
+        rows.append(f"| {f.name} | {f.published} | {f.reads_doc} | {f.fairseq_doc} | {f.writes_doc} | {f.vocabulary_doc} "
+                    f"| {recipes} |")
+    return "\n".join(rows) + "\n"
+
+
 def described():
     """Every family and the transformers model types it reads, for one line."""
     return "; ".join(f"{f.name} ({', '.join(f.model_types)})" for f in FAMILIES)

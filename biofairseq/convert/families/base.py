@@ -17,8 +17,23 @@ class Family:
     presets = ()  # --arch presets from-hf names a shape with (the one needing fewest flags wins)
     renumber = False  # ids move so that fairseq's <s> <pad> </s> <unk> are 0-3 (its special tokens are elsewhere)
     recipes = ()  # the recipes whose INIT_FROM continues it (recipes/NAME.sh)
-    published = ""  # the published models it covers, for the docs and messages
+    published = ""  # the published models it covers, for the docs
     eps = "layer_norm_eps"  # the transformers config's LayerNorm epsilon
+    has_generator = False  # a second tower (ELECTRA's generator): from-hf --generator, to-hf --generator
+    perplexity = True  # its validation loss is a masked LM's, whose perplexity the model card gives
+    continue_task = "document_mlm --criterion masked_lm_accuracy"  # fairseq's task and criterion that continue it
+    # docs/conversion.md's table of the families (``families.docs_table``): what each column says of it
+    reads_doc = writes_doc = fairseq_doc = vocabulary_doc = ""
+
+    def complete(self, models):
+        """Whether the folder's models give every fairseq tensor (else the parts it lacks keep fairseq's random
+        initialisation: a fresh ELECTRA generator)."""
+        return True
+
+    def init_problem(self, source, given):
+        """None, or the line saying why a recipe setting given with INIT_FROM (``given``: {name: value}) cannot apply to
+        this family's folder, before any work."""
+        return None
 
     # ---- from-hf: reading a transformers folder
 

@@ -41,19 +41,23 @@ class BERT(Family):
     renumber = True
     recipes = ("bsc_bio_es", "beto")
     published = "BETO, PubMedBERT, BioBERT, BlueBERT, Bio_ClinicalBERT, SciBERT"
-    layout = LAYOUT
-    class_name = "BertForMaskedLM"
+    reads_doc = ("`BertForMaskedLM`, `BertForPreTraining` (next-sentence head and pooler left out, with a note); a "
+                 "`BertModel` or a fine-tuned BERT with a fresh LM head, with a note")
+    fairseq_doc = "`bio_roberta_*` post-LN, `--layer-norm-eps 1e-12`"
+    writes_doc = "`BertForMaskedLM`"
+    vocabulary_doc = "WordPiece `vocab.txt`, renumbered for fairseq, given back as published"
+    _layout = LAYOUT  # its one layout (Megatron-BERT: its own)
 
     def all_layouts(self):
-        return (self.layout,)
+        return (self._layout,)
 
     def problems(self, config, source=None):
         return common_problems(config)
 
     def settings(self, config, source=None, models=()):
         return {**encoder_settings(config, config.max_position_embeddings),
-                "encoder_normalize_before": self.layout.normalize_before,
-                "layernorm_embedding": self.layout.layernorm_embedding,
+                "encoder_normalize_before": self._layout.normalize_before,
+                "layernorm_embedding": self._layout.layernorm_embedding,
                 "untie_weights_roberta": not config.tie_word_embeddings}
 
     def read(self, hf_dir, config, options):
@@ -63,13 +67,13 @@ class BERT(Family):
         return models, notes
 
     def layout_for(self, model_class, config):
-        return self.layout if model_class in (self.layout.model_class, *self.layout.also_reads) else None
+        return self._layout if model_class in (self._layout.model_class, *self._layout.also_reads) else None
 
     def writes(self, fairseq, vocabulary):
         args = fairseq.args
         return (fairseq.model_name in ("roberta", "bio_roberta") and vocabulary.kind == "wordpiece"
                 and (bool(args.encoder_normalize_before), bool(args.layernorm_embedding))
-                == (self.layout.normalize_before, self.layout.layernorm_embedding))
+                == (self._layout.normalize_before, self._layout.layernorm_embedding))
 
     def layouts(self, fairseq, generator=False):
         from biofairseq.convert.families.roberta import unconvertible
@@ -77,7 +81,7 @@ class BERT(Family):
         problems = unconvertible(fairseq.args)
         if problems:
             raise ConvertError(f"{', '.join(problems)}: no transformers class computes this encoder")
-        return [(self.layout, "")]
+        return [(self._layout, "")]
 
     def hf_config(self, fairseq, layout, positions, ids):
         args = fairseq.args

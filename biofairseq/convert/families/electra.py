@@ -134,6 +134,25 @@ class ELECTRA(Family):
     renumber = True
     recipes = ("bioelectra",)
     published = "BioELECTRA (discriminator and generator), ELECTRA small, base and large"
+    has_generator = True
+    perplexity = False  # its loss is the generator's and the discriminator's, weighted
+    continue_task = "electra --criterion electra"
+    reads_doc = ("`ElectraForPreTraining` with its generator `ElectraForMaskedLM` (in `generator/`, or `--generator DIR`; "
+                 "without one, a fresh generator of `--generator-fraction`'s width)")
+    fairseq_doc = "`electra_*`, both towers, `--layer-norm-eps 1e-12`"
+    writes_doc = "`ElectraForPreTraining`, and with `--generator` `ElectraForMaskedLM` in `generator/`"
+    vocabulary_doc = "WordPiece, as BERT's (an ELECTRA pretrained here: its learned vocabulary)"
+
+    def init_problem(self, source, given):
+        init = source.path
+        if given.get("EMBEDDING_SHARING", "tied") != "tied":
+            return (f"EMBEDDING_SHARING={given['EMBEDDING_SHARING']}: INIT_FROM={init} brings its own embeddings (one "
+                    "module for both towers where they are equal, as ELECTRA trains them); drop the setting")
+        if generator_folder(source) is not None and given.get("GENERATOR_FRACTION"):
+            return (f"GENERATOR_FRACTION={given['GENERATOR_FRACTION']}: INIT_FROM={init} has its generator (in "
+                    f"{generator_folder(source)}), whose width is its own; drop the setting (it sizes a fresh generator "
+                    "where the folder has none)")
+        return None
 
     def all_layouts(self):
         return electra_layouts("tied")
@@ -145,7 +164,7 @@ class ELECTRA(Family):
                             "whatever it says; fairseq's computes hidden_act)")
         folder = generator_folder(source) if source is not None else None
         if folder is not None:
-            generator = self.generator_config(folder)
+            generator = self._generator_config(folder)
             problems += _generator_problems(config, generator)
         return problems
 
@@ -156,7 +175,7 @@ class ELECTRA(Family):
                 f"give the discriminator's folder, which holds this one as its {GENERATOR_FOLDER}/ folder")
 
     @staticmethod
-    def generator_config(folder):
+    def _generator_config(folder):
         from transformers import AutoConfig
 
         if not (Path(folder) / "config.json").is_file():
@@ -205,8 +224,7 @@ class ELECTRA(Family):
         return [(disc_layout, discriminator), (gen_layout, generator)], notes
 
     def complete(self, models):
-        """Whether the folder gives every fairseq tensor (else the fresh generator keeps its initialisation)."""
-        return len(models) == 2
+        return len(models) == 2  # without a generator, the fresh one keeps its initialisation
 
     def writes(self, fairseq, vocabulary):
         return fairseq.model_name == "electra"

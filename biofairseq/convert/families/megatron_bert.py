@@ -26,4 +26,8 @@ class MegatronBERT(BERT):
     presets = ("bio_megatron_tiny", "bio_megatron_345m", "bio_megatron_800m", "bio_megatron_1_2b")
     recipes = ("biomegatron",)
     published = "BioMegatron (345m, cased and uncased, 30k and 50k vocabularies), Megatron-BERT"
-    layout = LAYOUT
+    reads_doc = "`MegatronBertForMaskedLM`"
+    fairseq_doc = "`bio_megatron_*` (pre-LN, no embedding LayerNorm), `--layer-norm-eps 1e-12`"
+    writes_doc = "`MegatronBertForMaskedLM`"
+    vocabulary_doc = "WordPiece, as BERT's"
+    _layout = LAYOUT  # its one layout (Megatron-BERT: its own)

@@ -33,6 +33,10 @@ class ModernBERT(Family):
     renumber = True
     recipes = ("modernbert",)
     published = "ModernBERT base and large, BioClinical ModernBERT"
+    reads_doc = "`ModernBertForMaskedLM`"
+    fairseq_doc = "`bio_modernbert_*`"
+    writes_doc = "`ModernBertForMaskedLM`"
+    vocabulary_doc = "byte-level BPE, renumbered ([below](#modernbert))"
     eps = "norm_eps"
 
     def all_layouts(self):

@@ -83,6 +83,12 @@ class RoBERTa(Family):
                "roberta_prenorm", "roberta")
     recipes = ("bsc_bio_es", "beto", "biomegatron")
     published = "RoBERTa, XLM-R, CamemBERT, bsc-bio-es, RoBERTa-PreLayerNorm, XLM-R-XL"
+    reads_doc = ("`RobertaForMaskedLM`, `XLMRobertaForMaskedLM`, `CamembertForMaskedLM`; pre-LN: "
+                 "`RobertaPreLayerNormForMaskedLM`, `XLMRobertaXLForMaskedLM`")
+    fairseq_doc = ("`bio_roberta_*` post-LN (also fairseq's `roberta_*`); pre-LN: `--encoder-normalize-before`, "
+                   "`bio_megatron_*` on a learned vocabulary")
+    writes_doc = "`RobertaForMaskedLM`, or the pre-LN class of its LayerNorms ([`to-hf`](#to-hf))"
+    vocabulary_doc = "byte-level BPE or SentencePiece, ids as they are"
 
     def all_layouts(self):
         return LAYOUTS
