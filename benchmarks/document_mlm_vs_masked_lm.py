@@ -19,7 +19,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 from measure import corpora, fairseq_train_speed, publish, round_ratios, speed_table  # noqa: E402
 
-from biofairseq.samples import build_corpus  # noqa: E402
+from biofairseq.dev.samples import build_corpus  # noqa: E402
 
 COMMON = [
     "--user-dir", str(REPO / "biofairseq"), "--arch", "bio_roberta_tiny", "--tokens-per-sample", "128",

@@ -1,7 +1,7 @@
 """Parity of every family's conversion, both ways: from-hf of a transformers folder, then to-hf of what it wrote.
 
 Random stand-ins of the published families at their defaults (LayerNorm epsilon 1e-12, two token types, 512
-positions, a cased WordPiece vocab.txt in BERT's layout learned on the bundled clinical cases; biofairseq.samples),
+positions, a cased WordPiece vocab.txt in BERT's layout learned on the bundled clinical cases; biofairseq.dev.samples),
 every weight moved off its initial value, at a shape (--shape tiny: 2 x 128; base: 12 x 768 with 12 heads, ELECTRA's
 generator 256 wide). Each conversion's own parity check (7 sentences, one masked, a padded batch, fp32) gives the
 largest absolute difference of the logits and of the last hidden states over real tokens; the table holds them.
@@ -27,7 +27,7 @@ def main():
     p.add_argument("--shape", choices=SHAPES, default="tiny")
     p.add_argument("--vocab-size", type=int, default=8000)
     args = p.parse_args()
-    from biofairseq.samples import read_documents, standin, wordpiece_vocab
+    from biofairseq.dev.samples import read_documents, standin, wordpiece_vocab
 
     rows = []
     with tempfile.TemporaryDirectory() as tmp:

@@ -38,7 +38,7 @@ import threading
 import time
 from pathlib import Path
 
-from biofairseq.samples import RECIPE_SMALL, kill_group, recipe_sample
+from biofairseq.dev.samples import RECIPE_SMALL, kill_group, recipe_sample
 
 REPO = Path(__file__).resolve().parents[1]
 RECIPE = REPO / "recipes" / "bsc_bio_es.sh"

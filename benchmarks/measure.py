@@ -245,7 +245,7 @@ def parser(doc, **defaults):
 def cases_data_bin(args, kind="bytebpe", train_docs=400, vocab_size=8000):
     """args.data_bin when it holds a data-bin; else one built from the cases (corpora()), kept at args.data_bin when
     that is given, in a temporary folder otherwise."""
-    from biofairseq.samples import build_corpus
+    from biofairseq.dev.samples import build_corpus
 
     given = getattr(args, "data_bin", None)
     if given is not None and (given / "dict.txt").is_file():

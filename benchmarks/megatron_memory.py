@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[1]
 from measure import cases_data_bin, fairseq_train_speed, precision_flags, publish  # noqa: E402
 from measure import parser as measure_parser  # noqa: E402
 
-from biofairseq.samples import expected_parameters  # noqa: E402
+from biofairseq.dev.samples import expected_parameters  # noqa: E402
 
 # fairseq's masked_lm with --sample-break-mode none: every sequence holds exactly 512 tokens. document_mlm's
 # blocks end with their document (a third of them are full at 512), and batches group similar lengths, so the

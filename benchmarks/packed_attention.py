@@ -16,7 +16,7 @@ import torch.nn.functional as F
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from measure import trainer_command
 from pretrain_speed import systems
-from biofairseq.samples import trainer_in_process
+from biofairseq.dev.samples import trainer_in_process
 from biofairseq.models import documents as docs
 from biofairseq.models.attention import over_segments
 

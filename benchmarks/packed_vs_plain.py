@@ -97,7 +97,7 @@ def scorer(data_bin, masks):
     import torch
     from fairseq import checkpoint_utils
 
-    from biofairseq.samples import build_in_process
+    from biofairseq.dev.samples import build_in_process
 
     maskings = []
     for seed in range(1, masks + 1):

@@ -18,7 +18,7 @@ all alike.
 
 Measured: fairseq's own tokens/s (real tokens; padding is not counted) and updates/s, averaged over the logged
 intervals after the first; step time = 1 / updates/s; model FLOP utilisation (MFU) = model FLOPs per token x
-tokens/s / peak FLOP/s; host-device synchronisations in one in-process training step (biofairseq.host_syncs), by
+tokens/s / peak FLOP/s; host-device synchronisations in one in-process training step (biofairseq.dev.host_syncs), by
 the code that asks. Model FLOPs count, per token, training = 3 x forward: 6 x the weights of the encoder
 layers' matmuls (q, k, v, out, FFN; biases, layer norms and embedding lookups not counted); attention 12 x layers
 x width x T, T the token-weighted mean length of the document block the token is in (the useful attention: none
@@ -206,16 +206,16 @@ def main():
 def host_syncs_per_step(flags, data_bin, batch):
     """Where one update (the second; the first builds optimizer state) of the system's trainer (fairseq's, or
     biofairseq-train's where its flags start with that name) makes the host wait for the device, found by
-    biofairseq.host_syncs: a list of (op, code) pairs. None for compiled layers, whose graphs the counting modes do
+    biofairseq.dev.host_syncs: a list of (op, code) pairs. None for compiled layers, whose graphs the counting modes do
     not see into (dynamo's guards read sizes and strides, not values, so compiling adds none)."""
     if "--compile" in flags:
         return None
     import torch
     from fairseq.trainer import Trainer
 
-    from biofairseq.host_syncs import update_syncs
+    from biofairseq.dev.host_syncs import update_syncs
     from biofairseq.train import MeteredTrainer
-    from biofairseq.samples import trainer_in_process
+    from biofairseq.dev.samples import trainer_in_process
 
     command, flags = trainer_command(flags)
     trainer = trainer_in_process(data_bin, *flags, "--max-update", "10", "--total-num-update", "10",
@@ -231,7 +231,7 @@ def host_syncs_per_step(flags, data_bin, batch):
 
 def sync_lines(syncs):
     """A table: each system's synchronisations per step, by the code that asked (its innermost frame)."""
-    lines = ["Host-device synchronisations in one training step (`biofairseq.host_syncs`; each makes the host wait "
+    lines = ["Host-device synchronisations in one training step (`biofairseq.dev.host_syncs`; each makes the host wait "
              "for all queued GPU work):", "", "| system | count | where (count) |", "|---|---|---|"]
     for name, found in syncs.items():
         if found is None:

@@ -20,7 +20,7 @@ from electra_vs_mlm_step import ELECTRA, MLM, flags  # noqa: E402
 from measure import cases_data_bin, publish, trainer_command  # noqa: E402
 from measure import parser as measure_parser  # noqa: E402
 
-from biofairseq.samples import trainer_in_process  # noqa: E402
+from biofairseq.dev.samples import trainer_in_process  # noqa: E402
 
 
 TRAINER_RANGES = ("forward", "backward", "reduce-grads", "multiply-grads", "clip-grads", "optimizer")  # fairseq's

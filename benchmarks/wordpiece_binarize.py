@@ -67,7 +67,7 @@ def main():
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--workers", type=int, default=os.cpu_count(), help="processes of either path")
     args = p.parse_args()
-    from biofairseq.samples import standin, wordpiece_vocab
+    from biofairseq.dev.samples import standin, wordpiece_vocab
 
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)

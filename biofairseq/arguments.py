@@ -4,7 +4,8 @@ sub-command is named as the other sub-command's; --help shows each flag's defaul
 paths must not cost an import of torch or fairseq."""
 
 import argparse
-from dataclasses import MISSING, fields
+from dataclasses import MISSING, Field, fields
+from typing import Callable, Optional
 
 
 class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -63,7 +64,8 @@ def first_line(error):
 OWN_KEYS = ("flag", "group", "negated", "prediction")
 
 
-def add_fields(parser, cls, keep=lambda field: True, group=None, numbers=None):
+def add_fields(parser: argparse.ArgumentParser, cls: type, keep: Callable[[Field], bool] = lambda field: True,
+               group: Optional[str] = None, numbers: Optional[Callable[[str], tuple]] = None) -> None:
     """A flag for each field of dataclass ``cls`` that ``keep`` takes, in their order: the field's metadata holds
     add_argument's keywords, and "flag" (default --field-name; "negated": --no-field-name), "group" (an argument group
     of that title; default: ``group``). A bool's flag turns it off where it defaults on and on where it defaults off; a
@@ -91,6 +93,6 @@ def add_fields(parser, cls, keep=lambda field: True, group=None, numbers=None):
         where.add_argument(flag, dest=f.name, **meta)
 
 
-def fields_from(cls, args):
+def fields_from(cls: type, args: argparse.Namespace) -> object:
     """The dataclass ``cls`` of the parsed ``args`` (as add_fields made its flags)."""
     return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})

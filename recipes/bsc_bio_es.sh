@@ -19,7 +19,7 @@
 # Settings are environment variables over the preset's values: PRESET=tiny (default: the bundled sample on 2 CPU
 # cores), pilot (your corpus of a few million tokens in about an hour on 2 CPU cores), one_gpu (the same on one GPU, a
 # 6 x 512 model) or paper (the paper's Tables 3 and 4). docs/recipes.md lists every setting and each preset's values
-# with their sources (biofairseq/recipe/presets.py); STOP_AFTER=settings prints what a run would use and stops. Every
+# with their sources (biofairseq/recipe/presets.py); STOP_AFTER=settings prints the run and stops. Every
 # value is checked before any work, and a name this recipe does not take stops it (NER_EPOCH for NER_EPOCHS). The
 # inputs and outputs:
 #   SOURCES        pretraining text, space-separated NAME=PATH; a PATH is a file or folder of JSON lines, plain
@@ -30,7 +30,7 @@
 #                  (optional), each a BRAT folder or a CoNLL file (.conll, .tsv, .bio). NER_DATA=: pretrain and
 #                  convert only
 #   RUN_DIR        where everything goes (default: runs/bsc_bio_es/$PRESET)
-#   STOP_AFTER     settings: print the resolved settings and stop; binarize: stop after the corpus stages (1-3)
+#   STOP_AFTER     settings: print the run as a bash script and stop; binarize: stop after the corpus stages (1-3)
 #   NUM_GPUS       GPUs per machine (default: all that torch sees; 0: CPU); NUM_NODES above 1: Slurm (docs/recipes.md)
 #   INIT_FROM      continual pretraining from a transformers RoBERTa or BERT folder (bsc-bio-es, BETO, PubMedBERT,
 #                  BioBERT) or a fairseq checkpoint (.pt); docs/recipes.md

@@ -63,9 +63,9 @@ def completed(args, env, cwd=None):
 
 
 def script(path, *args, check=True, cwd=None):
-    """A preprocess/ script of the repository as biofairseq.samples.run_script runs it (this environment's tools on
+    """A preprocess/ script of the repository as biofairseq.dev.samples.run_script runs it (this environment's tools on
     PATH), in this process: a Python script directly, a bash script with its commands served here."""
-    from biofairseq.samples import REPO, script_env
+    from biofairseq.dev.samples import REPO, script_env
 
     if path.endswith(".py"):
         return inprocess.run("python", REPO / path, *args, check=check, cwd=cwd)

@@ -18,7 +18,7 @@ import pytest  # noqa: E402
 import command_server  # noqa: E402
 import inprocess  # noqa: E402
 from biofairseq.bpe_flags import flags as bpe_flags  # noqa: E402  (what `python -m biofairseq.bpe_flags` prints)
-from biofairseq.samples import BIN, REPO, build_corpus  # noqa: E402
+from biofairseq.dev.samples import BIN, REPO, build_corpus  # noqa: E402
 
 
 @pytest.fixture(scope="session")
@@ -57,10 +57,10 @@ def spm_corpus(once):
 
 @pytest.fixture(scope="session")
 def standins(once):
-    """{family: folder} of tiny published-family stand-ins made offline (biofairseq.samples.standin), on one cased
+    """{family: folder} of tiny published-family stand-ins made offline (biofairseq.dev.samples.standin), on one cased
     WordPiece vocabulary learned from the sample: bert, bert-pretraining, megatron-bert, electra (with its generator),
     electra-discriminator (without) and bert-headless (a BertModel, tokenizer.json alone)."""
-    from biofairseq.samples import read_documents, standin, wordpiece_vocab
+    from biofairseq.dev.samples import read_documents, standin, wordpiece_vocab
 
     def build(folder):
         vocab = wordpiece_vocab(folder / "vocab.txt", [p for doc in read_documents(0, 300) for p in doc])

@@ -1,4 +1,4 @@
-"""What the document_mlm task makes of a sample corpus (``biofairseq.samples``): its blocks and words, for the masking
+"""What the document_mlm task makes of a sample corpus (``biofairseq.dev.samples``): its blocks and words, for the masking
 and block tests."""
 
 import numpy as np

@@ -6,7 +6,7 @@ NER commands load it the way they load a converted checkpoint.
 
 from pathlib import Path
 
-from biofairseq.samples import PHARMACONER
+from biofairseq.dev.samples import PHARMACONER
 
 
 def tiny_roberta(out_dir, vocab_size=2000, max_positions=130, seed=0):

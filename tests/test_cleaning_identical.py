@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 import inprocess
-from biofairseq.samples import REPO, clinical_lines
+from biofairseq.dev.samples import REPO, clinical_lines
 
 DATA = Path(__file__).resolve().parent / "data"
 REFERENCE = DATA / "cleaning_reference.json"

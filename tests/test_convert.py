@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import inprocess
-from biofairseq.samples import NCBI, REPO, read_documents, trainer_in_process
+from biofairseq.dev.samples import NCBI, REPO, read_documents, trainer_in_process
 from conftest import json_logs
 
 TRAIN = [

@@ -12,7 +12,7 @@ import pytest
 from biofairseq.corpus import encode, pipeline
 from biofairseq.corpus.sources import Piece, plan_shards, read_documents, split_compressed
 from biofairseq.data_bin import split_documents
-from biofairseq.samples import REPO, clinical_lines
+from biofairseq.dev.samples import REPO, clinical_lines
 
 # blank lines of spaces, tab and CR, form feed, vertical tab, CRLF: document boundaries; a line of U+00A0 or U+3000
 # (Unicode but not ASCII whitespace) is a line of its document

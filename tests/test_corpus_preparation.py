@@ -17,7 +17,7 @@ import xxhash
 
 import command_server
 import inprocess
-from biofairseq.samples import NCBI, PHARMACONER, REPO, clinical_lines, trainer_in_process
+from biofairseq.dev.samples import NCBI, PHARMACONER, REPO, clinical_lines, trainer_in_process
 
 ENGLISH_DOC = (
     "The patient was admitted with fever and abdominal pain.\nBlood cultures were negative and the fever "

@@ -9,7 +9,7 @@ import shutil
 
 import pytest
 
-from biofairseq.samples import build_in_process, valid_batch
+from biofairseq.dev.samples import build_in_process, valid_batch
 from conftest import TINY, json_logs, train_two_processes
 
 NARROW = ["--encoder-embed-dim", "64", "--encoder-ffn-embed-dim", "256"]

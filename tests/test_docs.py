@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from biofairseq.samples import REPO
+from biofairseq.dev.samples import REPO
 
 pytestmark = pytest.mark.fast  # make test-fast
 

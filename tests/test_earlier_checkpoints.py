@@ -13,7 +13,7 @@ import shutil
 import torch
 
 import inprocess
-from biofairseq.samples import REPO
+from biofairseq.dev.samples import REPO
 from conftest import json_logs
 
 EARLIER = REPO / "tests" / "data" / "packed_checkpoint_0"

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import inprocess
-from biofairseq.samples import REPO, build_in_process, valid_batch
+from biofairseq.dev.samples import REPO, build_in_process, valid_batch
 from conftest import json_logs, train_two_processes
 
 ELECTRA = [
@@ -278,7 +278,7 @@ def test_the_one_gpu_preset_trains_the_masked_lm_one_gpu_shape_as_its_discrimina
     """bioelectra.sh's PRESET=one_gpu (its recipe.env: tests/data/recipe_env/bioelectra.one_gpu.env) against
     bsc_bio_es.sh's: the discriminator's layers are the masked LM's, parameter for parameter, so one random-init twin
     serves both; the generator at 1/4 is 128 wide; an update of that shape trains on the CPU with clipping."""
-    from biofairseq.samples import trainer_in_process
+    from biofairseq.dev.samples import trainer_in_process
 
     env = dict(line.split("=", 1) for line in (REPO / "tests" / "data" / "recipe_env" / "bioelectra.one_gpu.env").read_text().splitlines())
     mlm = dict(line.split("=", 1) for line in (REPO / "tests" / "data" / "recipe_env" / "bsc_bio_es.one_gpu.env").read_text().splitlines())

@@ -17,7 +17,7 @@ def electra_checkpoint(data_bin, folder, *flags):
 
     from biofairseq.bpe_flags import flags as bpe_flags  # what `python -m biofairseq.bpe_flags` prints
     from biofairseq.checkpoints import save
-    from biofairseq.samples import fairseq_train_config
+    from biofairseq.dev.samples import fairseq_train_config
 
     cfg = fairseq_train_config(data_bin, *ELECTRA, "--total-num-update", "1", *flags, *bpe_flags(data_bin))
     torch.manual_seed(0)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 import inprocess
-from biofairseq.samples import NCBI, read_documents
+from biofairseq.dev.samples import NCBI, read_documents
 from test_convert import convert, fails, report
 from test_corpus_preparation import ODD_DOCUMENT, data_files
 
@@ -149,7 +149,7 @@ def wordpiece_folder(standins, tmp_path, kind="cased"):
         folder = tmp_path / "cased"
         assert convert("from-hf", standins["bert"], folder) == 0
         return folder
-    from biofairseq.samples import standin, wordpiece_vocab
+    from biofairseq.dev.samples import standin, wordpiece_vocab
 
     lowercase, strip_accents = TOKENIZERS[kind]
     texts = [p for doc in read_documents(0, 200) for p in doc]
@@ -259,7 +259,7 @@ def test_the_families_table_is_the_registrys_and_no_family_is_named_outside_its_
 
     from biofairseq.convert.families import FAMILIES, docs_table
     from biofairseq.convert.families.base import Family
-    from biofairseq.samples import REPO
+    from biofairseq.dev.samples import REPO
 
     text = (REPO / "docs" / "conversion.md").read_text()
     begin, end = "<!-- generated: python -m biofairseq.convert.families -->\n", "<!-- end of generated -->"

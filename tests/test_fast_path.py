@@ -10,7 +10,7 @@ import torch
 from fairseq.modules.multihead_attention import MultiheadAttention
 
 from biofairseq.models.attention import SdpaSelfAttention
-from biofairseq.samples import build_in_process, fairseq_train_config, valid_batch
+from biofairseq.dev.samples import build_in_process, fairseq_train_config, valid_batch
 from conftest import TINY
 
 pytestmark = pytest.mark.fast  # make test-fast

@@ -1,4 +1,4 @@
-"""Host-device synchronisations, found on CPU by biofairseq.host_syncs: none in a training step's forward, loss and
+"""Host-device synchronisations, found on CPU by biofairseq.dev.host_syncs: none in a training step's forward, loss and
 backward on the fast path, one in a whole update of biofairseq-train's trainer; and the count-based loss computes
 fairseq's masked_lm loss."""
 
@@ -6,8 +6,8 @@ import pytest
 import torch
 from fairseq.criterions.masked_lm import MaskedLmLoss
 
-from biofairseq.host_syncs import HostSyncs, update_syncs
-from biofairseq.samples import build_in_process, trainer_in_process, valid_batch
+from biofairseq.dev.host_syncs import HostSyncs, update_syncs
+from biofairseq.dev.samples import build_in_process, trainer_in_process, valid_batch
 from conftest import TINY
 from test_distillation import NARROW, teacher_checkpoint
 from test_fast_path import ELECTRA, NO_DROPOUT

@@ -15,7 +15,7 @@ import pytest
 
 from biofairseq.recipe import settings
 from biofairseq.recipe.presets import RECIPES
-from biofairseq.samples import NCBI, NCBI_TEXT, RECIPE_SMALL, REPO
+from biofairseq.dev.samples import NCBI, NCBI_TEXT, RECIPE_SMALL, REPO
 from test_recipe import recipe as run_recipe
 
 INPUTS = {"SOURCES": "abstracts=raw/abstracts.txt", "NER_DATA": "ncbi=data/ncbi", "CORPUS_LANG": "en"}

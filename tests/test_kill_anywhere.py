@@ -16,7 +16,7 @@ import inprocess
 from biofairseq.recipe import settings
 from biofairseq.recipe.plan import Plan
 from recipe_preview import run_records
-from biofairseq.samples import BIN, REPO, _write_documents, clinical_lines, kill_group, read_documents
+from biofairseq.dev.samples import BIN, REPO, _write_documents, clinical_lines, kill_group, read_documents
 
 ENV = {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable,
        "PYTHONWARNINGS": "ignore", "OMP_NUM_THREADS": "1"}

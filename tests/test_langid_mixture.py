@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from biofairseq.samples import REPO, clinical_lines
+from biofairseq.dev.samples import REPO, clinical_lines
 
 sys.path.insert(0, str(REPO / "benchmarks"))
 import langid_mixture  # noqa: E402

@@ -21,7 +21,7 @@ import pytest
 import command_server
 from test_docs import run_script
 
-from biofairseq.samples import BIN, CLINICAL_CASES, NCBI, PHARMACONER, REPO
+from biofairseq.dev.samples import BIN, CLINICAL_CASES, NCBI, PHARMACONER, REPO
 
 CHECKPOINT = REPO / "tests" / "data" / "packed_checkpoint_0" / "checkpoint_1_3.pt"
 DATA_BIN = REPO / "tests" / "data" / "packed_checkpoint_0" / "data-bin"

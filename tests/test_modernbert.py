@@ -9,7 +9,7 @@ import pytest
 import torch
 
 import inprocess
-from biofairseq.samples import REPO
+from biofairseq.dev.samples import REPO
 from conftest import TINY, bpe_flags, json_logs
 
 LOCAL_WINDOW = 128  # ModernBERT's, bio_modernbert_tiny's
@@ -94,7 +94,7 @@ def test_the_step_benchmark_counts_the_keys_the_model_attends_to(bytebpe_corpus)
 
     import numpy as np
 
-    from biofairseq.samples import REPO
+    from biofairseq.dev.samples import REPO
 
     sys.path.insert(0, str(REPO / "benchmarks"))
     from modernbert_step import keys_per_query

@@ -10,7 +10,7 @@ from collections import defaultdict
 import pytest
 
 from brat_scorer import score as official_score
-from biofairseq.samples import NCBI, PHARMACONER, PHARMACONER_MISALIGNED
+from biofairseq.dev.samples import NCBI, PHARMACONER, PHARMACONER_MISALIGNED
 from ner_models import tiny_roberta
 
 from biofairseq.finetune import NERFormatError, brat, data, iob2, metrics, training, windows

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from biofairseq.samples import REPO
+from biofairseq.dev.samples import REPO
 
 
 def test_corpus_tools_start_without_fairseq_and_registration_follows_it_without_heavy_libraries(tmp_path):

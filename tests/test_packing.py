@@ -10,7 +10,7 @@ from biofairseq.data.packing import pack
 from biofairseq.models import attention as attention_module
 from biofairseq.models import documents
 from biofairseq.models.attention import SdpaSelfAttention
-from biofairseq.samples import build_in_process, valid_batch
+from biofairseq.dev.samples import build_in_process, valid_batch
 from conftest import TINY
 from test_fast_path import ELECTRA, NO_DROPOUT, dropout_statistics, features
 

@@ -4,7 +4,7 @@ builds from the presets (built with fake tensors: shapes without memory, so that
 import pytest
 import torch
 
-from biofairseq.samples import expected_parameters
+from biofairseq.dev.samples import expected_parameters
 
 
 PRESETS = {  # name: (layers, width, FFN, heads, pre-LN)

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 import inprocess
-from biofairseq.samples import REPO
+from biofairseq.dev.samples import REPO
 
 
 def test_pretrain_speed_benchmark_reports_speed_utilisation_padding_and_loss_curves(bytebpe_corpus, tmp_path):

@@ -17,7 +17,7 @@ import pytest
 
 import command_server
 import inprocess
-from biofairseq.samples import BIN, CLINICAL_CASES, PHARMACONER, REPO
+from biofairseq.dev.samples import BIN, CLINICAL_CASES, PHARMACONER, REPO
 
 README = REPO / "README.md"
 

@@ -22,7 +22,7 @@ from recipe_preview import run_records
 from biofairseq.recipe import settings
 from biofairseq.recipe.plan import Plan
 from biofairseq.recipe.presets import RECIPES
-from biofairseq.samples import BIN, RECIPE_SMALL, REPO, recipe_sample
+from biofairseq.dev.samples import BIN, RECIPE_SMALL, REPO, recipe_sample
 
 RECIPE = REPO / "recipes" / "bsc_bio_es.sh"
 SMALL = RECIPE_SMALL

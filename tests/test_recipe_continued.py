@@ -15,7 +15,7 @@ import torch
 from biofairseq.recipe import settings
 from biofairseq.recipe.presets import RECIPES, SHARED, value_of
 from biofairseq.recipe.table import merge, names
-from biofairseq.samples import REPO
+from biofairseq.dev.samples import REPO
 from test_recipe import commands, recipe, sample  # noqa: F401  (sample: the module fixture)
 
 # the tiny preset's batch and NER windows, not the continuation's (TAPT's 256 sequences, 512 positions)

@@ -7,7 +7,7 @@ import shutil
 import pytest
 
 from biofairseq.recipe import settings
-from biofairseq.samples import NCBI, NCBI_TEXT, PHARMACONER, REPO
+from biofairseq.dev.samples import NCBI, NCBI_TEXT, PHARMACONER, REPO
 from recipe_preview import recorded_env
 
 pytestmark = pytest.mark.fast

@@ -92,7 +92,7 @@ def test_ner_windows_compares_windowings_on_dev_and_resumes(modernbert, tmp_path
     import command_server
     import inprocess
 
-    from biofairseq.samples import PHARMACONER
+    from biofairseq.dev.samples import PHARMACONER
 
     run_dir, _ = modernbert
     data = tmp_path / "pharmaconer"

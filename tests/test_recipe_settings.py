@@ -9,9 +9,9 @@ import shutil
 
 import pytest
 
-from biofairseq.recipe import presets, recipes, record, settings, table
+from biofairseq.recipe import presets, recipes, record, settings, settings_docs, table
 from biofairseq.recipe.plan import Plan
-from biofairseq.samples import BIN, NCBI, NCBI_TEXT, REPO
+from biofairseq.dev.samples import BIN, NCBI, NCBI_TEXT, REPO
 from recipe_preview import recorded_env, script_of
 
 pytestmark = pytest.mark.fast  # make test-fast
@@ -72,7 +72,7 @@ def test_every_stage_of_every_recipe_is_one_force_removes_and_the_settings_check
     run, _ = settings.prepare(recipe, {"NUM_GPUS": "0", "STOP_AFTER": "settings", "RUN_DIR": str(tmp_path / "run"),
                                        "PATH": os.environ["PATH"]}, REPO, f"{recipe}.sh", say=lambda line: None)
     plan = Plan(run, stop_after="none")
-    recipes.RECIPES[recipe](plan)
+    recipes.BUILDERS[recipe](plan)
     for forced, number, output in plan.stages:
         rel = output.relative_to(tmp_path / "run").as_posix()
         assert any(rel == o or rel.startswith(o + "/") for o in table.FORCED[forced]), (forced, rel)
@@ -195,7 +195,7 @@ def test_ner_extra_reaches_the_sweep_as_its_check_reads_it(tmp_path):
                                              "NER_EXTRA": "--fc-dropout '0.5'"}, REPO, "bsc_bio_es.sh",
                               say=lambda line: None)
     plan = Plan(run, stop_after="none")
-    recipes.RECIPES["bsc_bio_es"](plan)
+    recipes.BUILDERS["bsc_bio_es"](plan)
     sweep = next(c for c in plan.commands if c[0] == "biofairseq-ner")
     assert sweep[-2:] == ["--fc-dropout", "0.5"]
 
@@ -298,15 +298,15 @@ def good_values(recipe, run_dir):
 
 def test_recipe_env_is_written_once_then_a_change_is_taken_only_before_its_stage_ran(tmp_path, capsys):
     values = good_values("beto", tmp_path)
-    record.keep("beto", values, tmp_path)
+    record.keep_recipe_env("beto", values, tmp_path)
     env = (tmp_path / "recipe.env").read_text()
     assert env.startswith("RECIPE=beto\nPRESET=tiny\n") and "CORPUS_LANG=es\n" in env and "RUN_DIR" not in env
     assert "SAVE_INTERVAL_UPDATES=1\n" in env  # which checkpoints KEEP=best chooses from
-    record.keep("beto", {**values, "NER_EPOCHS": "3"}, tmp_path)  # no NER run yet
+    record.keep_recipe_env("beto", {**values, "NER_EPOCHS": "3"}, tmp_path)  # no NER run yet
     assert "NER_EPOCHS=3 (was 10)" in capsys.readouterr().err and record.read(tmp_path)["NER_EPOCHS"] == "3"
     (tmp_path / "ner" / "pharmaconer" / "model=beto").mkdir(parents=True)
     with pytest.raises(settings.SettingsError, match=r"NER_EPOCHS=4, but stage 7 \(fine-tune on NER\) already made"):
-        record.keep("beto", {**values, "NER_EPOCHS": "4"}, tmp_path)
+        record.keep_recipe_env("beto", {**values, "NER_EPOCHS": "4"}, tmp_path)
     assert record.read(tmp_path)["NER_EPOCHS"] == "3" and len(record.changes_of(tmp_path)) == 1
 
 
@@ -318,18 +318,18 @@ def test_a_run_dir_inside_a_file_is_named_in_one_line(tmp_path):
 
 def test_a_rerun_compares_values_not_spellings_names_every_conflict_and_so_does_stop_after_settings(tmp_path, capsys):
     values = {**good_values("beto", tmp_path), "PEAK_LR": "1e-3", "SHARD_MB": "0", "VALID_DOCS": "20"}
-    record.keep("beto", values, tmp_path)
+    record.keep_recipe_env("beto", values, tmp_path)
     env = (tmp_path / "recipe.env").read_text()
     (tmp_path / "clean").mkdir()
     (tmp_path / "data-bin").mkdir()
-    record.keep("beto", {**values, "PEAK_LR": "0.001", "SHARD_MB": "0.0"}, tmp_path)  # the same numbers
+    record.keep_recipe_env("beto", {**values, "PEAK_LR": "0.001", "SHARD_MB": "0.0"}, tmp_path)  # the same numbers
     assert "note:" not in capsys.readouterr().err and (tmp_path / "recipe.env").read_text() == env
     for stop_after in ("none", "settings"):
         with pytest.raises(settings.SettingsError) as error:
-            record.keep("beto", {**values, "STOP_AFTER": stop_after, "VALID_DOCS": "30", "SHARD_MB": "0.5"}, tmp_path)
+            record.keep_recipe_env("beto", {**values, "STOP_AFTER": stop_after, "VALID_DOCS": "30", "SHARD_MB": "0.5"}, tmp_path)
         assert str(error.value).startswith("VALID_DOCS=30, but stage 1 (clean the sources) already made ")
         assert "; SHARD_MB=0.5 too, was 0; give VALID_DOCS=20 SHARD_MB=0 to go on" in str(error.value)
-    record.keep("beto", {**values, "STOP_AFTER": "settings", "MAX_UPDATE": "800"}, tmp_path)
+    record.keep_recipe_env("beto", {**values, "STOP_AFTER": "settings", "MAX_UPDATE": "800"}, tmp_path)
     assert "MAX_UPDATE=800 (was 600): no stage made with it has run yet; would be recorded" in capsys.readouterr().err
     assert (tmp_path / "recipe.env").read_text() == env and not (tmp_path / "recipe.changes").exists()
 
@@ -364,7 +364,7 @@ def test_several_machines_without_gpus_or_slurm_and_a_nameless_data_set_stop_in_
 def test_the_docs_tables_of_settings_and_presets_are_the_tables_themselves():
     docs = (REPO / "docs" / "recipes.md").read_text(encoding="utf-8")
     begin, end = "<!-- generated: python -m biofairseq.recipe.settings docs -->\n", "<!-- end of generated -->"
-    assert docs[docs.index(begin) + len(begin):docs.index(end)].strip() == table.docs().strip(), \
+    assert docs[docs.index(begin) + len(begin):docs.index(end)].strip() == settings_docs.docs().strip(), \
         "docs/recipes.md: run python -m biofairseq.recipe.settings docs and paste its tables between the markers"
 
 

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import inprocess
-from biofairseq.samples import REPO, build_in_process
+from biofairseq.dev.samples import REPO, build_in_process
 from biofairseq.user_dir import USER_DIR
 from conftest import TINY, json_logs, run_fairseq
 
@@ -138,7 +138,7 @@ def test_compile_wraps_every_layer_of_both_towers_and_keeps_the_parameter_names(
     from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
     from biofairseq.models.compiled_layers import compile_layers
-    from biofairseq.samples import build_in_process
+    from biofairseq.dev.samples import build_in_process
     from test_fast_path import ELECTRA, mlm
 
     for flags, layers in ((mlm("bio_roberta_tiny"), 2), (ELECTRA, 4)):
@@ -308,7 +308,7 @@ def test_an_interrupted_biofairseq_train_ends_in_one_line_without_the_noise_of_i
     import threading
     import time
 
-    from biofairseq.samples import BIN
+    from biofairseq.dev.samples import BIN
 
     proc = subprocess.Popen(
         [str(BIN / "biofairseq-train"), str(bytebpe_corpus.data_bin), *TINY[2:], "--max-update", "100000",

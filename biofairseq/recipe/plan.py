@@ -13,12 +13,13 @@ import json
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Optional, Sequence
 
 from biofairseq.recipe.script import Script
 from biofairseq.recipe.table import flag_values, flags
 
 
-def init_description(init):
+def init_description(init: str) -> str:
     """INIT_FROM as a stage title names it: the folder (or checkpoint) and, from its config.json, its class and shape."""
     config = Path(init) / "config.json"
     try:
@@ -47,7 +48,7 @@ class Data:
     vocab: Path
     data_bin: Path
     name: str = ""  # of one of several vocabularies: vocab/NAME, data-bin/NAME, the report's name
-    init: Path = None
+    init: Optional[Path] = None
 
 
 @dataclass(frozen=True)
@@ -66,7 +67,7 @@ class Model:
 
 
 class Plan:
-    def __init__(self, run, stop_after=None):
+    def __init__(self, run: Run, stop_after: Optional[str] = None) -> None:
         v = self.v = run.values
         self.run, self.stop_after = run, v["STOP_AFTER"] if stop_after is None else stop_after
         self.repo, self.run_dir = Path(v["REPO"]), Path(v["RUN_DIR"])
@@ -77,23 +78,23 @@ class Plan:
             self.script.remove(self.run_dir / path)
 
     @property
-    def commands(self):
+    def commands(self) -> list:
         return self.script.commands
 
     @property
-    def stages(self):
+    def stages(self) -> list:
         return self.script.stages
 
-    def render(self, header, recorded):
+    def render(self, header: list, recorded: str) -> str:
         functions = (self.repo / "recipes" / "lib" / "stages.sh").read_text(encoding="utf-8")
         return self.script.render(header, functions, self.run_dir / "recipe.env", recorded)
 
-    def py(self, *argv):
+    def py(self, *argv: object) -> list:
         return [self.run.python, *map(str, argv)]
 
     # ---- flags several stages build
 
-    def optimizer(self, given=None):
+    def optimizer(self, given: Optional[dict] = None) -> list:
         """Adam (AdamW), or adamw's parameter groups where weight decay excludes some; the fast path's fused_adamw;
         polynomial decay after warm-up; the settings' flags of it, ``given`` ({flag: value}) in place of some."""
         v = self.v
@@ -101,20 +102,20 @@ class Plan:
         return ["--optimizer", "fused_adamw" if v["FAST_PATH"] == "1" else name, "--lr-scheduler", "polynomial_decay",
                 *flags(v, "optimizer", given)]
 
-    def masking(self):
+    def masking(self) -> list:
         return ["--sample-break-mode", "complete_doc", *flags(self.v, "masking")]
 
-    def mlm_task(self, *more):
+    def mlm_task(self, *more: object) -> list:
         """document_mlm with its accuracy-logging criterion and the settings' masking (and more task flags)."""
         return ["--user-dir", self.repo / "biofairseq", "--task", "document_mlm", "--criterion", "masked_lm_accuracy",
                 *self.masking(), *more]
 
-    def model_flags(self, *more):
+    def model_flags(self, *more: object) -> list:
         return [*flags(self.v, "model"), *more]
 
     # ---- 1-3. corpus, vocabulary (or INIT_FROM's), data-bin
 
-    def corpus(self, vocab_type, from_hf=(), to_hf=()):
+    def corpus(self, vocab_type: str, from_hf: Sequence = (), to_hf: Sequence = ()) -> Data:
         """Stages 1-3 of a recipe with one vocabulary: learned, or INIT_FROM's (from_hf, to_hf: more flags of its
         conversion). Returns the Data."""
         self.clean()
@@ -122,7 +123,7 @@ class Plan:
         self.binarize(data)
         return data
 
-    def clean(self):
+    def clean(self) -> None:
         v = self.v
         self.script.stage("clean", 1, "clean the sources", self.clean_dir, self.clean_dir / "stats.json")
         args = ["--output-dir", self.clean_dir, *flags(v, "clean")]
@@ -132,7 +133,7 @@ class Plan:
             args += ["--source", source]
         self.script.command(*self.py(self.repo / "preprocess" / "clean_corpus.py", *args))
 
-    def vocabulary(self, vocab_type, name="", size=None):
+    def vocabulary(self, vocab_type: str, name: str = "", size: Optional[str] = None) -> Data:
         """A vocabulary learned from the corpus (of size entries: the settings' by default); name: one of several,
         in vocab/NAME and data-bin/NAME."""
         data = Data(self.run_dir / "vocab" / name, self.run_dir / "data-bin" / name, name) if name else \
@@ -144,12 +145,12 @@ class Plan:
                                      "--type", vocab_type, "--output-dir", data.vocab, *flags(self.v, "vocabulary", given)))
         return data
 
-    def binarize(self, data):
+    def binarize(self, data: Data) -> None:
         self.script.stage("binarize", 3, "encode and binarize", data.data_bin)
         self.script.command("bash", self.repo / "preprocess" / "binarize.sh", self.clean_dir, data.vocab, data.data_bin,
                             self.v["WORKERS"], self.v["SHARD_MB"])
 
-    def init_from(self, from_hf=(), to_hf=()):
+    def init_from(self, from_hf: Sequence = (), to_hf: Sequence = ()) -> Data:
         """Continual pretraining: INIT_FROM's weights and vocabulary in fairseq's format (biofairseq-convert from-hf,
         parity-checked), in place of a vocabulary learned on the corpus; its model's shape and weights go to
         biofairseq-train through --init-from."""
@@ -165,7 +166,7 @@ class Plan:
             self.script.command("biofairseq-convert", "from-hf", init, folder, *from_hf)
         return Data(folder, self.run_dir / "data-bin", init=folder)
 
-    def breakout(self, datas):
+    def breakout(self, datas: Sequence[Data]) -> list:
         """Each vocabulary's entity break-out rate on each NER training set (BioMegatron's Table 3), for the report:
         its arguments."""
         vocabs = [f"{data.name or 'vocabulary'}={data.vocab}" for data in datas]
@@ -181,16 +182,16 @@ class Plan:
 
     # ---- 4. pretrain with biofairseq-train, in one or two length phases
 
-    def pretrain_dir(self, model):
+    def pretrain_dir(self, model: Model) -> Path:
         return self.run_dir / "pretrain" / model.name if model.name else self.run_dir / "pretrain"
 
-    def hf_dir(self, model):
+    def hf_dir(self, model: Model) -> Path:
         return self.run_dir / "hf" / (model.name or self.run.recipe)
 
-    def kept_checkpoint(self, model):
+    def kept_checkpoint(self, model: Model) -> Path:
         return self.pretrain_dir(model) / "checkpoints" / f"checkpoint_{model.keep}.pt"
 
-    def launch(self):
+    def launch(self) -> list:
         """srun (one task a machine, which starts one process a GPU) where NUM_NODES asks for several machines."""
         v = self.v
         if int(v["NUM_NODES"]) <= 1 or v["NUM_GPUS"] == "0":
@@ -200,7 +201,7 @@ class Plan:
         return ["srun", "--nodes", v["NUM_NODES"], "--ntasks-per-node", "1", "--gpus-per-node", v["NUM_GPUS"],
                 "--cpus-per-task", v["WORKERS"], "--kill-on-bad-exit", "1"]
 
-    def hardware(self):
+    def hardware(self) -> list:
         v = self.v
         if v["NUM_GPUS"] == "0":
             return ["--cpu"]
@@ -212,7 +213,8 @@ class Plan:
             args += ["--distributed-port", v["DISTRIBUTED_PORT"]]
         return args
 
-    def train(self, model, data, until, updates, extra=(), second=False, folder=None, optim=None, given=None):
+    def train(self, model: Model, data: Data, until: str, updates: str, extra: Sequence = (), second: bool = False,
+              folder: Optional[Path] = None, optim: Optional[Sequence] = None, given: Optional[dict] = None) -> None:
         """The biofairseq-train command of a length phase (second: the second's lengths and batch) up to update
         ``until`` of a schedule of ``updates``, in folder (default: the model's pretrain folder) with optim's flags
         (default: the model's); given: {flag: value} of the run's training flags in place of the settings'."""
@@ -227,7 +229,7 @@ class Plan:
             "--log-format", "json", "--log-file", folder / "train.log", "--tensorboard-logdir", folder / "tensorboard",
             *flags(v, "train", given), *self.hardware(), *extra)
 
-    def pretrain(self, model, data, updates=None, extra=()):
+    def pretrain(self, model: Model, data: Data, updates: Optional[str] = None, extra: Sequence = ()) -> None:
         """UPDATES (default MAX_UPDATE) updates of the model; extra flags go to biofairseq-train. Two length phases
         where PHASE2_SHARE is above 0: phase 2 continues phase 1's checkpoint (--new-phase-at), its optimizer state and
         one learning-rate schedule over MAX_UPDATE."""
@@ -261,10 +263,10 @@ class Plan:
             self.train(model, data, updates, updates, [*extra, "--new-phase-at", phase1], second=True)
         s.mark(folder / "finished")
 
-    def head_checkpoint(self, model):
+    def head_checkpoint(self, model: Model) -> Path:
         return self.pretrain_dir(model) / "head" / "checkpoints" / "checkpoint_last.pt"
 
-    def head_warmup(self, model, data):
+    def head_warmup(self, model: Model, data: Data) -> bool:
         """HEAD_WARMUP_UPDATES of INIT_FROM's LM head alone (document_mlm --lm-head-only), the encoder held fixed,
         before the whole model trains from its last checkpoint; whether there are any."""
         updates = self.v.get("HEAD_WARMUP_UPDATES", "0")
@@ -283,7 +285,7 @@ class Plan:
 
     # ---- 5-6. the checkpoint to keep, checked; transformers; baselines
 
-    def pick(self, model, data):
+    def pick_checkpoint(self, model: Model, data: Data) -> None:
         """The checkpoint to keep, and whether it is clearly better than word frequencies (one process: importing
         fairseq is most of the time of either step). A check that stops the run leaves no check.json behind."""
         p = self.pretrain_dir(model)
@@ -294,7 +296,7 @@ class Plan:
         self.script.command(*self.py(*args, *(["--go-on"] if self.v["WEAK_PRETRAINING"] == "continue" else [])))
         self.original(model, data)
 
-    def original(self, model, data):
+    def original(self, model: Model, data: Data) -> None:
         """A continued masked LM's original, validated as the kept checkpoint was (biofairseq.recipe.original_check):
         INIT_FROM's weights, or, after a head warm-up, the original encoder with its warmed head."""
         if not data.init or "document_mlm" not in map(str, model.task):
@@ -307,14 +309,14 @@ class Plan:
                                      self.kept_checkpoint(model), data.data_bin, "--output", p / "original.json",
                                      "--head-warmup", warmed if head else "0"))
 
-    def convert(self, model, *extra):
+    def convert(self, model: Model, *extra: str) -> Path:
         """The kept checkpoint as a transformers folder: its path."""
         hf = self.hf_dir(model)
         self.script.stage("convert", 6, f"convert {model.name + ' ' if model.name else ''}to transformers", hf)
         self.script.command("biofairseq-convert", "to-hf", self.kept_checkpoint(model), hf, *flags(self.v, "to-hf"), *extra)
         return hf
 
-    def baseline(self, hf, to_hf=()):
+    def baseline(self, hf: Path, to_hf: Sequence = ()) -> list:
         """BASELINE: random-init (a randomly initialised copy of the model in hf) and/or original (INIT_FROM's model as
         it was given; to_hf: more flags of its conversion from a .pt), each fine-tuned beside it: their folders."""
         kinds, init, models = self.v["BASELINE"].split(), self.v.get("INIT_FROM", ""), []
@@ -335,7 +337,7 @@ class Plan:
 
     # ---- 7-8. NER sweeps, the report
 
-    def ner(self, models):
+    def ner(self, models: Sequence[Path]) -> list:
         """The learning-rate x seed sweep of each data set and model (transformers folders); NER_LABELLINGS
         "whole-word sub-token" fine-tunes each model both ways (BioMegatron's comparison). Returns the report's
         arguments."""
@@ -362,7 +364,8 @@ class Plan:
                     self.script.command("biofairseq-ner", "sweep", *args, *shlex.split(v["NER_EXTRA"]))  # as kinds checks it
         return report
 
-    def report(self, ner_args, datas=(), breakouts=(), pretrained=()):
+    def report(self, ner_args: Sequence, datas: Sequence[Data] = (), breakouts: Sequence = (),
+               pretrained: Sequence[Model] = ()) -> None:
         """The report: the NER sweeps (ner's arguments), the named vocabularies' data-bins, their break-out rates,
         the named models' pretraining folders (Models)."""
         report, s = self.run_dir / "report.md", self.script
@@ -374,8 +377,8 @@ class Plan:
         s.show(report)
         s.say(f"{self.run.recipe}.sh: done [elapsed]; the report is {report} (and .json, .png)")
 
-    def finish(self, model, data, convert_flags=(), to_hf=()):
+    def finish(self, model: Model, data: Data, convert_flags: Sequence = (), to_hf: Sequence = ()) -> None:
         """Stages 5-8 of a recipe with one model."""
-        self.pick(model, data)
+        self.pick_checkpoint(model, data)
         hf = self.convert(model, *convert_flags)
         self.report(self.ner([hf, *self.baseline(hf, to_hf)]))

@@ -6,7 +6,8 @@ its source, as ``(value, "source")``. ``biofairseq.recipe.table`` merges them, l
 then computes the derived values (``Derived``) that no layer gave. A recipe's ``fixed`` values are what it records of
 a setting it does not take (bio_lm's PEAK_LR is its BASE_LR): giving one is refused with the reason.
 
-    python -m biofairseq.recipe.presets          the tables in docs/recipes.md, as Markdown
+With INIT_FROM, ``continuation`` adds a layer over the preset, under the environment. docs/recipes.md shows the tables
+(python -m biofairseq.recipe.settings docs).
 """
 
 import math
@@ -18,13 +19,13 @@ from dataclasses import dataclass, field
 class Derived:
     """A value computed from the resolved ones (the environment's included), where no layer gives one."""
     compute: object  # Values -> str
-    says: str  # how, in the docs
+    described: str  # how, in the docs
 
 
 @dataclass(frozen=True)
 class Required:
     """A setting the preset cannot guess: the environment must give it."""
-    says: str
+    message: str  # the refusal where it is not given: "needs SOURCES=..."
     allows_empty: bool = False
 
 
@@ -41,7 +42,7 @@ def same_as(name):
 
 def percent_of(share, name):
     """share % of a whole setting, rounded up (bash's (x * share + 99) / 100)."""
-    return Derived(lambda v: str(math.ceil(v.whole(name) * share / 100)), f"{share}% of {name}")
+    return Derived(lambda v: str(math.ceil(v.integer(name) * share / 100)), f"{share}% of {name}")
 
 
 def cores(environ=os.environ):
@@ -514,8 +515,8 @@ BIO_LM = Recipe(
         "PHASE2_BATCH_PER_DEVICE": Fixed(same_as("BATCH_PER_DEVICE"), BIO_LM_ONE_LENGTH),
     },
     computed={"LARGE_WARMUP_UPDATES": Derived(
-        lambda v: v["WARMUP_UPDATES"] if v.whole("LARGE_MAX_UPDATE") == v.whole("MAX_UPDATE")
-        else str(math.ceil(v.whole("LARGE_MAX_UPDATE") * 5 / 100)), "WARMUP_UPDATES, or 5% of LARGE_MAX_UPDATE")},
+        lambda v: v["WARMUP_UPDATES"] if v.integer("LARGE_MAX_UPDATE") == v.integer("MAX_UPDATE")
+        else str(math.ceil(v.integer("LARGE_MAX_UPDATE") * 5 / 100)), "WARMUP_UPDATES, or 5% of LARGE_MAX_UPDATE")},
 )
 
 MODERNBERT = Recipe(
@@ -618,6 +619,14 @@ def _head_warmup(v):
         return "0"
 
 
+# a value given with INIT_FROM above what a continuation in the literature takes gets a note: (ceiling, the note)
+CONTINUATION_CEILINGS = {
+    "PEAK_LR": (5e-4, "is a from-scratch rate on a published model; continued pretraining takes 1e-4 (TAPT) to 5e-4 "
+                      "(DAPT, the largest in the literature)"),
+    "NER_LRS": (1e-4, "holds a rate above 1e-4; published models fine-tune at 1e-5 to 5e-5 (the seeds' tables)"),
+}
+
+
 def continuation(recipe):
     """The values a run continuing a published model takes where the user gives none, over every preset: TAPT's
     schedule (its learning rate, batch, 6% warm-up and 100 epochs, at most DAPT's 12,500 updates: biofairseq-train
@@ -629,9 +638,9 @@ def continuation(recipe):
         "SEQUENCES_PER_UPDATE": ("256", TAPT),
         "MAX_UPDATE": ("12500", "DAPT's 12,500 updates, at most; fewer where CONTINUE_EPOCHS is reached first"),
         "CONTINUE_EPOCHS": ("100", TAPT),
-        "WARMUP_UPDATES": Derived(lambda v: str(math.ceil(v.whole("MAX_UPDATE") * 6 / 100)),
+        "WARMUP_UPDATES": Derived(lambda v: str(math.ceil(v.integer("MAX_UPDATE") * 6 / 100)),
                                   "6% of MAX_UPDATE (TAPT's), shortened with the run"),
-        "SAVE_INTERVAL_UPDATES": Derived(lambda v: str(max(1, v.whole("MAX_UPDATE") // 10)),
+        "SAVE_INTERVAL_UPDATES": Derived(lambda v: str(max(1, v.integer("MAX_UPDATE") // 10)),
                                          "10% of MAX_UPDATE, shortened with the run"),
         "PHASE2_SHARE": ("0", "TAPT's one length"),
         "MASK_PROB": (value_of(r.defaults.get("MASK_PROB", "0.15")), "the model's own pretraining's, as TAPT keeps it"),

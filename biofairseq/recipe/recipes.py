@@ -2,11 +2,11 @@
 objective's flags, the checkpoint kept) and their order. The scripts in recipes/ run them (their headers say what each
 reproduces); the settings are in presets.py."""
 
-from biofairseq.recipe.plan import Model
+from biofairseq.recipe.plan import Model, Plan
 from biofairseq.recipe.table import flags
 
 
-def masked_lm(p, vocab_type, *task_flags, **model):
+def masked_lm(p: Plan, vocab_type: str, *task_flags: str, **model: object) -> None:
     """One model pretrained with document-level masked LM from the corpus (or INIT_FROM), then stages 5-8."""
     data = p.corpus(vocab_type)
     m = Model(p.mlm_task(*task_flags), p.model_flags(), p.optimizer(), arch=p.v.get("ARCH", ""), **model)
@@ -14,23 +14,23 @@ def masked_lm(p, vocab_type, *task_flags, **model):
     p.finish(m, data)
 
 
-def bsc_bio_es(p):
+def bsc_bio_es(p: Plan) -> None:
     """Carrino et al. 2022: byte-level BPE, RoBERTa with document-level masked LM, the lowest validation perplexity."""
     masked_lm(p, "bytelevel-bpe")
 
 
-def beto(p):
+def beto(p: Plan) -> None:
     """BETO (Cañete et al. 2020): SentencePiece, whole-word masking, two length phases; the final model kept."""
     masked_lm(p, "sentencepiece", "--mask-whole-words", keep="last")
 
 
-def modernbert(p):
+def modernbert(p: Plan) -> None:
     """ModernBERT continued or from scratch: its attention is SDPA already, and it trains without dropout (its
     settings have none)."""
     masked_lm(p, "bytelevel-bpe", keep="last", sdpa=())
 
 
-def bioelectra(p):
+def bioelectra(p: Plan) -> None:
     """BioELECTRA (Kanakarajan et al. 2021): replaced-token detection; the final model kept, converted with its
     generator."""
     v = p.v
@@ -44,7 +44,7 @@ def bioelectra(p):
     p.finish(m, data, ["--generator"], to_hf=["--generator"])
 
 
-def biomegatron(p):
+def biomegatron(p: Plan) -> None:
     """BioMegatron (Shin et al. 2020): a model per vocabulary (VOCABULARIES), their break-out rates on the NER sets,
     or one model continued from INIT_FROM."""
     v = p.v
@@ -62,14 +62,14 @@ def biomegatron(p):
     for data in datas:
         m = Model(p.mlm_task(), p.model_flags(), p.optimizer(), name=data.name or "continued", arch=v["ARCH"], keep="last")
         p.pretrain(m, data)
-        p.pick(m, data)
+        p.pick_checkpoint(m, data)
         hfs.append(p.convert(m))
         models.append(m)
     ner = p.ner([*hfs, *p.baseline(hfs[-1])])
     p.report(ner, [d for d in datas if d.name], breakouts, models)
 
 
-def bio_lm(p):
+def bio_lm(p: Plan) -> None:
     """Lewis et al. 2020's distillation study: base and large with masked LM, base distilled from large, and base
     trained as long again with masked LM alone; every model keeps its final checkpoint."""
     v = p.v
@@ -82,21 +82,21 @@ def bio_lm(p):
 
     base = model("base", v["BASE_ARCH"], v["BASE_LR"], v["WARMUP_UPDATES"])
     p.pretrain(base, data)
-    p.pick(base, data)
+    p.pick_checkpoint(base, data)
     large = model("large", v["LARGE_ARCH"], v["LARGE_LR"], v["LARGE_WARMUP_UPDATES"])
     p.pretrain(large, data, v["LARGE_MAX_UPDATE"])
-    p.pick(large, data)
+    p.pick_checkpoint(large, data)
     start, teacher = p.kept_checkpoint(base), p.kept_checkpoint(large)
     distilled = model("distilled", v["BASE_ARCH"], v["DISTIL_LR"], v["DISTIL_WARMUP_UPDATES"],
                       (*mlm, "--criterion", "mlm_distillation", "--teacher-path", teacher, *flags(v, "distillation")))
     p.pretrain(distilled, data, v["DISTIL_UPDATES"], ["--finetune-from-model", start])
-    p.pick(distilled, data)
+    p.pick_checkpoint(distilled, data)
     longer = model("base_longer", v["BASE_ARCH"], v["DISTIL_LR"], v["DISTIL_WARMUP_UPDATES"])
     p.pretrain(longer, data, v["DISTIL_UPDATES"], ["--finetune-from-model", start])
-    p.pick(longer, data)
+    p.pick_checkpoint(longer, data)
     order = (base, longer, large, distilled)  # Table 6's
     hfs = [p.convert(m) for m in order]
     p.report(p.ner([*hfs, *p.baseline(hfs[0])]), pretrained=order)
 
 
-RECIPES = {f.__name__: f for f in (bsc_bio_es, beto, bioelectra, modernbert, biomegatron, bio_lm)}  # by script name
+BUILDERS = {f.__name__: f for f in (bsc_bio_es, beto, bioelectra, modernbert, biomegatron, bio_lm)}  # by script name

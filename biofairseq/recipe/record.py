@@ -55,7 +55,7 @@ def produced(run_dir, stage):
     return None
 
 
-def keep(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr)):
+def keep_recipe_env(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr)):
     """recipe.env: written on the first run (or with FORCE=1); on a rerun, a changed setting of a stage that has
     outputs stops the recipe (SettingsError, naming every such setting) unless FORCE redoes that stage; the others are
     taken, recipe.env rewritten and each change added to recipe.changes, which the report lists. STOP_AFTER=settings

@@ -5,94 +5,98 @@ it."""
 
 import shlex
 from pathlib import Path
+from typing import Union
+
+PathLike = Union[str, Path]
 
 
 class Script:
-    def __init__(self, recipe, force):
+    def __init__(self, recipe: str, force: str) -> None:
         self.recipe, self.force = recipe, force
         self.lines, self.commands, self.stages = [], [], []  # the script's lines, its commands' argv, its stages
         self.checks, self.open, self.stopped = [], False, False
 
-    def top(self, line):
+    def top(self, line: str) -> None:
         """A line outside any stage (the open one ends before it)."""
         if not self.stopped:
             self.close()
             self.lines.append(line)
 
-    def close(self):
+    def close(self) -> None:
         if self.open:
             self.lines.append("fi")
             self.open = False
 
-    def inside(self, line):
+    def inside(self, line: str) -> None:
         """A line of the open stage: run where the stage runs."""
         if not self.stopped:
             self.lines.append(f"    {line}" if self.open else line)
 
-    def stage(self, forced, number, title, output, done=None):
+    def stage(self, forced: str, number: object, title: str, output: PathLike, done: PathLike = None) -> None:
         """A stage whose outputs FORCE=forced (a key of table.FORCED) removes with the later stages'; the checks
         added before it run before its skip test."""
         if self.stopped:
             return
         self.stages.append((forced, str(number), Path(output)))
         self.top("")
-        self.lines += [f"# ---- {number} {title} -> {output}".replace("\n", "\\n"), *self.checks]
+        failed = shlex.quote(f"the check before stage {number} ({title}) failed (see above)")
+        self.lines += [f"# ---- {number} {title} -> {output}".replace("\n", "\\n"),
+                       *(f"{check} || die {failed}" for check in self.checks)]
         self.checks = []
         self.lines.append(f"if {shlex.join(['stage', str(number), title, str(output), str(done or output)])}; then")
         self.open = True
 
-    def remove(self, path):
+    def remove(self, path: PathLike) -> None:
         """FORCE: an earlier run's output, removed before the first stage."""
         path = shlex.quote(str(path))
         self.top(f"if [[ -e {path} ]]; then run rm -rf {path}; fi")
 
-    def command(self, *argv):
+    def command(self, *argv: object) -> None:
         """A command of the stage, printed, then run."""
         argv = [str(a) for a in argv]
         if not self.stopped:
             self.commands.append(argv)
         self.inside(shlex.join(["run", *argv]))
 
-    def check(self, *argv):
+    def check(self, *argv: object) -> None:
         """A command run quietly before the next stage's skip test (it may remove that stage's output)."""
         if self.stopped:
             return
-        line = shlex.join(map(str, argv))
         self.close()
-        self.checks.append(f"{line} || die {shlex.quote(f'the check before the next stage failed (see above): {line}')}")
+        self.checks.append(shlex.join(map(str, argv)))
 
-    def note(self, message):
+    def note(self, message: str) -> None:
         """A line the stage says where it runs."""
         self.inside(shlex.join(["say", message]))
 
-    def say(self, message):
+    def say(self, message: str) -> None:
         """A line said where the script reaches it ([elapsed]: the time so far)."""
         self.top(shlex.join(["say", message]))
 
-    def mkdir(self, path):
+    def mkdir(self, path: PathLike) -> None:
         self.inside(shlex.join(["mkdir", "-p", str(path)]))
 
-    def write(self, path, line):
+    def write(self, path: PathLike, line: str) -> None:
         self.inside(f"printf '%s\\n' {shlex.quote(str(line))} >{shlex.quote(str(path))}")
 
-    def mark(self, path):
+    def mark(self, path: PathLike) -> None:
         """The date, in a file that says the stage finished."""
         self.inside(f"date -Is >{shlex.quote(str(path))}")
 
-    def stale(self, path):
+    def stale(self, path: PathLike) -> None:
         """Removed where any stage ran (the report, out of date)."""
         self.top(f"[[ $RAN == 0 ]] || rm -f {shlex.quote(str(path))}")
 
-    def show(self, path):
+    def show(self, path: PathLike) -> None:
         """Printed on stdout."""
         self.top(shlex.join(["cat", str(path)]))
 
-    def stop(self, message):
+    def stop(self, message: str) -> None:
         """The run ends here (STOP_AFTER=binarize)."""
         self.top(shlex.join(["say", message]))
         self.stopped = True
 
-    def render(self, header, functions, env, recorded):
+    def render(self, header: list, functions: str, env: PathLike, recorded: str) -> str:
         """The whole script: ``header`` as comments, the stage functions (recipes/lib/stages.sh's text), recipe.env
         written to ``env`` (``recorded``: its text; the report reads it, and a recipe run afterwards compares its
         settings with it), then the stages in order."""
@@ -102,6 +106,8 @@ class Script:
             "#!/usr/bin/env bash", *(f"# {line}".replace("\n", "\\n") if line else "#" for line in header),
             "set -euo pipefail", f"RECIPE={shlex.quote(self.recipe)} FORCE={shlex.quote(self.force)}", "",
             "# ---- the stage functions (recipes/lib/stages.sh)", functions.rstrip("\n"), "",
-            f"# ---- the settings -> {env}", shlex.join(["mkdir", "-p", str(env.parent)]),
+            f"# ---- the settings -> {env}",
+            "# (a record, which the report reads and a recipe run compares with; editing it changes no command)",
+            shlex.join(["mkdir", "-p", str(env.parent)]),
             f"cat >{shlex.quote(str(env))} <<'RECIPE_ENV'", *recorded.splitlines(), "RECIPE_ENV",
             *self.lines]) + "\n"

@@ -18,10 +18,10 @@ from biofairseq.recipe.hardware import devices, preview
 from biofairseq.recipe.inputs import (init_from_problem, init_vocabulary_problem, init_weights_problem, ner_data,
                                       notes_read_as_paragraphs, source_language_problem, valid_docs_problem)
 from biofairseq.recipe.plan import Plan, Run
-from biofairseq.recipe.presets import RECIPES, continuation
-from biofairseq.recipe.recipes import RECIPES as RECIPE_STAGES
-from biofairseq.recipe.record import absolute, absolute_pairs, keep
-from biofairseq.recipe.table import FORCED, NAMED_PATHS, SettingsError, Values, docs, merge, names, redone
+from biofairseq.recipe.presets import CONTINUATION_CEILINGS, RECIPES, continuation
+from biofairseq.recipe.recipes import BUILDERS
+from biofairseq.recipe.record import absolute, absolute_pairs, keep_recipe_env
+from biofairseq.recipe.table import FORCED, NAMED_PATHS, SettingsError, Values, merge, names, redone
 
 
 def resolve(recipe, environ, repo, script="recipe"):
@@ -72,21 +72,19 @@ def prepare(recipe, environ, repo, script, say=lambda line: print(line, file=sys
     arrays = ner_data(values, say, given="NER_DATA" in environ)
     if values["INIT_FROM"]:
         values["INIT_FROM"] = absolute(values["INIT_FROM"])
-    for name in (n for n in NAMED_PATHS if n in values):  # as recorded, and compared with a rerun's (keep)
+    for name in (n for n in NAMED_PATHS if n in values):  # as recorded, and compared with a rerun's (keep_recipe_env)
         values[name] = absolute_pairs(values[name])
-    text = keep(recipe, values, values["RUN_DIR"], say)
+    text = keep_recipe_env(recipe, values, values["RUN_DIR"], say)
     force = [output for stage in redone(values["FORCE"]) for output in FORCED[stage]]
     removed = [str(Path(values["RUN_DIR"]) / o) for o in force if (Path(values["RUN_DIR"]) / o).exists()]
     if removed:
         say(f"note: FORCE={values['FORCE']} {'would remove' if values['STOP_AFTER'] == 'settings' else 'removes'} "
             f"{', '.join(removed)} before the first stage")
     sets = list(zip(arrays["NER_NAMES"], arrays["NER_TRAIN"], arrays["NER_DEV"], arrays["NER_TEST"]))
-    run = Run(recipe, {**values, **computed, "REPO": str(repo)}, sets, force, python)
+    # the script's paths absolute, so that it means the same files wherever it is run from
+    run = Run(recipe, {**values, **computed, "REPO": str(repo), "RUN_DIR": absolute(values["RUN_DIR"])}, sets, force,
+              python)
     return run, text
-
-
-FROM_SCRATCH_LR = 5e-4  # the largest peak rate a continuation in the literature takes (DAPT's); from-scratch runs' start here
-FINE_TUNING_LR = 1e-4  # above every published model's NER fine-tuning rate (the seeds' tables: 1e-5 to 5e-5)
 
 
 def continuation_notes(recipe, values, environ):
@@ -98,12 +96,9 @@ def continuation_notes(recipe, values, environ):
     taken = [f"{name}={values[name] or '(empty)'}" for name in own if name in values and name not in environ]
     lines = [f"INIT_FROM: a continuation's values where none is given ({', '.join(taken)}); their sources: "
              "docs/recipes.md"] if taken else []
-    if "PEAK_LR" in environ and float(values["PEAK_LR"]) > FROM_SCRATCH_LR:
-        lines.append(f"note: PEAK_LR={values['PEAK_LR']} is a from-scratch rate on a published model; continued "
-                     f"pretraining takes 1e-4 (TAPT) to {FROM_SCRATCH_LR:g} (DAPT); unset PEAK_LR for the continuation's")
-    if "NER_LRS" in environ and any(float(lr) > FINE_TUNING_LR for lr in values["NER_LRS"].split(",")):
-        lines.append(f"note: NER_LRS={values['NER_LRS']} holds a rate above {FINE_TUNING_LR:g}; published models "
-                     "fine-tune at 1e-5 to 5e-5; unset NER_LRS for the continuation's")
+    for name, (ceiling, note) in CONTINUATION_CEILINGS.items():
+        if name in environ and name in values and any(float(x) > ceiling for x in values[name].split(",")):
+            lines.append(f"note: {name}={values[name]} {note}; unset {name} for the continuation's")
     return lines
 
 
@@ -129,7 +124,7 @@ def rendered(recipe, environ, repo, script, say):
     built = Plan(run, stop_after="none" if previewing else None)  # a preview shows every stage
     built.script.say(f"{recipe}.sh: PRESET={v['PRESET']} RUN_DIR={v['RUN_DIR']}; {v['NUM_GPUS']} GPU(s) x {v['NUM_NODES']} "
               f"machine(s), update frequency {v['UPDATE_FREQ']}")
-    RECIPE_STAGES[recipe](built)
+    BUILDERS[recipe](built)
     previewed = preview(v, "WORKERS" in environ, bool(environ.get("SLURM_JOB_ID")))
     if previewing:
         for line in previewed:
@@ -153,6 +148,8 @@ def render(recipe, environ, repo, script, say=lambda line: print(line, file=sys.
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["docs"]:
+        from biofairseq.recipe.settings_docs import docs
+
         sys.stdout.write(docs())
         return
     if len(argv) < 2 or argv[0] not in ("names", "render") or (argv[0] == "render" and len(argv) != 4):

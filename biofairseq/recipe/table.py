@@ -1,16 +1,18 @@
 """The recipes' settings, in one list: what each may hold (a kind, biofairseq/recipe/kinds.py), whether ``recipe.env``
 records it, the first stage whose outputs it shapes (so that a rerun with another value stops rather than mix two
-settings in one run), and what it means; the presets (biofairseq/recipe/presets.py) and the environment merged into
-one recipe's values, each checked (``merge``); and docs/recipes.md's tables of them (``docs``)."""
+settings in one run), what it means and the flag it becomes (``flags``); and the presets
+(biofairseq/recipe/presets.py) and the environment merged into one recipe's values, each checked (``merge``).
+docs/recipes.md's tables of them: biofairseq.recipe.settings_docs."""
 
 import difflib
 import os
 import re
 from dataclasses import dataclass, field, replace
+from typing import Optional
 
 from biofairseq.model_shapes import ELECTRA_SHARING
 from biofairseq.recipe import kinds
-from biofairseq.recipe.presets import RECIPES, SHARED, Derived, Fixed, Required, continuation, source_of, value_of
+from biofairseq.recipe.presets import RECIPES, SHARED, Derived, Required, continuation, value_of
 
 POSITIONS = 512  # the presets' position table (--max-positions): no sample may be longer
 MODERNBERT_CONTEXT = 8192  # bio_modernbert's --max-positions (rotary positions: a longest sequence, no table)
@@ -95,7 +97,7 @@ class Setting:
     switch: bool = False  # the flag alone where the value is on (1)
 
 
-def flags(values, group, given=None):
+def flags(values: dict, group: str, given: Optional[dict] = None) -> list:
     """The flags of a command group (``Setting.flags``) from the settings that carry them, in the table's order:
     ``--flag value``, a switch's flag alone, none where the value is one it omits. ``given``: {flag: value} in place of
     the setting's (a model's own learning rate)."""
@@ -113,13 +115,13 @@ def flags(values, group, given=None):
     return out
 
 
-def flag_values(values, group, given=None):
+def flag_values(values: dict, group: str, given: Optional[dict] = None) -> dict:
     """{flag: value} of a command group's flags (``flags``), for a title or note that names one."""
     args = flags(values, group, given)
     return {flag: value for flag, value in zip(args, args[1:]) if flag.startswith("--") and not value.startswith("--")}
 
 
-def group_flags(group):
+def group_flags(group: str) -> dict:
     """{flag: setting} of a command group, for the checks and the docs."""
     return {s.flags[group]: s.name for s in SETTINGS if group in s.flags}
 
@@ -129,7 +131,7 @@ NER_SWEEP_PER_RUN = {"--model": "the pretrained model", "--train": "NER_DATA", "
                      "--test": "NER_DATA", "--output-dir": "RUN_DIR", "--label-scheme": "NER_LABELLINGS"}
 
 
-def ner_sweep_flags():
+def ner_sweep_flags() -> dict:
     """{flag: the setting or path it comes from} of every biofairseq-ner sweep flag the recipes give (NER_EXTRA may
     give none of them)."""
     return {**group_flags("ner"), **group_flags("ner_gpu"), **NER_SWEEP_PER_RUN}
@@ -396,7 +398,7 @@ def check_value(recipe, name, value):
 
 
 class Values(dict):
-    """The resolved values, computing a Derived one when first read; ``whole`` reads one as a checked number."""
+    """The resolved values, computing a Derived one when first read; ``integer`` reads one as a checked whole number."""
 
     def __init__(self, recipe, entries):
         super().__init__()
@@ -407,7 +409,7 @@ class Values(dict):
         self[name] = entry.compute(self) if isinstance(entry, Derived) else entry
         return self[name]
 
-    def whole(self, name):
+    def integer(self, name):
         check_value(self.recipe, name, self[name])
         return int(self[name])
 
@@ -459,7 +461,7 @@ def merge(recipe, environ, repo, script="recipe"):
         if name in environ and (environ[name] or not isinstance(entry, Required) or entry.allows_empty):
             entries[name] = environ[name]
         elif isinstance(entry, Required):
-            raise SettingsError(f"PRESET={preset} {entry.says}; see the top of {script}")
+            raise SettingsError(f"PRESET={preset} {entry.message}; see the top of {script}")
         elif name not in entries:
             raise SettingsError(f"{name}: PRESET={preset} of {recipe}.sh gives no value; set it")
     if continuing and "MAX_UPDATE" in environ and "CONTINUE_EPOCHS" not in environ and "CONTINUE_EPOCHS" in entries:
@@ -479,42 +481,3 @@ def merge(recipe, environ, repo, script="recipe"):
         raise SettingsError(f"BASELINE={values['BASELINE']}: original fine-tunes INIT_FROM's model as it was given, and "
                             "there is none; set INIT_FROM or drop original")
     return values
-
-
-# ---- docs/recipes.md's tables, generated from the list and the presets (a test holds the two equal)
-
-RUN_CONTROL = ("RUN_DIR", "STOP_AFTER", "FORCE", "NUM_GPUS", "NUM_NODES", "WORKERS", "NER_GPU", "DISTRIBUTED_PORT")
-
-
-def _cell(entry):
-    if isinstance(entry, Fixed):
-        return f"{_cell(entry.value)}, fixed"
-    if isinstance(entry, Derived):
-        return entry.says if entry.says[0].islower() else f"= `{entry.says}`"
-    if isinstance(entry, Required):
-        return "**yours**"
-    value, source = value_of(entry), source_of(entry)
-    shown = f"`{value}`" if value else "*empty*"
-    return f"{shown} ({source})" if source else shown
-
-
-def docs():
-    """The settings' table (what each means, which recipes take it) and one table per recipe of its presets' values."""
-    lines = ["| setting | recipes | what it is |", "|---|---|---|"]
-    for s in SETTINGS:
-        takers = [r for r in RECIPES if s.name in names(r)]
-        lines.append(f"| `{s.name}` | {'all' if len(takers) == len(RECIPES) else ', '.join(takers)} | {s.help} |")
-    for recipe, r in RECIPES.items():
-        continues = "CONTINUE_EPOCHS" in names(recipe)
-        layer = continuation(recipe) if continues else {}
-        heads = [f"`{p}`" for p in r.presets] + (["with `INIT_FROM`, any preset"] if continues else [])
-        lines += ["", f"#### `{recipe}.sh`", "", "| setting | " + " | ".join(heads) + " |", "|---" * (len(heads) + 1) + "|"]
-        for s in SETTINGS:
-            if s.name in RUN_CONTROL or s.name == "PRESET" or (s.name not in names(recipe) and s.name not in r.fixed):
-                continue
-            cells = [_cell(r.fixed[s.name]) if s.name in r.fixed
-                     else _cell({**SHARED, **r.defaults, **table}[s.name]) for table in r.presets.values()]
-            if continues:
-                cells.append(_cell(layer[s.name]) if s.name in layer else "as the preset")
-            lines.append(f"| `{s.name}` | " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"

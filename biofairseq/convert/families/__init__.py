@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Optional
 
 from biofairseq.convert import ConvertError
+from biofairseq.convert.families.base import Family
 from biofairseq.convert.families.bert import BERT
 from biofairseq.convert.families.electra import ELECTRA
 from biofairseq.convert.families.megatron_bert import MegatronBERT
@@ -30,12 +31,12 @@ class Source:
     generator_fraction: Optional[float] = None
 
 
-def named(name):
+def named(name: str) -> Family:
     """The family of this name (a conversion report's ``family``)."""
     return next(f for f in FAMILIES if f.name == name)
 
 
-def docs_table():
+def docs_table() -> str:
     """docs/conversion.md's table of the families, from their own attributes."""
     rows = ["| family | published models it covers | transformers, read by `from-hf` | fairseq model | transformers, "
             "written by `to-hf` | vocabulary | `INIT_FROM` of |", "|---|---|---|---|---|---|---|"]

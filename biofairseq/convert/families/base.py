@@ -7,6 +7,8 @@ run the same steps for every family and ask it for these; the recipes' settings 
 as INIT_FROM converts, before any work.
 """
 
+from typing import Optional
+
 from biofairseq.convert import ConvertError, layouts
 
 
@@ -25,12 +27,12 @@ class Family:
     # docs/conversion.md's table of the families (``families.docs_table``): what each column says of it
     reads_doc = writes_doc = fairseq_doc = vocabulary_doc = ""
 
-    def complete(self, models):
+    def complete(self, models: list) -> bool:
         """Whether the folder's models give every fairseq tensor (else the parts it lacks keep fairseq's random
         initialisation: a fresh ELECTRA generator)."""
         return True
 
-    def init_problem(self, source, given):
+    def init_problem(self, source: object, given: dict) -> Optional[str]:
         """None, or the line saying why a recipe setting given with INIT_FROM (``given``: {name: value}) cannot apply to
         this family's folder, before any work."""
         return None

@@ -10,6 +10,7 @@ one shared embedding module) become one (``--embedding-sharing tied``), others t
 """
 
 from pathlib import Path
+from typing import Optional
 
 import torch
 
@@ -143,7 +144,7 @@ class ELECTRA(Family):
     writes_doc = "`ElectraForPreTraining`, and with `--generator` `ElectraForMaskedLM` in `generator/`"
     vocabulary_doc = "WordPiece, as BERT's (an ELECTRA pretrained here: its learned vocabulary)"
 
-    def init_problem(self, source, given):
+    def init_problem(self, source: object, given: dict) -> Optional[str]:
         init = source.path
         if given.get("EMBEDDING_SHARING", "tied") != "tied":
             return (f"EMBEDDING_SHARING={given['EMBEDDING_SHARING']}: INIT_FROM={init} brings its own embeddings (one "
@@ -223,7 +224,7 @@ class ELECTRA(Family):
         disc_layout, gen_layout = electra_layouts(sharing)
         return [(disc_layout, discriminator), (gen_layout, generator)], notes
 
-    def complete(self, models):
+    def complete(self, models: list) -> bool:
         return len(models) == 2  # without a generator, the fresh one keeps its initialisation
 
     def writes(self, fairseq, vocabulary):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 BIN = Path(sys.executable).parent
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 # the demo's sample: 1,000 clinical case reports (JSON lines), 100 / 40 / 40 PharmaCoNER documents (BRAT)
 CLINICAL_CASES = REPO / "examples" / "data" / "clinical_cases.jsonl.gz"
 PHARMACONER = REPO / "examples" / "data" / "pharmaconer"
