@@ -14,7 +14,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from biofairseq.finetune import report  # noqa: E402
+from biofairseq.finetune import sweep_report  # noqa: E402
 from biofairseq.text.tables import markdown_table  # noqa: E402
 
 AT = (500, 1000, 2000, 3000)
@@ -44,7 +44,7 @@ def ner_cells(run_dir, data_set):
     sweeps = [s for s in sweeps if s.name != "model=random_init"]
     if not sweeps:
         return "-", "-"
-    _, summaries = report.collect(sweeps[:1])
+    _, summaries = sweep_report.collect(sweeps[:1])
     s = summaries[0]
     pct = lambda stat: f"{100 * stat['mean']:.2f} ± {100 * stat['std']:.2f}"
     return f"{pct(s['dev_f1'])} ({s['runs']})", pct(s["f1"]) if s["split"] == "test" else "-"

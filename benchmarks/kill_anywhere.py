@@ -509,7 +509,7 @@ tests/test_kill_anywhere.py), and each fix has a test in tests/test_kill_anywher
    sweep), each checkpoint-N whose trainer_state.json is missing or cut short; the run resumes from the checkpoint
    before, or starts afresh.
 4. **ner-sweep-report: a sweep whose report was cut short was taken for done.** The sweep's report is written report.json,
-   report.md, then dev_f1.png (biofairseq/finetune/report.py:197-199, after the runs: finetune/cli.py:219), and stage 7
+   report.md, then dev_f1.png (biofairseq/finetune/sweep_report.py, after the runs: finetune/cli.py:219), and stage 7
    takes report.json for done. Killed during the plot, the rerun skipped the sweep, whose folder
    never got dev_f1.png. Fix: stage 7's check (`biofairseq.finetune.fingerprint check-sweep`, before the stage's skip
    test) removes the report.json of a sweep without report.md or dev_f1.png, so that

@@ -855,11 +855,11 @@ def test_report_has_a_per_type_table_over_runs_with_its_scorer(trained, tmp_path
 
 @pytest.mark.fast
 def test_the_dev_f1_plot_says_its_unit_and_has_a_title():
-    from biofairseq.finetune import report
+    from biofairseq.finetune import sweep_report
 
-    fig, axes = report.figure(1)
+    fig, axes = sweep_report.figure(1)
     runs = [{"lr": 1e-3, "history": [{"epoch": 1, "f1": 0.5}, {"epoch": 2, "f1": 0.6}]}]
-    report.plot_dev_f1(axes[0], "NER dev F1", {"model": runs})
+    sweep_report.plot_dev_f1(axes[0], "NER dev F1", {"model": runs})
     assert "(%)" in axes[0].get_ylabel() and axes[0].get_title()
     assert [line.get_ydata().tolist() for line in axes[0].get_lines()] == [[50.0, 60.0]]
     import matplotlib.pyplot as plt
@@ -1013,9 +1013,9 @@ def test_a_type_training_never_saw_stops_train_and_sweep_in_one_line(command, sp
 
 @pytest.mark.fast
 def test_a_recipe_passes_allow_unseen_types_through_ner_extra():
-    from biofairseq.recipe.kinds import ner_flags
+    from biofairseq.recipe.table import kind_of
 
-    assert ner_flags("--allow-unseen-types") is None
+    assert kind_of("bsc_bio_es", "NER_EXTRA")("--allow-unseen-types") is None
 
 
 @pytest.mark.fast

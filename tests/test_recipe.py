@@ -327,7 +327,7 @@ def test_the_report_plots_every_model_and_its_twin_on_one_axis(run):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from biofairseq.finetune.report import collect, plot_dev_f1
+    from biofairseq.finetune.sweep_report import collect, plot_dev_f1
 
     run_dir, _ = run
     groups, _ = collect(sorted((run_dir / "ner" / "pharmaconer").glob("model=*")))

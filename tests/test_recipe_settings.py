@@ -363,9 +363,9 @@ def test_several_machines_without_gpus_or_slurm_and_a_nameless_data_set_stop_in_
 
 def test_the_docs_tables_of_settings_and_presets_are_the_tables_themselves():
     docs = (REPO / "docs" / "recipes.md").read_text(encoding="utf-8")
-    begin, end = "<!-- generated: python -m biofairseq.recipe.settings docs -->\n", "<!-- end of generated -->"
+    begin, end = "<!-- generated: python -m biofairseq.recipe docs -->\n", "<!-- end of generated -->"
     assert docs[docs.index(begin) + len(begin):docs.index(end)].strip() == settings_docs.docs().strip(), \
-        "docs/recipes.md: run python -m biofairseq.recipe.settings docs and paste its tables between the markers"
+        "docs/recipes.md: run python -m biofairseq.recipe docs and paste its tables between the markers"
 
 
 def test_a_rerun_compares_folders_by_what_they_name_may_change_the_sweeps_grid_and_forces_from_a_stage(tmp_path, monkeypatch, capsys):

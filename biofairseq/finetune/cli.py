@@ -195,7 +195,8 @@ def _convert(args, log):
 def main(argv=None):
     args = _parser().parse_args(argv)
     _quiet_libraries()
-    from biofairseq.finetune import NERFormatError, report, sweep, training
+    from biofairseq.finetune import NERFormatError, sweep, training
+    from biofairseq.finetune import sweep_report
 
     log = lambda message: print(f"biofairseq-ner: {message}", flush=True)
     started = time.time()
@@ -215,13 +216,13 @@ def main(argv=None):
         elif args.command == "sweep":
             folders = sweep.sweep(args.model, args.train, args.dev, args.test, args.output_dir, _options(args), args.lrs, args.seeds, log,
                                   card=_card(args), devices=args.devices or ())
-            print(report.write([args.output_dir], args.output_dir))
+            print(sweep_report.write([args.output_dir], args.output_dir))
             log(f"{len(folders)} runs; wrote {args.output_dir}/report.md, report.json and dev_f1.png in {time.time() - started:.0f} s")
         else:
             if args.output_dir is None and len(args.runs) > 1:
                 raise NERFormatError("report: several RUN_DIRs; give --output-dir for the report")
             output = args.output_dir or args.runs[0]
-            print(report.write(args.runs, output))
+            print(sweep_report.write(args.runs, output))
             log(f"wrote {output}/report.md, report.json and dev_f1.png")
     except NERFormatError as error:
         print(f"biofairseq-ner: error: {error}", file=sys.stderr)

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from biofairseq.finetune.sweep_folder import asked, grid
 
-# a sweep's report, in the order biofairseq.finetune.report writes it: report.json alone is a report cut short
+# a sweep's report, in the order biofairseq.finetune.sweep_report writes it: report.json alone is a report cut short
 REPORT = ("report.json", "report.md", "dev_f1.png")
 
 

@@ -216,8 +216,17 @@ def port(value):
     return whole(value) or (None if 1024 <= int(value) <= 65535 else "give a free TCP port from 1024 to 65535")
 
 
-def ner_flags(value):
-    """More biofairseq-ner sweep flags: parsed here as the sweep will parse them."""
+def ner_flags(given):
+    """More biofairseq-ner sweep flags: parsed here as the sweep will parse them, none of those the recipe gives
+    (``given()``: {flag: the setting it comes from})."""
+
+    def check(value):
+        return _ner_flags(value, given())
+
+    return check
+
+
+def _ner_flags(value, given):
     import contextlib
     import io
     import shlex
@@ -234,9 +243,7 @@ def ner_flags(value):
         return line.split(": error: ", 1)[-1].split("; see ")[0] + "; see biofairseq-ner sweep --help"
     # a flag the recipe gives from a setting of its own (or an abbreviation of one, which argparse takes) would
     # override it unchecked, and recipe.env and the report would name the setting's value
-    from biofairseq.recipe.table import ner_sweep_flags
-
-    for flag, name in ner_sweep_flags().items():
+    for flag, name in given.items():
         dest = flag[2:].replace("-", "_")
         if getattr(extra, dest) != getattr(plain, dest):
             return f"sets {flag}, which the recipe gives from {name}; set {name} instead"

@@ -7,7 +7,7 @@ then computes the derived values (``Derived``) that no layer gave. A recipe's ``
 a setting it does not take (bio_lm's PEAK_LR is its BASE_LR): giving one is refused with the reason.
 
 With INIT_FROM, ``continuation`` adds a layer over the preset, under the environment. docs/recipes.md shows the tables
-(python -m biofairseq.recipe.settings docs).
+(python -m biofairseq.recipe docs).
 """
 
 import math

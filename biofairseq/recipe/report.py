@@ -121,20 +121,20 @@ def pretraining(folder, arch=None):
 
 def ner(pairs):
     """NAME -> (runs per model, summaries); each data set's table is written beside its sweeps."""
-    from biofairseq.finetune import report
+    from biofairseq.finetune import sweep_report
 
     folders = defaultdict(list)
     for name, folder in pairs:
         folders[name].append(Path(folder))
     out = {}
     for name, sweeps in folders.items():
-        out[name] = report.collect(sweeps)
-        report.save(*out[name], sweeps[0].parent)
+        out[name] = sweep_report.collect(sweeps)
+        sweep_report.save(*out[name], sweeps[0].parent)
     return out
 
 
 def markdown(run_dir, found):
-    from biofairseq.finetune import report
+    from biofairseq.finetune import sweep_report
 
     s, c, d, models = found["settings"], found["corpus"], found["data_bins"], found["pretrainings"]
     lines = [f"# {s.get('RECIPE', 'bsc_bio_es')}, PRESET={s.get('PRESET', '?')}", "",
@@ -175,7 +175,7 @@ def markdown(run_dir, found):
     if s.get("INIT_FROM"):
         lines += continuation_lines(models, found["ner"])
     for name, (_, summaries) in found["ner"].items():
-        lines += [f"## NER: {name} (`ner/{name}/`)", "", report.markdown(summaries), "", *report.best_lines(summaries, run_dir), ""]
+        lines += [f"## NER: {name} (`ner/{name}/`)", "", sweep_report.markdown(summaries), "", *sweep_report.best_lines(summaries, run_dir), ""]
         lines += _labelling_lines(summaries)
     if found["ner"]:
         lines += ["Scores are exact-span, exact-type micro averages, in %; for BRAT data, the official scorers' (every gold mention of "
@@ -298,11 +298,11 @@ def _side_by_side(models):
 def plot(found, path):
     import logging
 
-    from biofairseq.finetune import report
+    from biofairseq.finetune import sweep_report
 
     logging.getLogger("matplotlib").setLevel(logging.WARNING)  # fairseq's import leaves the root logger verbose
 
-    fig, axes = report.figure(1 + len(found["ner"]))  # pretraining, then one panel per NER data set
+    fig, axes = sweep_report.figure(1 + len(found["ner"]))  # pretraining, then one panel per NER data set
     models = found["pretrainings"]
     for label, p in models.items():
         line, = axes[0].plot([t["update"] for t in p["train"]], [t["ppl"] for t in p["train"]], label=f"{label} train".strip())
@@ -314,8 +314,8 @@ def plot(found, path):
     axes[0].grid(alpha=0.3)
     axes[0].legend(fontsize=8)
     for ax, (name, (groups, _)) in zip(axes[1:], found["ner"].items()):
-        report.plot_dev_f1(ax, f"{name}: dev F1", groups)
-    report.save_figure(fig, path)
+        sweep_report.plot_dev_f1(ax, f"{name}: dev F1", groups)
+    sweep_report.save_figure(fig, path)
 
 
 def write(run_dir, ner_pairs, pretrain_pairs=(), data_bin_pairs=(), breakout_pairs=()):

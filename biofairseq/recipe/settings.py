@@ -1,14 +1,8 @@
 """The one step every recipe runs before any work: the settings merged and checked (biofairseq.recipe.table), its
 inputs checked (biofairseq.recipe.inputs), the devices found (biofairseq.recipe.hardware), ``recipe.env`` kept
 (biofairseq.recipe.record); then the run rendered as one bash script (biofairseq.recipe.plan), which the recipe runs.
+Its command line: biofairseq.recipe.__main__."""
 
-    python -m biofairseq.recipe.settings render RECIPE SCRIPT REPO    RUN_DIR/run.sh written, its path printed (under
-                                                                      STOP_AFTER=settings: the script printed), or one line
-    python -m biofairseq.recipe.settings names RECIPE                 the settings the recipe takes
-    python -m biofairseq.recipe.settings docs                         docs/recipes.md's tables of the settings
-"""
-
-import os
 import sys
 from pathlib import Path
 
@@ -144,25 +138,3 @@ def render(recipe, environ, repo, script, say=lambda line: print(line, file=sys.
     write_text(path, text)
     return str(path)
 
-
-def main(argv=None):
-    argv = sys.argv[1:] if argv is None else argv
-    if argv == ["docs"]:
-        from biofairseq.recipe.settings_docs import docs
-
-        sys.stdout.write(docs())
-        return
-    if len(argv) < 2 or argv[0] not in ("names", "render") or (argv[0] == "render" and len(argv) != 4):
-        sys.exit(__doc__)
-    verb, recipe = argv[0], argv[1]
-    try:
-        if verb == "names":
-            print("\n".join(names(recipe)))
-            return
-        print(render(recipe, dict(os.environ), argv[3], argv[2]))
-    except SettingsError as e:
-        sys.exit(f"{recipe}.sh: error: {e}")
-
-
-if __name__ == "__main__":
-    main()

@@ -1,5 +1,5 @@
 """docs/recipes.md's tables, generated from the settings' list and the presets (a test holds the two equal):
-python -m biofairseq.recipe.settings docs."""
+python -m biofairseq.recipe docs."""
 
 from biofairseq.recipe.presets import RECIPES, SHARED, Derived, Fixed, Required, continuation, source_of, value_of
 from biofairseq.recipe.table import SETTINGS, names

@@ -255,7 +255,7 @@ SETTINGS = [  # recipe.env's order
             flags={"ner": "--layerwise-lr-decay"}, omit=lambda value: float(value) == 1),
     Setting("NER_LABELLINGS", kinds.each_of("whole-word", "sub-token"), "ner",
             help="whole-word and/or sub-token: each model fine-tuned each way (empty: whole-word)"),
-    Setting("NER_EXTRA", kinds.ner_flags, "ner", help="more biofairseq-ner sweep flags"),
+    Setting("NER_EXTRA", kinds.ner_flags(ner_sweep_flags), "ner", help="more biofairseq-ner sweep flags"),
     # a twin more or less: new outputs, none changed
     Setting("BASELINE", kinds.baseline,
             help="random-init: also fine-tune a randomly initialised twin of the model, to show what pretraining adds; "

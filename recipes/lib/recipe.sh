@@ -15,7 +15,7 @@ recipe_run() {
         }
     done
     # the script's path, or under STOP_AFTER=settings the script itself (which starts with #!)
-    script=$("$PYTHON" -m biofairseq.recipe.settings render "$RECIPE" "$0" "$REPO") || exit  # the step said what is wrong
+    script=$("$PYTHON" -m biofairseq.recipe render "$RECIPE" "$0" "$REPO") || exit  # the step said what is wrong
     case $script in
     '#!'*) printf '%s\n' "$script" ;;
     *) exec bash "$script" ;;
