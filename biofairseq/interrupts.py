@@ -16,7 +16,7 @@ def _terminated(signum, frame):
     raise Interrupted()
 
 
-def ignore_in_workers():
+def ignore_in_workers() -> None:
     """A pool's initializer: its workers ignore SIGINT (Ctrl-C reaches the whole process group), and SIGTERM ends
     them quietly, as the parent's pool does when the interrupt stops it."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -40,7 +40,7 @@ def ends_in_one_line(prog, kept):
             signal.signal(signal.SIGTERM, previous)
 
 
-def _close_progress_bars():
+def _close_progress_bars() -> None:
     tqdm = sys.modules.get("tqdm")
     for bar in list(getattr(getattr(tqdm, "tqdm", None), "_instances", ())):
         bar.close()

@@ -25,7 +25,7 @@ def _clean(value):
     return value
 
 
-def card_text(metadata, body):
+def card_text(metadata, body) -> str:
     """The card as text: ``---``, the metadata as YAML, ``---``, a blank line, the body."""
     import yaml
 

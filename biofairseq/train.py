@@ -40,7 +40,7 @@ class MeteredTrainer(Trainer):
     """fairseq's Trainer whose updates leave their metrics on the device until something prints them, and whose
     gradient norm takes a few multi-tensor launches instead of one a tensor (biofairseq.optim.grad_norm)."""
 
-    def __init__(self, cfg, task, model, criterion, quantizer=None, compile="none"):
+    def __init__(self, cfg, task, model, criterion, quantizer=None, compile="none") -> None:
         super().__init__(cfg, task, compile_layers(model, compile), criterion, quantizer)
 
     def clip_grad_norm(self, clip_norm):
@@ -69,7 +69,7 @@ class MeteredTrainer(Trainer):
         return {}  # not None: the update happened (fairseq_cli.train reads nothing else from it)
 
 
-def add_arguments(parser):
+def add_arguments(parser) -> None:
     if parser.get_default("compile") is not None:  # fairseq modifies its parser twice
         return
     group = parser.add_argument_group("biofairseq-train")
@@ -156,7 +156,7 @@ def arch_missing(parser):
     return f"--arch is missing; give one of biofairseq's ({', '.join(ours)}) or fairseq's (--help lists them)"
 
 
-def cli_main():
+def cli_main() -> int:
     """fairseq-train's cli_main, after biofairseq-train's own checks of its arguments, parsed by fairseq's parser."""
     from fairseq import options
 

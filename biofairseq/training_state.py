@@ -26,7 +26,7 @@ from biofairseq.atomic import write_text
 from biofairseq.data_bin import shards
 
 
-def complete(path):
+def complete(path) -> bool:
     """Whether a checkpoint file is whole: a zip with its directory (a legacy pickle checkpoint is taken as whole)."""
     with open(path, "rb") as f:
         if f.read(4) != b"PK\x03\x04":
@@ -38,7 +38,7 @@ def complete(path):
         return False
 
 
-def mend(save_dir):
+def mend(save_dir) -> None:
     """Replaces each cut checkpoint in save_dir by the newest complete one (removes it where there is none)."""
     found = sorted(Path(save_dir).glob("checkpoint*.pt"), key=lambda p: p.stat().st_mtime)
     good = [p for p in found if complete(p)]

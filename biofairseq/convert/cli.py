@@ -71,7 +71,7 @@ def _parser():
     return parser
 
 
-def _quiet_libraries():
+def _quiet_libraries() -> None:
     """fairseq, hydra and transformers log at INFO/DEBUG while loading; the command prints its own summary."""
     import logging
     import warnings
@@ -127,7 +127,7 @@ def check_arguments(args):
     return None
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     problem = check_arguments(args)
     if problem:

@@ -37,7 +37,7 @@ class Parity:
     def passed(self, tolerance=TOLERANCE):
         return self.ids_identical and max(self.max_abs_diff_logits, self.max_abs_diff_hidden) <= tolerance
 
-    def summary(self):
+    def summary(self) -> str:
         ids = "token ids identical" if self.ids_identical else f"token ids differ ({self.first_id_mismatch})"
         return (
             f"parity on {self.sentences} sentences (padded batch {self.batch_shape[0]}x{self.batch_shape[1]}, fp32): "

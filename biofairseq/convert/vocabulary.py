@@ -127,7 +127,7 @@ def find(checkpoint, explicit, bpe, data_dir):
 class FairseqEncoding:
     """Text -> ids the way fairseq's RobertaHubInterface.encode does it: <s> BPE(text) </s> through dict.txt."""
 
-    def __init__(self, vocabulary, dictionary):
+    def __init__(self, vocabulary, dictionary) -> None:
         from fairseq.data import encoders
 
         self.dictionary = dictionary
@@ -167,7 +167,7 @@ def fairseq_bert_encodes(settings):
 
 
 class _LowercasingBPE:
-    def __init__(self, encoder):
+    def __init__(self, encoder) -> None:
         self.encoder = encoder
 
     def encode(self, text):

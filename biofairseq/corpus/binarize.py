@@ -52,7 +52,7 @@ class Indices:
     So is SentencePiece's unknown piece, which encode.py writes as the text it covers, not as <unk>: fairseq looks
     that text up, and a piece of whitespace (without byte fallback, a space the vocabulary lacks) gives no token."""
 
-    def __init__(self, vocab_dir, dictionary):
+    def __init__(self, vocab_dir, dictionary) -> None:
         info = read_info(vocab_dir)
         self.type, files = vocab_files(vocab_dir)
         self.dictionary = dictionary
@@ -266,7 +266,7 @@ def document_ranges(path, parts):
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-def splits_at_spaces(text):
+def splits_at_spaces(text) -> bool:
     """Whether text's only whitespace is single spaces between words: then the byte-level pre-tokenizer cuts it
     before each space (a run such as " \t \t" it cuts elsewhere)."""
     return not _OTHER_SPACE.search(text) and "" not in text.split(" ")
@@ -323,13 +323,13 @@ class ArrayBuilder:
     fairseq's builder writes it, the index through fairseq's own Index.writer header, its sizes and pointers written
     from arrays in chunks (the builder's Python lists would grow with the shard)."""
 
-    def __init__(self, prefix, dtype):
+    def __init__(self, prefix, dtype) -> None:
         from fairseq.data.indexed_dataset import MMapIndexedDatasetBuilder
 
         self.builder = MMapIndexedDatasetBuilder(f"{prefix}.bin", dtype=dtype)
         self.prefix, self.dtype, self.slices = prefix, np.dtype(dtype), []
 
-    def add_slice(self, part, items, tokens):
+    def add_slice(self, part, items, tokens) -> None:
         """Items [a, b) of a part, whose tokens are [c, d)."""
         (a, b), (c, d) = items, tokens
         with open(f"{part}.bin", "rb") as f:
@@ -347,7 +347,7 @@ class ArrayBuilder:
             for s in range(a, b, 1 << 22):
                 yield np.asarray(sizes[s:min(b, s + (1 << 22))])
 
-    def finalize(self):
+    def finalize(self) -> None:
         from fairseq.data.indexed_dataset import MMapIndexedDataset
 
         self.builder._data_file.close()
@@ -429,7 +429,7 @@ def binarize(clean_dir, vocab_dir, out, workers=1, shard_mb=0.0):
     return totals, len(folders)
 
 
-def main(argv=None):
+def main(argv=None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("clean_dir")
     p.add_argument("vocab_dir")

@@ -57,7 +57,7 @@ class CleaningConfig:
         "0.8; MinHash LSH (datasketch), see docs/corpus.md; 0: off")
 
 
-def add_arguments(parser):
+def add_arguments(parser) -> None:
     """argparse flags for every CleaningConfig field: --no-X for switches, --x-y VALUE for values."""
     add_fields(parser, CleaningConfig, group="cleaning steps")
 
@@ -100,7 +100,7 @@ def _ftfy_config():
     return ftfy.TextFixerConfig(uncurl_quotes=False, normalization=None, explain=False)
 
 
-def _needs_ftfy(text):
+def _needs_ftfy(text) -> bool:
     """_NEEDS_FTFY.search(text), about 8 times faster."""
     return "&" in text or _UNSAFE.search(text) is not None or _LEAD_PAIR.search(text) is not None
 
@@ -297,7 +297,7 @@ def lid_model():
 class DocumentCleaner:
     """Turns one raw document into its kept sentences, counting what each filter removed."""
 
-    def __init__(self, config, lang):
+    def __init__(self, config, lang) -> None:
         self.config, self.lang = config, lang
         self.label = f"__label__{lang}"
         self.ftfy_config = _ftfy_config() if config.fix_unicode else None

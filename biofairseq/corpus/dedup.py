@@ -42,7 +42,7 @@ class NearDuplicateKeys:
     datasketch's MinHashLSH chooses for the threshold, each band hashed to 64 bits. Two documents that share a key
     are near-duplicates: at Jaccard similarity s they do with probability 1 - (1 - s^r)^b."""
 
-    def __init__(self, threshold):
+    def __init__(self, threshold) -> None:
         from datasketch import MinHashLSH
 
         lsh = MinHashLSH(threshold=threshold, num_perm=NUM_PERM)
@@ -63,14 +63,14 @@ class ShardHashes:
     """What a cleaning worker records of its shard: each document's hash (and its near-duplicate keys, when asked
     for), and each long-enough sentence's hash with its place among the shard's sentences and its document."""
 
-    def __init__(self, config):
+    def __init__(self, config) -> None:
         self.config = config
         self.docs, self.sentences, self.sentence_places, self.sentence_docs = [], [], [], []
         self.near = []
         self.near_keys = NearDuplicateKeys(config.near_duplicates) if config.near_duplicates else None
         self.n_sentences = 0
 
-    def add(self, sentences):
+    def add(self, sentences) -> None:
         doc = len(self.docs)
         self.docs.append(text_hash("\n".join(sentences)))
         if self.near_keys:
@@ -87,7 +87,7 @@ class ShardHashes:
         return {"docs": len(self.docs), "near": len(self.near) * (self.near_keys.bands if self.near_keys else 0),
                 "sentences": len(self.sentences)}
 
-    def save(self, path):
+    def save(self, path) -> None:
         tmp = Path(f"{path}.tmp.npz")
         bands = self.near_keys.bands if self.near_keys else 0
         np.savez(tmp, docs=np.array(self.docs, np.uint64), near=np.array(self.near, np.uint64).reshape(len(self.near), bands),
@@ -108,13 +108,13 @@ LOCAL = np.dtype([("id", np.uint64), ("first", np.int64)])  # a shard's later co
 SAME, OTHER = 1, 2  # an item's flag when it repeats one first seen in its own source, or in another
 
 
-def _save(path, array):
+def _save(path, array) -> None:
     tmp = Path(f"{path}.tmp.npy")
     np.save(tmp, array)
     os.replace(tmp, path)
 
 
-def _partition(hashes, ids, bits, path):
+def _partition(hashes, ids, bits, path) -> None:
     """One shard's items as sorted runs, one run a bucket. A hash's later copies in the shard repeat its first copy
     whatever the other shards hold, so a run has each hash once, with its first id, in hash order (path.hashes and
     path.ids, raw; path.starts.npy: where each bucket's run starts); the later copies go aside (path.local.npy) with
@@ -183,7 +183,7 @@ class Repeats:
     """The repeats the buckets found, read back one shard at a time: {place in shard: "source" or "global"}. A place
     with several repeated items (a document's band keys) is "source" if one of them repeats its own source."""
 
-    def __init__(self, parts, largest_held=0):
+    def __init__(self, parts, largest_held=0) -> None:
         self.parts, self.largest_held = parts, largest_held
 
     def of_shard(self, k):
@@ -210,20 +210,20 @@ def _removed(k, repeats):
     return np.array(sorted({place for r in repeats for place in r.of_shard(k)}), np.int64)
 
 
-def _sentences_of_kept_docs(job):
+def _sentences_of_kept_docs(job) -> None:
     k, hashes_path, removed, bits, out = job
     with np.load(hashes_path) as h:
         keep = ~np.isin(h["sentence_docs"], _removed(k, removed))
         _partition(h["sentences"][keep], _ids(k, h["sentence_places"][keep]), bits, out)
 
 
-def _docs(job):
+def _docs(job) -> None:
     k, hashes_path, _, bits, out = job
     with np.load(hashes_path) as h:
         _partition(h["docs"], _ids(k, np.arange(len(h["docs"]))), bits, out)
 
 
-def _near_keys_of_kept_docs(job):
+def _near_keys_of_kept_docs(job) -> None:
     """Every band key of the documents that exact deduplication kept, each with its document's id."""
     k, hashes_path, removed, bits, out = job
     with np.load(hashes_path) as h:

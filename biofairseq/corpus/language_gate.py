@@ -58,7 +58,7 @@ class LanguageGate:
     """Whether a text holds a trace of a language other than ``lang``: a function word or letter of another language
     of the table."""
 
-    def __init__(self, lang):
+    def __init__(self, lang) -> None:
         own = set(FUNCTION_WORDS[lang].split())
         words = {w for other, words in FUNCTION_WORDS.items() if other != lang for w in words.split()
                  if len(w) > 1} - own  # "a", "e", "o", "y": a letter is too often a symbol or a label

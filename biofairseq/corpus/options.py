@@ -80,7 +80,7 @@ class CorpusOptions:
                                     type=at_least(1), group=CLUSTER)
 
 
-def add_arguments(parser):
+def add_arguments(parser) -> None:
     """A flag for every CorpusOptions field, in its order: --x-y (or its own "flag"), in its argument group."""
     add_fields(parser, CorpusOptions)
 

@@ -159,7 +159,7 @@ def _map_array(function, jobs, options, folder):
         yield job.result()
 
 
-def _run_shards(pending, options, config, out_dir):
+def _run_shards(pending, options, config, out_dir) -> None:
     from tqdm import tqdm
 
     bar = tqdm(total=sum(s.size for s in pending), unit="B", unit_scale=True, desc="cleaning", disable=options.quiet)
@@ -193,7 +193,7 @@ class Stages:
     or submitit's local executor) whose folder work/submitit-NAME keeps each task's log. Under Slurm no stage reads
     the corpus on the submitting host: it submits the arrays, waits, and reads the tasks' small results."""
 
-    def __init__(self, options, work):
+    def __init__(self, options, work) -> None:
         self.options, self.work = options, work
 
     def map(self, function, jobs, name):
@@ -276,7 +276,7 @@ def valid_places(ranks, valid_docs):
     return places
 
 
-def write_splits(job):
+def write_splits(job) -> None:
     """train.txt / valid.txt from the kept shards in corpus order, the valid places of each to validation: one pass
     over the kept text, a task of its own (under a job-array launcher, not on the submitting host)."""
     kept, places, output_dir = job
@@ -327,7 +327,7 @@ def _deduplicate(shards, sources, config, shard_dir, work, stages, bucket_hashes
     return kept, per_source, errors, n_docs
 
 
-def _split(kept, output_dir, valid_docs, stages):
+def _split(kept, output_dir, valid_docs, stages) -> None:
     """train.txt / valid.txt: the valid_docs kept documents whose 64-bit xxhash of their text, seeded with --seed, is
     smallest go to validation (of identical texts, the earlier first), the rest to training, both in corpus order.
 
@@ -392,7 +392,7 @@ def clean_corpus(options, config):
         raise
 
 
-def _nothing_left(total, errors, lang):
+def _nothing_left(total, errors, lang) -> str:
     """Why no document is left, naming the stage that removed them and the setting to check."""
     read, first_error = total["docs_in"], next((e for errs in errors.values() for e in errs), None)
     if not read:
@@ -410,7 +410,7 @@ def _nothing_left(total, errors, lang):
     return f"no document left after cleaning: of {read:,} read, {said}"
 
 
-def _few_documents(shards, per_source):
+def _few_documents(shards, per_source) -> str:
     """Where text read at blank lines gave far fewer documents than it has lines: how they were told apart, and the
     option that reads a document a line ('' if no source looks so)."""
     for name, counts in per_source.items():

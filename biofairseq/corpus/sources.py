@@ -64,7 +64,7 @@ class Shard:
     size: int = 0
 
     @property
-    def name(self):
+    def name(self) -> str:
         return f"{self.source}/{self.index:05d}"
 
     def to_json(self):
@@ -244,7 +244,7 @@ class Lines:
     """The line numbers of a piece's messages: a piece whose first line was not counted (a cut of a large file) counts
     the lines before it once, when its first message is said, so that reading the documents costs no count."""
 
-    def __init__(self, piece):
+    def __init__(self, piece) -> None:
         self.piece, self.base = piece, piece.first_line - 1 if piece.first_line else None
 
     def __call__(self, line):

@@ -88,7 +88,7 @@ def token_counts(data_bin, split, size, chunk=COUNT_CHUNK):
     return counts
 
 
-def write_counts(data_bin, split="train", counts=None):
+def write_counts(data_bin, split="train", counts=None) -> None:
     """Rewrites dict.txt with how often each entry occurs in the split (over every shard of a sharded data-bin, into
     each shard's dict.txt), the order unchanged, and records in vocab_info.json that it did (``recorded_counts``
     reads them back instead of counting again).
@@ -206,7 +206,7 @@ def vocab_files(vocab_dir):
     return info["type"], {k: str(Path(vocab_dir) / v) for k, v in info["files"].items()}
 
 
-def copy_vocab(vocab_dir, dest):
+def copy_vocab(vocab_dir, dest) -> None:
     """Copies the vocabulary files and vocab_info.json next to a data-bin."""
     info = read_info(vocab_dir)
     for name in [*info["files"].values(), INFO]:
@@ -240,7 +240,7 @@ def wordpiece_tokenizer(vocab_file, settings):
 class Encoder:
     """Text -> the symbols fairseq-lm text holds for this vocabulary, and back."""
 
-    def __init__(self, vocab_dir):
+    def __init__(self, vocab_dir) -> None:
         info = read_info(vocab_dir)
         self._load(info["type"], vocab_files(vocab_dir)[1], info.get("lowercase", False), info)
 
@@ -250,7 +250,7 @@ class Encoder:
         encoder._load(vocab_type, files, lowercase, info or {})
         return encoder
 
-    def _load(self, vocab_type, files, lowercase, info):
+    def _load(self, vocab_type, files, lowercase, info) -> None:
         self.type = vocab_type
         if self.type == "bytelevel-bpe":
             from tokenizers import ByteLevelBPETokenizer

@@ -86,7 +86,7 @@ class ElectraLoss(FairseqCriterion):
     vectors. While disc_acc_replaced stays below 1% the discriminator is at the trivial solution: a warning says so.
     """
 
-    def __init__(self, cfg: ElectraLossConfig, task):
+    def __init__(self, cfg: ElectraLossConfig, task) -> None:
         super().__init__(task)
         self.generator_weight, self.weight = cfg.generator_weight, cfg.discriminator_weight
 

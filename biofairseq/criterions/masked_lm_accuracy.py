@@ -18,7 +18,7 @@ class MaskedLmAccuracy(MaskedLmLoss):
     left out of the accuracy, as BERT and ELECTRA count it; the loss is fairseq's.
     """
 
-    def __init__(self, cfg, task):
+    def __init__(self, cfg, task) -> None:
         super().__init__(cfg, task)
         self.special = torch.from_numpy(special_symbols(task.source_dictionary))
 
@@ -68,7 +68,7 @@ class MaskedLmAccuracy(MaskedLmLoss):
         log_accuracy(logging_outputs)
 
 
-def log_accuracy(logging_outputs):
+def log_accuracy(logging_outputs) -> None:
     """accuracy: the masked real tokens predicted right, in %, pooled over the logged updates (biofairseq.criterions.ratios)."""
     log_ratio("accuracy", sum(log.get("n_correct", 0) for log in logging_outputs),
               sum(log.get("n_real", 0) for log in logging_outputs))

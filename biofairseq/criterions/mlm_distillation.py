@@ -126,7 +126,7 @@ class MlmDistillation(MaskedLmAccuracy):
     1 - cosine) and teacher_mlm_loss with its teacher_ppl on the same batch.
     """
 
-    def __init__(self, cfg: MlmDistillationConfig, task):
+    def __init__(self, cfg: MlmDistillationConfig, task) -> None:
         super().__init__(cfg, task)
         self.alpha_mlm, self.alpha_kl, self.alpha_cos, self.temperature = cfg.alpha_mlm, cfg.alpha_kl, cfg.alpha_cos, cfg.temperature
         if cfg.temperature <= 0:

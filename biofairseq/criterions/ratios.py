@@ -13,7 +13,7 @@ from fairseq import utils
 from fairseq.logging import metrics
 
 
-def log_ratio(name, part, whole, scale=100.0, ndigits=2, derive=None):
+def log_ratio(name, part, whole, scale=100.0, ndigits=2, derive=None) -> None:
     """Logs ``name`` = scale x sum(part) / sum(whole) over the logged updates; NaN while sum(whole) is 0. ``derive``,
     if given, replaces the division (it gets the meters and returns the value; ``ratio`` computes the default)."""
     metrics.log_scalar_sum(f"_{name}:part", part)

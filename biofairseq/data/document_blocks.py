@@ -29,7 +29,7 @@ class DocumentBlockDataset(TokenBlockDataset):
     one block, in corpus order.
     """
 
-    def __init__(self, dataset, sizes, block_size, pad, eos, break_mode="complete_doc", index_path=None):
+    def __init__(self, dataset, sizes, block_size, pad, eos, break_mode="complete_doc", index_path=None) -> None:
         """index_path: the split's path, beside which the block index is saved once and memory-mapped after
         (``biofairseq.data.index_cache``); None: built in memory."""
         if break_mode not in BREAK_MODES:

@@ -14,7 +14,7 @@ from fairseq.data import BaseWrapperDataset
 class TargetCountDataset(BaseWrapperDataset):
     """How many tokens of each target (padding where nothing is predicted) are predicted; a batch's sum."""
 
-    def __init__(self, targets, pad):
+    def __init__(self, targets, pad) -> None:
         super().__init__(targets)
         self.pad = pad
 

@@ -90,7 +90,7 @@ def _lock(root, name):
         yield  # closing the file releases the lock
 
 
-def _publish(root, folder, names, arrays):
+def _publish(root, folder, names, arrays) -> bool:
     """Writes ``arrays`` into a temporary folder and renames it to ``folder``: True, or False where another process's
     rename came first. The temporary never outlives the call."""
     root.mkdir(exist_ok=True)
@@ -114,7 +114,7 @@ def _publish(root, folder, names, arrays):
         shutil.rmtree(tmp, ignore_errors=True)  # nothing left once renamed
 
 
-def _sweep(root):
+def _sweep(root) -> None:
     """Removes the temporaries that builders which died (a killed job, a lost node) left over STALE_AFTER_S ago."""
     now = time.time()
     for tmp in root.glob(".*.tmp-*"):

@@ -22,7 +22,7 @@ class RealTokenMaskDataset(MaskTokensDataset):
     Span masking (``mask_multiple_length``, ``mask_stdev``) is not supported; the task refuses it.
     """
 
-    def __init__(self, dataset, vocab, pad_idx, mask_idx, special=None, at_least_one=False, **kwargs):
+    def __init__(self, dataset, vocab, pad_idx, mask_idx, special=None, at_least_one=False, **kwargs) -> None:
         super().__init__(dataset, vocab, pad_idx, mask_idx, **kwargs)
         self.special = special_symbols(vocab) if special is None else special
         self.at_least_one = at_least_one  # ELECTRA's: every sequence gives the generator something to predict

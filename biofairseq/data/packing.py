@@ -45,7 +45,7 @@ class PackedBlocksDataset(BaseWrapperDataset):
     """Rows of whole blocks of ``dataset`` (each beginning with <s>), at most ``capacity`` tokens each; with
     ``index_path`` (the split's path), the packing is saved beside it once and memory-mapped after."""
 
-    def __init__(self, dataset, capacity, index_path=None, rows=None):
+    def __init__(self, dataset, capacity, index_path=None, rows=None) -> None:
         super().__init__(dataset)
         block_sizes = np.asarray(dataset.sizes)
         self.capacity = capacity
@@ -59,7 +59,7 @@ class PackedBlocksDataset(BaseWrapperDataset):
             raise ValueError("the blocks to lay out in these rows are not the blocks they were packed from")
         return PackedBlocksDataset(blocks, self.capacity, rows=(self.order, self.offsets))
 
-    def __len__(self):
+    def __len__(self) -> int:
         return len(self.offsets) - 1
 
     def __getitem__(self, index):
@@ -77,7 +77,7 @@ class PackedBlocksDataset(BaseWrapperDataset):
         return int(self._sizes[index])
 
     @property
-    def supports_prefetch(self):
+    def supports_prefetch(self) -> bool:
         return False
 
 
@@ -103,7 +103,7 @@ def segments(rows, bos):
 class DocumentSegmentsDataset(BaseWrapperDataset):
     """The ``segments`` of each batch of ``dataset``'s rows, collated like fairseq's RightPadDataset collates them."""
 
-    def __init__(self, dataset, bos):
+    def __init__(self, dataset, bos) -> None:
         super().__init__(dataset)
         self.bos = bos
 

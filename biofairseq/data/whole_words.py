@@ -21,7 +21,7 @@ class WordStarts:
     space marker in byte-level BPE, and would otherwise be glued to the previous line's </s>.
     """
 
-    def __init__(self, starts: torch.Tensor, special: torch.Tensor):
+    def __init__(self, starts: torch.Tensor, special: torch.Tensor) -> None:
         self.starts = starts
         self.special = special
 

@@ -38,7 +38,7 @@ def _caller():
 class _Recording:
     """A torch mode that appends what it finds to a shared list."""
 
-    def __init__(self, syncs):
+    def __init__(self, syncs) -> None:
         super().__init__()
         self.syncs = syncs
 
@@ -79,7 +79,7 @@ class _Ops(_Recording, TorchDispatchMode):
 class HostSyncs:
     """``with HostSyncs() as syncs: ...``; ``syncs.watch(model, batch)`` first. ``syncs.found``: (op, where) pairs."""
 
-    def __init__(self):
+    def __init__(self) -> None:
         self.found = []
         self._modes = (_Reads(self.found), _Ops(self.found))
 
@@ -103,7 +103,7 @@ class HostSyncs:
             mode.__enter__()
         return self
 
-    def __exit__(self, *exc):
+    def __exit__(self, *exc) -> None:
         for mode in reversed(self._modes):
             mode.__exit__(*exc)
 

@@ -116,7 +116,7 @@ def _word_of_char(text):
     return word_of
 
 
-def _write_documents(path, docs):
+def _write_documents(path, docs) -> None:
     """Cleaned-corpus layout: one paragraph per line, a blank line after each document."""
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join("\n".join(doc) + "\n\n" for doc in docs))

@@ -105,7 +105,7 @@ def _entities(ann, text, problems):
     return entities
 
 
-def write_folder(folder, documents, entities_by_doc):
+def write_folder(folder, documents, entities_by_doc) -> None:
     """``X.txt`` and ``X.ann`` for each document, the entities as ``(start, end, type)`` character spans."""
     folder = Path(folder)
     for doc in documents:

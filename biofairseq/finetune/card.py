@@ -66,7 +66,7 @@ def metadata(report, source, given, train_path):
     }
 
 
-def model_name(source, dataset):
+def model_name(source, dataset) -> str:
     """base-ner-dataset, from the base model's name (its folder's; a train output's model/: the run's) and the data set's."""
     path = Path(str(source)).resolve() if not is_hub_id(source) else Path(str(source))
     base = path.parent.name if path.name == "model" and not is_hub_id(source) else path.name

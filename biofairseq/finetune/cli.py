@@ -51,7 +51,7 @@ def _listed(values):
     return ",".join(f"{v:g}" for v in values)
 
 
-def _option_flags(parser, prediction_only=False, skip=()):
+def _option_flags(parser, prediction_only=False, skip=()) -> None:
     """The flags of TrainOptions' fields (biofairseq.finetune.training), from their defaults and help."""
     from biofairseq.finetune.training import TrainOptions
 
@@ -59,7 +59,7 @@ def _option_flags(parser, prediction_only=False, skip=()):
                keep=lambda f: f.name not in skip and (f.metadata.get("prediction") or not prediction_only))
 
 
-def _training_flags(parser, skip):
+def _training_flags(parser, skip) -> None:
     g = parser.add_argument_group("fine-tuning (defaults: bsc-bio-es, Carrino et al. 2022, Table 4)")
     _option_flags(g, skip=skip)
     c = parser.add_argument_group("model card (model/README.md)")
@@ -70,7 +70,7 @@ def _training_flags(parser, skip):
                    "the results name the folder holding --train)")
 
 
-def _data_flags(parser, output_help):
+def _data_flags(parser, output_help) -> None:
     parser.add_argument("--model", required=True,
                         help="transformers encoder folder (biofairseq-convert to-hf output), or a Hugging Face Hub id such as "
                         "PlanTL-GOB-ES/bsc-bio-es (offline: from the cache)")
@@ -146,7 +146,7 @@ def _card(args):
     return {"language": args.language, "license": args.license, "dataset": args.dataset}
 
 
-def _quiet_libraries():
+def _quiet_libraries() -> None:
     import logging
     import warnings
 
@@ -192,7 +192,7 @@ def _convert(args, log):
     log(f"wrote {args.output} and {args.output.with_suffix('.stats.json')}")
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     args = _parser().parse_args(argv)
     _quiet_libraries()
     from biofairseq.finetune import NERFormatError, sweep, training

@@ -34,6 +34,6 @@ def read_file(path):
     return sentences
 
 
-def write_file(path, sentences):
+def write_file(path, sentences) -> None:
     """Writes [(tokens, tags)] atomically."""
     write_text(path, "".join("".join(f"{t}\t{g}\n" for t, g in zip(tokens, tags)) + "\n" for tokens, tags in sentences))

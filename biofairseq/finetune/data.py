@@ -39,7 +39,7 @@ class NERData:
     ignored: list = field(default_factory=list)  # BRAT: files of the folder that are neither .txt nor .ann, and hidden ones
 
     @property
-    def is_brat(self):
+    def is_brat(self) -> bool:
         return self.documents is not None
 
     @property
@@ -198,7 +198,7 @@ def document_sentences(doc, data):
     return sentences
 
 
-def _tag(entity, sentences, firsts, data):
+def _tag(entity, sentences, firsts, data) -> None:
     i = bisect.bisect_right(firsts, entity.start) - 1
     for sentence in sentences[max(i, 0) : i + 2]:
         starts = [s for s, _ in sentence.offsets]

@@ -28,7 +28,7 @@ def weights_sha256(model_dir):
     return digest.hexdigest()
 
 
-def is_hub_id(source):
+def is_hub_id(source) -> bool:
     """A model given by its Hub id (biofairseq.finetune.training.resolve_model gives local folders as Paths)."""
     return not isinstance(source, Path)
 
@@ -59,7 +59,7 @@ def stale_sweep(sweep_dir, model_dir, lrs=None, seeds=None):
     return None
 
 
-def check_sweep(sweep_dir, model_dir, lrs=None, seeds=None):
+def check_sweep(sweep_dir, model_dir, lrs=None, seeds=None) -> None:
     why = stale_sweep(sweep_dir, model_dir, lrs, seeds)
     if why:
         print(f"note: {why}", file=sys.stderr)

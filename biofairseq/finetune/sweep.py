@@ -34,7 +34,7 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
     fingerprint = model_fingerprint(training.resolve_model(str(model_dir)))
     said = set()
 
-    def warn_once(line):
+    def warn_once(line) -> None:
         if line not in said:
             said.add(line)
             warn(line)
@@ -89,7 +89,7 @@ def _physical(devices):
     return tuple(visible[int(d)] for d in devices) if visible else tuple(devices)
 
 
-def _spread(runs, devices, log):
+def _spread(runs, devices, log) -> None:
     """The runs in processes of their own, as many at once as there are devices, each process seeing one device
     (CUDA_VISIBLE_DEVICES) and training with this process's number of CPU threads, so that a run's results are those
     it gives when run here."""
@@ -109,7 +109,7 @@ def _spread(runs, devices, log):
             log(f"{label} done")
 
 
-def _take_device(free, threads):
+def _take_device(free, threads) -> None:
     os.environ["CUDA_VISIBLE_DEVICES"] = free.get()
     import torch
 

@@ -19,7 +19,7 @@ def grid(lrs, seeds):
     return list(dict.fromkeys(str(run_folder("", float(lr), int(seed))) for lr in lrs for seed in seeds))
 
 
-def write_grid(root, names):
+def write_grid(root, names) -> None:
     write_text(Path(root) / GRID, json.dumps(names) + "\n")
 
 
@@ -36,7 +36,7 @@ def runs(root):
     return sorted(p for p in Path(root).glob("lr=*/seed=*") if p.is_dir())
 
 
-def which_model(root, folders):
+def which_model(root, folders) -> str:
     """How to pick one model of a sweep (``--model`` wants one): the best-on-dev run's, as the sweep's report.json
     names it, else the runs that saved one."""
     models = [f / "model" for f in folders if (f / "model" / "config.json").is_file()]

@@ -132,7 +132,7 @@ def best_lines(summaries, root=None):
     return lines
 
 
-def per_type_markdown(summaries):
+def per_type_markdown(summaries) -> str:
     """Per entity type, mean ± std of P, R and F1 over each model's runs, with the scorer named."""
     pct = lambda s: f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f}"
     unseen = lambda s, kind: " (never seen in training)" if kind in s.get("unseen_types", ()) else ""
@@ -147,7 +147,7 @@ def per_type_markdown(summaries):
     return f"Per entity type, {split} set, mean ± std over the runs (scorer: {scorers}; {named}):\n\n{markdown_table(header, rows)}"
 
 
-def plot_dev_f1(ax, title, groups):
+def plot_dev_f1(ax, title, groups) -> None:
     """Dev F1 per epoch of every model on one axis, so that a model and its random-init twin compare at a glance:
     one colour per model, one line style per LR, each line the mean over its seeds."""
     styles = ("-", "--", ":", "-.")
@@ -178,7 +178,7 @@ def figure(panels):
     return fig, axes[0]
 
 
-def save_figure(fig, path):
+def save_figure(fig, path) -> None:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
@@ -188,7 +188,7 @@ def save_figure(fig, path):
     tmp.replace(path)
 
 
-def plot(groups, path):
+def plot(groups, path) -> None:
     """Dev F1 per epoch of every model, on one axis."""
     fig, axes = figure(1)
     plot_dev_f1(axes[0], "NER: dev F1 per epoch, one line per LR", groups)

@@ -197,7 +197,7 @@ def created_folder(folder, keep=lambda: False):
         raise
 
 
-def stderr(line):
+def stderr(line) -> None:
     print(f"biofairseq-ner: {line}", file=sys.stderr, flush=True)
 
 
@@ -266,7 +266,7 @@ def layerwise_groups(model, args, decay, decay_names):
 class Predictor:
     """Word-level predictions of a data set through a ``Trainer``: windows in, one tag per word out."""
 
-    def __init__(self, dataset, tokenizer, labels, max_length, options):
+    def __init__(self, dataset, tokenizer, labels, max_length, options) -> None:
         self.data, self.labels = dataset, labels
         ids = {l: i for i, l in enumerate(labels)}
         # gold of a type the model has no label for (--allow-unseen-types): no loss on it; it stays gold in the scores
@@ -319,7 +319,7 @@ class Predictor:
         predicted = {m for m in brat.mentions(brat.read_folder(written, [])) if m[0] in documents}
         return {**metrics.mention_scores(gold, predicted), "scorer": "brat", "seqeval": seqeval}
 
-    def write(self, tags, out):
+    def write(self, tags, out) -> None:
         """BRAT ``.ann`` files (character offsets) for BRAT input, a CoNLL file otherwise."""
         out.mkdir(parents=True, exist_ok=True)
         if self.data.is_brat:
@@ -408,7 +408,7 @@ def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inpu
     return trainer
 
 
-def drop_cut_checkpoints(checkpoints, log):
+def drop_cut_checkpoints(checkpoints, log) -> None:
     """transformers writes a checkpoint-N folder in place, trainer_state.json last: one without it (or with it cut
     short) was being saved when the run was killed, and resuming from it fails ("Can't find a valid checkpoint"), at
     every rerun. It is removed: the run resumes from the checkpoint before, or starts afresh."""
@@ -526,7 +526,7 @@ def _tagging_progress(windows, log, every=0.1, least=2000):
     class Progress(TrainerCallback):
         done, said = 0, 0.0
 
-        def on_prediction_step(self, args, state, control, **kwargs):
+        def on_prediction_step(self, args, state, control, **kwargs) -> None:
             self.done += args.per_device_eval_batch_size
             if windows >= least and self.done / windows >= self.said + every:
                 self.said = min(1.0, self.done / windows)
@@ -540,7 +540,7 @@ def _progress(log):
     from transformers import TrainerCallback
 
     class Progress(TrainerCallback):
-        def on_evaluate(self, args, state, control, metrics=None, **kwargs):
+        def on_evaluate(self, args, state, control, metrics=None, **kwargs) -> None:
             log(f"epoch {state.epoch:.2f}, step {state.global_step}: dev F1 {100 * metrics['eval_f1']:.2f} "
                 f"(P {100 * metrics['eval_precision']:.2f}, R {100 * metrics['eval_recall']:.2f})")
 

@@ -28,7 +28,7 @@ class BioRobertaEncoder(RobertaEncoder):
     """RoBERTa's encoder (embeddings, layers, LM head) whose transformer is ours: built with the chosen attention,
     for packed rows when ``bos`` (where documents start) is given; the batch's ``segments`` go down to it."""
 
-    def __init__(self, args, dictionary, attention, bos=None):
+    def __init__(self, args, dictionary, attention, bos=None) -> None:
         self.attention, self.bos = attention, bos  # RobertaEncoder's __init__ calls build_encoder
         super().__init__(args, dictionary)
 
@@ -63,7 +63,7 @@ class BioRobertaModel(AmpBf16, RobertaModel):
     takes_target_positions = True  # masked_tokens may be flat positions (see forward)
 
     @staticmethod
-    def add_args(parser):
+    def add_args(parser) -> None:
         RobertaModel.add_args(parser)
         parser.add_argument("--checkpoint-activations", action="store_true",
                             help="recompute each layer's activations in the backward pass instead of keeping them: "
@@ -113,7 +113,7 @@ class BioRobertaModel(AmpBf16, RobertaModel):
 
 
 def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
-    def architecture(args):
+    def architecture(args) -> None:
         args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
         args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", embed_dim)
         args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", ffn_dim)

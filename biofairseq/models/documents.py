@@ -57,7 +57,7 @@ def documents(tokens, segments, bos, pad):
 class DocumentPositions(LearnedPositionalEmbedding):
     """Learned positions counted from the last <s> (fairseq counts from the row's start)."""
 
-    def __init__(self, learned: LearnedPositionalEmbedding, bos):
+    def __init__(self, learned: LearnedPositionalEmbedding, bos) -> None:
         """Takes over the table fairseq built (and initialised): same parameter, same checkpoints, same random
         numbers drawn when a model is built."""
         with torch.device("meta"):  # draws nothing

@@ -100,7 +100,7 @@ def _embed(tokens, positions, token_weight, position_weight, padding_idx, layer_
 class Embeddings(nn.Module):
     """Token and position embeddings and their LayerNorm: the module both towers share."""
 
-    def __init__(self, vocab_size, dim, max_positions, padding_idx, dropout):
+    def __init__(self, vocab_size, dim, max_positions, padding_idx, dropout) -> None:
         super().__init__()
         self.padding_idx = padding_idx
         self.embed_tokens = nn.Embedding(vocab_size, dim, padding_idx)
@@ -120,7 +120,7 @@ class DisentangledEmbeddings(nn.Module):
     gradient, plus zero-initialised deltas of the discriminator's own; its own LayerNorm. Without deltas
     (``residual=False``, --embedding-sharing detached) the discriminator reads the tables the generator alone trains."""
 
-    def __init__(self, shared: Embeddings, dropout, residual=True):
+    def __init__(self, shared: Embeddings, dropout, residual=True) -> None:
         super().__init__()
         tokens, positions = shared.weights()
         self.padding_idx = shared.padding_idx
@@ -144,7 +144,7 @@ class Tower(nn.Module):
     """A post-LN encoder of fairseq layers (of the class computing --attention's self-attention), with a projection
     from the embedding width where it differs."""
 
-    def __init__(self, cfg, embedding_dim, width, ffn, heads):
+    def __init__(self, cfg, embedding_dim, width, ffn, heads) -> None:
         super().__init__()
         layer_cfg = TransformerConfig(
             dropout=cfg.dropout, attention_dropout=cfg.attention_dropout,
@@ -178,7 +178,7 @@ class GeneratorHead(nn.Module):
     tokens only (15%), so the fp32 matmul costs little beside the towers'.
     """
 
-    def __init__(self, width, embedding_dim, weight, activation_fn):
+    def __init__(self, width, embedding_dim, weight, activation_fn) -> None:
         super().__init__()
         self.dense = nn.Linear(width, embedding_dim)
         self.activation_fn = utils.get_activation_fn(activation_fn)
@@ -195,7 +195,7 @@ class GeneratorHead(nn.Module):
 class DiscriminatorHead(nn.Module):
     """dense + activation + dense to one logit per token (> 0: replaced)."""
 
-    def __init__(self, width, activation_fn):
+    def __init__(self, width, activation_fn) -> None:
         super().__init__()
         self.dense = nn.Linear(width, width)
         self.activation_fn = utils.get_activation_fn(activation_fn)
@@ -247,7 +247,7 @@ def gumbel_max(logits, disallowed, temperature=1.0):
 class ElectraModel(AmpBf16, BaseFairseqModel):
     """The generator, the discriminator and the embeddings they share, trained together by one forward."""
 
-    def __init__(self, cfg, dictionary, bos=None):
+    def __init__(self, cfg, dictionary, bos=None) -> None:
         """bos: where each document starts, for rows of several (--pack-documents); None for rows of one."""
         super().__init__()
         self.cfg = cfg
@@ -279,7 +279,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
         # a checkpoint saved before --layer-norm-eps existed gets fairseq's
         set_layer_norm_eps(self, safe_getattr(cfg, "layer_norm_eps", DEFAULT_LAYER_NORM_EPS))
 
-    def set_num_updates(self, num_updates):
+    def set_num_updates(self, num_updates) -> None:
         """fairseq's task calls this before every training step, and a resumed run with its update count."""
         self.temperature = self.temperatures.at(num_updates)
         super().set_num_updates(num_updates)
@@ -294,7 +294,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
         return self.cfg.max_positions
 
     @property
-    def reads_packed_rows(self):
+    def reads_packed_rows(self) -> bool:
         return self.bos is not None
 
     def _padding(self, tokens, where):
@@ -361,7 +361,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
 
 
 def _preset(name, layers, width, heads, embedding_dim, fraction):
-    def architecture(args):
+    def architecture(args) -> None:
         args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
         args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", width)
         args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 4 * width)

@@ -18,7 +18,7 @@ from biofairseq.models.documents import DocumentPositions, documents
 class Encoder(TransformerEncoder):
     """fairseq's TransformerEncoder whose layers compute self-attention with ``attention`` (fairseq or sdpa)."""
 
-    def __init__(self, args, dictionary, embed_tokens, attention):
+    def __init__(self, args, dictionary, embed_tokens, attention) -> None:
         self.layer_class = encoder_layer_class(attention)  # fairseq's __init__ builds the layers
         super().__init__(args, dictionary, embed_tokens)
 
@@ -41,7 +41,7 @@ class PackedRowsEncoder(Encoder):
     so the layers need no padding mask, and fairseq's test for padding, a host-device synchronisation at every
     layer (``if has_pads``), goes. What it computes and returns is fairseq's."""
 
-    def __init__(self, args, dictionary, embed_tokens, attention, bos):
+    def __init__(self, args, dictionary, embed_tokens, attention, bos) -> None:
         if attention != "sdpa":
             raise ValueError("--pack-documents needs --attention sdpa; add --attention sdpa")
         super().__init__(args, dictionary, embed_tokens, attention)

@@ -66,7 +66,7 @@ def layer_is_global(layer, every):
     return layer % every == 0
 
 
-def _trunc_normal(weight, std):
+def _trunc_normal(weight, std) -> None:
     nn.init.trunc_normal_(weight, mean=0.0, std=std, a=-INIT_CUTOFF * std, b=INIT_CUTOFF * std)
 
 
@@ -75,7 +75,7 @@ class Rotary(nn.Module):
     The frequencies are computed at each call, not kept in a buffer, which fairseq's --fp16 would cast to fp16 (the
     global layers' lowest frequencies, about 1e-5, would lose most of their digits)."""
 
-    def __init__(self, head_dim, theta):
+    def __init__(self, head_dim, theta) -> None:
         super().__init__()
         self.head_dim, self.theta = head_dim, theta
 
@@ -92,7 +92,7 @@ def rotate(x, cos, sin):
 
 
 class ModernBertLayer(nn.Module):
-    def __init__(self, cfg, index):
+    def __init__(self, cfg, index) -> None:
         super().__init__()
         width, self.heads = cfg.encoder_embed_dim, cfg.encoder_attention_heads
         if width % self.heads:
@@ -126,7 +126,7 @@ class ModernBertLayer(nn.Module):
 class ModernBertLMHead(nn.Module):
     """dense + activation + norm, then the token embeddings (tied) with a bias of its own."""
 
-    def __init__(self, width, activation_fn, weight):
+    def __init__(self, width, activation_fn, weight) -> None:
         super().__init__()
         self.dense = nn.Linear(width, width, bias=False)
         self.activation_fn = utils.get_activation_fn(activation_fn)
@@ -142,7 +142,7 @@ class ModernBertEncoder(FairseqEncoder):
     """Token embeddings and their norm, the layers, the final norm and the LM head. ``bos``: where each document
     of a packed row starts (--pack-documents); None for rows of one document, left-aligned and right-padded."""
 
-    def __init__(self, cfg, dictionary, bos=None):
+    def __init__(self, cfg, dictionary, bos=None) -> None:
         super().__init__(dictionary)
         width, self.padding_idx, self.bos = cfg.encoder_embed_dim, dictionary.pad(), bos
         if cfg.local_attention < 2 or cfg.local_attention % 2:
@@ -161,7 +161,7 @@ class ModernBertEncoder(FairseqEncoder):
         self.lm_head = ModernBertLMHead(width, cfg.activation_fn, self.embed_tokens.weight)
         self._init_weights(cfg.encoder_layers)
 
-    def _init_weights(self, layers):
+    def _init_weights(self, layers) -> None:
         """ModernBERT's: truncated normals, std 0.02 in, 0.02 / sqrt(2 x layers) for what writes to the residual."""
         out = INIT_RANGE / math.sqrt(2.0 * layers)
         _trunc_normal(self.embed_tokens.weight, INIT_RANGE)
@@ -224,7 +224,7 @@ class BioModernBertModel(AmpBf16, FairseqEncoderModel):
 
     takes_target_positions = True
 
-    def __init__(self, cfg, encoder):
+    def __init__(self, cfg, encoder) -> None:
         super().__init__(encoder)
         self.cfg = cfg
 
@@ -244,12 +244,12 @@ class BioModernBertModel(AmpBf16, FairseqEncoderModel):
         return self.cfg.max_positions
 
     @property
-    def reads_packed_rows(self):
+    def reads_packed_rows(self) -> bool:
         return self.encoder.bos is not None
 
 
 def _preset(name, layers, width, ffn, heads):
-    def architecture(args):
+    def architecture(args) -> None:
         args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
         args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", width)
         args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", ffn)

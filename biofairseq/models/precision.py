@@ -24,7 +24,7 @@ FAIRSEQ_PRECISIONS = (("amp", "--amp"), ("memory_efficient_fp16", "--memory-effi
                       ("memory_efficient_bf16", "--memory-efficient-bf16"), ("fp16", "--fp16"), ("bf16", "--bf16"))
 
 
-def amp_bf16_flag(cfg):
+def amp_bf16_flag(cfg) -> bool:
     """--amp-bf16 from a model's settings (fairseq's argparse Namespace, or a dataclass config inside fairseq's
     whole configuration), refused beside any of fairseq's own mixed precisions, which the help forbids: under
     --amp fairseq's fp16 autocast and loss scaler would wrap ours, and the others cast the weights."""

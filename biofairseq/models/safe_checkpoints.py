@@ -20,7 +20,7 @@ class UnsafeCheckpointError(pickle.UnpicklingError):
     """A checkpoint holds a Python object that weights-only loading does not allow."""
 
 
-def _explain(path, error):
+def _explain(path, error) -> str:
     try:
         found = torch.serialization.get_unsafe_globals_in_checkpoint(path)
     except Exception:  # not a zip checkpoint

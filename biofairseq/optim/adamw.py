@@ -22,7 +22,7 @@ class AdamWConfig(WeightDecayExcludeConfig, FairseqAdamConfig):
 class FairseqAdamW(FairseqAdam):
     """fairseq's Adam over parameter groups: LayerNorm weights and biases without weight decay when asked."""
 
-    def __init__(self, cfg: AdamWConfig, params):
+    def __init__(self, cfg: AdamWConfig, params) -> None:
         super().__init__(cfg, decay_groups(params, cfg.weight_decay_exclude))
 
     @property

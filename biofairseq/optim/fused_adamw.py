@@ -32,7 +32,7 @@ class FusedAdamWConfig(WeightDecayExcludeConfig):
 class FusedAdamW(FairseqOptimizer):
     """``torch.optim.AdamW(fused=True)``: one fused kernel per step on GPUs (and on CPUs) for all parameters."""
 
-    def __init__(self, cfg: FusedAdamWConfig, params):
+    def __init__(self, cfg: FusedAdamWConfig, params) -> None:
         super().__init__(cfg)
         self._optimizer = torch.optim.AdamW(decay_groups(params, cfg.weight_decay_exclude), fused=True, **self.optimizer_config)
 

@@ -8,11 +8,12 @@
 
 import os
 import sys
+from typing import Optional
 
 from biofairseq.recipe.settings import render
 from biofairseq.recipe.table import SettingsError, names
 
-def main(argv=None):
+def main(argv: Optional[list] = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv == ["docs"]:
         from biofairseq.recipe.settings_docs import docs

@@ -2,12 +2,13 @@
 the update frequency of either length phase on them."""
 
 import shutil
+from typing import Optional
 
 from biofairseq.corpus.checks import launcher_problem
 from biofairseq.recipe.table import SettingsError
 
 
-def devices(values, path=None, in_allocation=False):
+def devices(values: dict, path: Optional[str] = None, in_allocation: bool = False) -> dict:
     """NUM_GPUS (all torch sees, where empty), and the update frequency of either phase on them. path: the PATH where
     srun and sbatch are looked for; in_allocation: whether this runs inside a Slurm allocation (SLURM_JOB_ID)."""
     given = values["NUM_GPUS"]
@@ -60,7 +61,7 @@ def devices(values, path=None, in_allocation=False):
     return computed
 
 
-def preview(values, workers_given=False, in_allocation=False):
+def preview(values: dict, workers_given: bool = False, in_allocation: bool = False) -> list:
     """What STOP_AFTER=settings says of the run besides its commands: where it goes, the devices, and how an update is
     made of them (the values a cluster run depends on), and a WORKERS that is only the previewing machine's. values:
     the resolved settings and the computed ones (DEVICES, UPDATE_FREQ, ...)."""

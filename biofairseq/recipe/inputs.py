@@ -7,13 +7,14 @@ import functools
 import os
 import re
 from pathlib import Path
+from typing import Callable, Optional
 
 from biofairseq.finetune import splits
 from biofairseq.recipe.table import SettingsError, path_pairs, plural
 from biofairseq.text.phrases import with_article
 
 
-def valid_docs_problem(values):
+def valid_docs_problem(values: dict) -> Optional[str]:
     """None, or the one line saying that VALID_DOCS would hold out half of SOURCES' documents or more (all of them:
     the cleaning would say so after it had cleaned them all); counting stops at twice VALID_DOCS, so a large corpus
     costs what that many documents cost to read."""
@@ -32,7 +33,7 @@ def valid_docs_problem(values):
             f"{left}; give VALID_DOCS={max(1, found // 10)} (a tenth){hint}")
 
 
-def notes_read_as_paragraphs(values):
+def notes_read_as_paragraphs(values: dict) -> list:
     """A line for each source that is a folder of notes read at blank lines (TEXT_DOCS=blank-line by default, not
     given), each note's paragraphs becoming documents: said before any work, not after the cleaning."""
     from biofairseq.corpus.sources import paragraphs_as_documents
@@ -47,7 +48,7 @@ def notes_read_as_paragraphs(values):
     return lines
 
 
-def languages(texts):
+def languages(texts: list) -> object:
     """{language: how many of the texts lid.176 gives it} (the cleaning's identifier, loaded once)."""
     from collections import Counter
 
@@ -70,7 +71,7 @@ def _source_languages(path, changed, text_docs, text_field):
     return languages(sample_documents([path], text_docs, text_field)[:100])
 
 
-def source_language_problem(source, values, given=True):
+def source_language_problem(source: str, values: dict, given: bool = True) -> Optional[str]:
     """None, or the one line saying that the start of a source (NAME=PATH) is in another language than CORPUS_LANG:
     under a tenth of its first documents in it, so the cleaning would remove nearly all of it (English text given to
     a recipe whose default is Spanish), an hour later on a large corpus. ``given``: SOURCES came from the user, not
@@ -88,7 +89,7 @@ def source_language_problem(source, values, given=True):
             f"{found[lang]} as {lang}, so the cleaning would remove nearly all of it; set CORPUS_LANG={other}")
 
 
-def init_from_problem(recipe, values, given):
+def init_from_problem(recipe: str, values: dict, given: dict) -> Optional[str]:
     """None, or why INIT_FROM's transformers folder cannot start this recipe, read from its config.json alone: a family
     the recipe does not continue (named, with the recipes that do), settings its conversion cannot compute, sequences
     longer than its positions, an ELECTRA's embedding sharing or generator width set twice. What from-hf would refuse
@@ -128,7 +129,7 @@ def init_from_problem(recipe, values, given):
     return family.init_problem(source, given)
 
 
-def init_weights_problem(values):
+def init_weights_problem(values: dict) -> Optional[str]:
     """None, or the line saying INIT_FROM's folder (or its ELECTRA generator's) holds no weights: a download cut short,
     which from-hf would meet after the cleaning."""
     init = values["INIT_FROM"]
@@ -144,7 +145,7 @@ def init_weights_problem(values):
 UNKNOWN_SHARE = 0.01  # of the corpus's tokens that INIT_FROM's vocabulary may leave unknown
 
 
-def init_vocabulary_problem(values):
+def init_vocabulary_problem(values: dict) -> Optional[str]:
     """None, or why INIT_FROM's vocabulary cannot serve the corpus: a transformers folder without a tokenizer, or one
     that leaves more than 1% of the tokens of the corpus's start unknown (an English WordPiece on Greek text), which
     continual pretraining would then learn as one token. A fairseq checkpoint's vocabulary is byte-level or has byte
@@ -176,7 +177,7 @@ def init_vocabulary_problem(values):
     return None
 
 
-def ner_data(values, say, given=True):
+def ner_data(values: dict, say: Callable[[str], None], given: bool = True) -> dict:
     """NER_DATA's sets: (names, train, dev, test) lists, each split found by its names (biofairseq/finetune/splits.py)."""
     found = ([], [], [], [])
     context_document = re.search(r"--context(=|\s+)document", values["NER_EXTRA"])

@@ -6,20 +6,23 @@ import math
 import os
 import re
 from pathlib import Path
+from typing import Callable, Optional
+
+Kind = Callable[[str], Optional[str]]  # a value -> None, or what is wrong with it
 
 NUMBER = r"[0-9]*\.?[0-9]+([eE][-+]?[0-9]+)?"
 LONGEST_WHOLE = 15  # digits: more is no count of updates, sequences or seconds (and int() refuses 4,300 and more)
 
 
-def text(value):
+def text(value: str) -> Optional[str]:
     return None
 
 
-def name(value):
+def name(value: str) -> Optional[str]:
     return None if value.strip() else "empty; give a name"
 
 
-def whole(value):
+def whole(value: str) -> Optional[str]:
     if re.fullmatch(r"[0-9]+", value):
         if len(value) > LONGEST_WHOLE:
             return f"too large; give at most {LONGEST_WHOLE} digits"
@@ -29,8 +32,8 @@ def whole(value):
     return "not a whole number; give one, as 10"
 
 
-def whole_between(low, high=None, why=""):
-    def check(value):
+def whole_between(low: int, high: Optional[int] = None, why: str = "") -> Kind:
+    def check(value: str) -> Optional[str]:
         if whole(value):
             return whole(value)
         if int(value) < low:
@@ -42,15 +45,15 @@ def whole_between(low, high=None, why=""):
 positive = whole_between(1)
 
 
-def number(value):
+def number(value: str) -> Optional[str]:
     if not re.fullmatch(NUMBER, value):
         return "not a number; give one, as 0.1 or 1e-3"
     return None if math.isfinite(float(value)) else "too large; give a finite number, as 0.1 or 1e-3"
 
 
-def number_in(low, high, low_open=False, high_open=False):
+def number_in(low: float, high: Optional[float], low_open: bool = False, high_open: bool = False) -> Kind:
     """A number in [low, high] (either end open); high None: no upper bound."""
-    def check(value):
+    def check(value: str) -> Optional[str]:
         if number(value):
             return number(value)
         x = float(value)
@@ -61,7 +64,7 @@ def number_in(low, high, low_open=False, high_open=False):
     return check
 
 
-def betas(value):
+def betas(value: str) -> Optional[str]:
     """Adam's (beta1,beta2), as fairseq's --adam-betas reads it: two numbers in [0, 1) in parentheses."""
     match = re.fullmatch(rf"\(({NUMBER}),\s*({NUMBER})\)", value)
     if not match or not all(0 <= float(match[i]) < 1 for i in (1, 3)):
@@ -69,14 +72,14 @@ def betas(value):
     return None
 
 
-def partition(value):
+def partition(value: str) -> Optional[str]:
     """Slurm partitions: a name, or names separated by commas (sbatch --partition)."""
     return None if re.fullmatch(r"[\w.-]+(,[\w.-]+)*", value) else "not a Slurm partition; give one, as cpu (or cpu,long)"
 
 
-def each(kind, example):
+def each(kind: Kind, example: str) -> Kind:
     """Comma-separated values of one kind."""
-    def check(value):
+    def check(value: str) -> Optional[str]:
         for item in value.split(","):
             problem = kind(item)
             if problem:
@@ -85,22 +88,22 @@ def each(kind, example):
     return check
 
 
-def one_of(*choices):
-    def check(value):
+def one_of(*choices: str) -> Kind:
+    def check(value: str) -> Optional[str]:
         return None if value in choices else f"unknown; use one of: {' '.join(choices)}"
     check.choices = choices
     return check
 
 
-def each_of(*choices):
+def each_of(*choices: str) -> Kind:
     """A space-separated list, possibly empty, of these."""
-    def check(value):
+    def check(value: str) -> Optional[str]:
         return next((f"{word}: unknown; use one of: {' '.join(choices)}" for word in value.split() if word not in choices), None)
     check.choices = choices
     return check
 
 
-def baseline(value):
+def baseline(value: str) -> Optional[str]:
     """none, or random-init and/or original, space-separated."""
     words = value.split()
     if words == ["none"]:
@@ -113,24 +116,24 @@ def baseline(value):
 baseline.choices = ("random-init", "original", "none")
 
 
-def or_empty(kind):
-    def check(value):
+def or_empty(kind: Kind) -> Kind:
+    def check(value: str) -> Optional[str]:
         return None if value == "" else kind(value)
     return check
 
 
-def share(value):
+def share(value: str) -> Optional[str]:
     return number(value) or (None if float(value) < 1 else "the share of updates at the second length must be below 1 (0: one phase)")
 
 
-def length(most, why):
+def length(most: int, why: str) -> Kind:
     """A sequence length in tokens, from 8 to the model's positions."""
-    def check(value):
+    def check(value: str) -> Optional[str]:
         return whole_between(8)(value) or (None if int(value) <= most else why.format(most=most))
     return check
 
 
-def language(value):
+def language(value: str) -> Optional[str]:
     """A code of the cleaning's language identifier (fastText lid.176) written with spaces between words, which the
     recipes' cleaning (its word filters), whole-word masking and whole-word NER labels count on."""
     from biofairseq.corpus.checks import WITHOUT_SPACES, unknown_language
@@ -142,7 +145,7 @@ def language(value):
     return unknown_language(value, "CORPUS_LANG=")
 
 
-def megabytes(value):
+def megabytes(value: str) -> Optional[str]:
     from biofairseq.data_bin import shard_megabytes
 
     try:
@@ -152,9 +155,9 @@ def megabytes(value):
     return None
 
 
-def architecture(*families):
+def architecture(*families: str) -> Kind:
     """A shape registered by biofairseq (biofairseq/model_shapes.py), read without importing fairseq."""
-    def check(value):
+    def check(value: str) -> Optional[str]:
         from biofairseq import model_shapes as shapes
 
         names = [name for family in families for name in getattr(shapes, family)]
@@ -162,9 +165,9 @@ def architecture(*families):
     return check
 
 
-def named_paths(what, noun):
+def named_paths(what: str, noun: str) -> Kind:
     """Space-separated NAME=PATH, each name once, each PATH present (a relative one from where the recipe runs)."""
-    def check(value):
+    def check(value: str) -> Optional[str]:
         names = set()
         for pair in value.split():
             name, _, path = pair.partition("=")
@@ -181,7 +184,7 @@ def named_paths(what, noun):
     return check
 
 
-def init_from(value):
+def init_from(value: str) -> Optional[str]:
     path = Path(value)
     if (path / "config.json").is_file() or (path.is_file() and path.suffix == ".pt"):
         return None
@@ -198,7 +201,7 @@ def init_from(value):
     return f"no such file or folder (from {Path.cwd()}); {wanted}"
 
 
-def run_dir(value):
+def run_dir(value: str) -> Optional[str]:
     if not value:
         return "give the folder the run writes to"
     path = Path(value)
@@ -212,15 +215,15 @@ def run_dir(value):
     return None if os.access(parent, os.W_OK) else f"{parent}: not writable by this user; choose another RUN_DIR"
 
 
-def port(value):
+def port(value: str) -> Optional[str]:
     return whole(value) or (None if 1024 <= int(value) <= 65535 else "give a free TCP port from 1024 to 65535")
 
 
-def ner_flags(given):
+def ner_flags(given: Callable[[], dict]) -> Kind:
     """More biofairseq-ner sweep flags: parsed here as the sweep will parse them, none of those the recipe gives
     (``given()``: {flag: the setting it comes from})."""
 
-    def check(value):
+    def check(value: str) -> Optional[str]:
         return _ner_flags(value, given())
 
     return check

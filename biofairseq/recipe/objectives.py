@@ -20,7 +20,7 @@ class MaskedLM:
         return ["update", "epoch", "valid loss", "valid ppl", "masked acc. %"], rows
 
     @staticmethod
-    def summary(v):
+    def summary(v) -> str:
         return f"validation perplexity {v['ppl']:.2f}, masked-token accuracy {percent(v.get('accuracy'))}%"
 
     @staticmethod
@@ -42,7 +42,7 @@ class Electra:
                 "originals kept %", "disc. precision %", "disc. AUC", "token cosine"], rows
 
     @staticmethod
-    def summary(v):
+    def summary(v) -> str:
         return (f"generator perplexity {v['gen_ppl']:.2f} (accuracy {percent(v.get('gen_acc'))}%); discriminator: "
                 f"{percent(v.get('disc_acc_replaced'))}% of replaced tokens found, AUC {v.get('disc_auc', float('nan')):.3f}, "
                 f"loss {v['disc_loss']:.3f} vs {v['disc_trivial']:.3f} for always answering the replace rate")
@@ -82,7 +82,7 @@ class Distillation(MaskedLM):
                 "teacher ppl"], rows
 
     @staticmethod
-    def summary(v):
+    def summary(v) -> str:
         return (f"validation perplexity {v['ppl']:.2f} (the teacher's {v['teacher_ppl']:.2f}), masked-token accuracy "
                 f"{percent(v.get('accuracy'))}%, KL {v['kl_loss']:.3f}, 1 - cosine {v['cos_loss']:.4f}")
 

@@ -50,7 +50,7 @@ def validate(weights, like, data_bin):
     return {k: float(values[k]) for k in ("loss", "ppl", "accuracy") if k in values}
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.original_check", description=__doc__.split("\n")[0])
     parser.add_argument("weights", type=Path, help="the original model's fairseq checkpoint")
     parser.add_argument("like", type=Path, help="a checkpoint of the continued run: its task, criterion and seed")

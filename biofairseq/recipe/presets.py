@@ -13,6 +13,7 @@ With INIT_FROM, ``continuation`` adds a layer over the preset, under the environ
 import math
 import os
 from dataclasses import dataclass, field
+from typing import Mapping
 
 
 @dataclass(frozen=True)
@@ -36,27 +37,27 @@ class Fixed:
     why: str
 
 
-def same_as(name):
+def same_as(name: str) -> Derived:
     return Derived(lambda v: v[name], name)
 
 
-def percent_of(share, name):
+def percent_of(share: int, name: str) -> Derived:
     """share % of a whole setting, rounded up (bash's (x * share + 99) / 100)."""
     return Derived(lambda v: str(math.ceil(v.integer(name) * share / 100)), f"{share}% of {name}")
 
 
-def cores(environ=os.environ):
+def cores(environ: Mapping = os.environ) -> str:
     """What nproc prints: the cores this process may use, or OMP_NUM_THREADS (which GNU nproc honours)."""
     available = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     threads = environ.get("OMP_NUM_THREADS", "").split(",")[0]
     return str(int(threads) if threads.isdigit() and int(threads) > 0 else available)
 
 
-def sources(what):
+def sources(what: str) -> Required:
     return Required(f'needs SOURCES="NAME=PATH ..." ({what})')
 
 
-def ner_data(example):
+def ner_data(example: str) -> Required:
     return Required(f'needs NER_DATA="NAME=DIR ..." (e.g. {example}), or NER_DATA= to pretrain and convert only',
                     allows_empty=True)
 
@@ -627,7 +628,7 @@ CONTINUATION_CEILINGS = {
 }
 
 
-def continuation(recipe):
+def continuation(recipe: str) -> dict:
     """The values a run continuing a published model takes where the user gives none, over every preset: TAPT's
     schedule (its learning rate, batch, 6% warm-up and 100 epochs, at most DAPT's 12,500 updates: biofairseq-train
     --fit-epochs), the model's own masking, one length, a warmed LM head where the folder has none, and NER at a
@@ -670,10 +671,10 @@ for _name in HEAD_WARMUP_RECIPES:
 
 
 
-def value_of(entry):
+def value_of(entry: object) -> object:
     """The value of a table entry, without its source."""
     return entry[0] if isinstance(entry, tuple) else entry
 
 
-def source_of(entry):
+def source_of(entry: object) -> str:
     return entry[1] if isinstance(entry, tuple) else None

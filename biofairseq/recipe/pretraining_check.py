@@ -119,7 +119,7 @@ def _with_mask(dictionary):
     return dictionary
 
 
-def sentence(result):
+def sentence(result) -> str:
     """The one-line verdict, as printed and as the report says it."""
     from biofairseq.recipe.objectives import Electra
 
@@ -135,7 +135,7 @@ def sentence(result):
     return f"the pretrained model is NOT clearly better than word frequencies: {'; '.join(result['problems'] + ([] if logged else [accuracy]))}"
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.pretraining_check", description=__doc__.split("\n")[0])
     parser.add_argument("best", type=Path, help="best.json written by biofairseq.recipe.best_checkpoint")
     parser.add_argument("data_bin", type=Path, help="the data-bin the model was trained on")

@@ -12,7 +12,7 @@ from pathlib import Path
 from biofairseq.atomic import staged_folder
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.random_init", description=__doc__.split("\n")[0])
     parser.add_argument("model_dir", type=Path, help="transformers folder (biofairseq-convert to-hf output)")
     parser.add_argument("output_dir", type=Path, help="folder to create")

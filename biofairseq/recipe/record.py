@@ -5,18 +5,21 @@ import os
 import sys
 from datetime import datetime
 from pathlib import Path
+from typing import Callable, Optional, Union
 
 from biofairseq.atomic import write_text
 from biofairseq.recipe.table import FORCED, GRID, SETTINGS, STAGES, SettingsError, path_pairs, redone, same
 
+PathLike = Union[str, Path]
 
-def absolute(path):
+
+def absolute(path: str) -> str:
     """A path made absolute as the shell's cd && pwd would (links kept), for recipe.env."""
     path = path.rstrip("/") or "/"
     return os.path.join(os.path.abspath(os.path.dirname(path) or "."), os.path.basename(path))
 
 
-def absolute_pairs(value):
+def absolute_pairs(value: str) -> str:
     """NAME=PATH ... with each PATH absolute, so that a rerun from another folder means the same files; a path that
     would then hold a space (the recipes split the pairs at spaces) is kept as given."""
     pairs = []
@@ -29,7 +32,7 @@ def absolute_pairs(value):
 # ---- recipe.env: written on the first run, compared with on the next
 
 
-def recorded(recipe, values):
+def recorded(recipe: str, values: dict) -> dict:
     """What recipe.env records: RECIPE, then every recorded setting in the list's order."""
     return {"RECIPE": recipe, **{s.name: values[s.name] for s in SETTINGS if s.recorded and s.name in values}}
 
@@ -38,7 +41,7 @@ def _env_text(settings):
     return "".join(f"{name}={value}\n" for name, value in settings.items())
 
 
-def read(run_dir):
+def read(run_dir: PathLike) -> dict:
     """The settings recipe.env records, by name (the report's source)."""
     path = Path(run_dir) / "recipe.env"
     if not path.is_file():
@@ -46,7 +49,7 @@ def read(run_dir):
     return dict(line.split("=", 1) for line in path.read_text(encoding="utf-8").splitlines() if "=" in line)
 
 
-def produced(run_dir, stage):
+def produced(run_dir: PathLike, stage: str) -> Optional[Path]:
     """The first output of a stage in run_dir, or None."""
     for pattern in STAGES[stage][2]:
         found = next(iter(sorted(Path(run_dir).glob(pattern))), None)
@@ -55,7 +58,8 @@ def produced(run_dir, stage):
     return None
 
 
-def keep_recipe_env(recipe, values, run_dir, say=lambda line: print(line, file=sys.stderr)):
+def keep_recipe_env(recipe: str, values: dict, run_dir: PathLike,
+                    say: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> str:
     """recipe.env: written on the first run (or with FORCE=1); on a rerun, a changed setting of a stage that has
     outputs stops the recipe (SettingsError, naming every such setting) unless FORCE redoes that stage; the others are
     taken, recipe.env rewritten and each change added to recipe.changes, which the report lists. STOP_AFTER=settings
@@ -103,7 +107,7 @@ def keep_recipe_env(recipe, values, run_dir, say=lambda line: print(line, file=s
     return text
 
 
-def changes_of(run_dir):
+def changes_of(run_dir: PathLike) -> list:
     """(when, name, before, after) of each setting changed between runs into run_dir, oldest first."""
     path = Path(run_dir) / "recipe.changes"
     if not path.is_file():

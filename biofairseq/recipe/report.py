@@ -295,7 +295,7 @@ def _side_by_side(models):
     return ["model", "architecture", "objective", "updates", "minutes", "kept update", "valid ppl", "masked acc. %"], rows
 
 
-def plot(found, path):
+def plot(found, path) -> None:
     import logging
 
     from biofairseq.finetune import sweep_report
@@ -353,7 +353,7 @@ def _pair(text):
     return name, folder
 
 
-def main(argv=None):
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.report", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--pretrain", type=_pair, action="append", default=[], metavar="NAME=DIR",

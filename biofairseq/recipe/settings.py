@@ -5,6 +5,7 @@ Its command line: biofairseq.recipe.__main__."""
 
 import sys
 from pathlib import Path
+from typing import Callable, Union
 
 from biofairseq.atomic import write_text
 from biofairseq.corpus.checks import source_problem
@@ -17,8 +18,11 @@ from biofairseq.recipe.recipes import BUILDERS
 from biofairseq.recipe.record import absolute, absolute_pairs, keep_recipe_env
 from biofairseq.recipe.table import FORCED, NAMED_PATHS, SettingsError, Values, merge, names, redone
 
+Say = Callable[[str], None]  # where a line for the user goes
+PathLike = Union[str, Path]
 
-def resolve(recipe, environ, repo, script="recipe"):
+
+def resolve(recipe: str, environ: dict, repo: PathLike, script: str = "recipe") -> dict:
     """Every setting of the recipe, checked, as {name: value} (merge), then what its inputs hold: each source's
     documents and language, INIT_FROM's model."""
     values = merge(recipe, environ, repo, script)
@@ -43,7 +47,8 @@ def resolve(recipe, environ, repo, script="recipe"):
 # ---- the recipe's one step
 
 
-def prepare(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr), python="python"):
+def prepare(recipe: str, environ: dict, repo: PathLike, script: str, say: Say = lambda line: print(line, file=sys.stderr),
+            python: str = "python") -> tuple:
     """The settings resolved, checked and kept (recipe.env; under STOP_AFTER=settings compared, not written), as a
     Run for biofairseq.recipe.plan, with recipe.env's text."""
     values = resolve(recipe, environ, repo, script)
@@ -81,7 +86,7 @@ def prepare(recipe, environ, repo, script, say=lambda line: print(line, file=sys
     return run, text
 
 
-def continuation_notes(recipe, values, environ):
+def continuation_notes(recipe: str, values: dict, environ: dict) -> list:
     """With INIT_FROM: which values are the continuation's (those not given), and a note for a given one far outside
     what a continuation takes."""
     if not values.get("INIT_FROM") or "CONTINUE_EPOCHS" not in values:
@@ -96,7 +101,7 @@ def continuation_notes(recipe, values, environ):
     return lines
 
 
-def header(run, previewed):
+def header(run: Run, previewed: list) -> list:
     """The script's opening comments: what it is, how to run it, and what the settings step said of the devices (its
     notes included)."""
     return [f"{run.recipe}.sh, PRESET={run.values['PRESET']}: the run, every stage's command for these settings.",
@@ -105,13 +110,13 @@ def header(run, previewed):
             "skipped, and each command resumes what it finds.", "", *previewed, ""]
 
 
-def plan(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr)):
+def plan(recipe: str, environ: dict, repo: PathLike, script: str, say: Say = lambda line: print(line, file=sys.stderr)) -> str:
     """The run as one bash script (its text). Under STOP_AFTER=settings, the script of every stage (a run with
     STOP_AFTER unset), the devices said on stderr, and nothing written."""
     return rendered(recipe, environ, repo, script, say)[1]
 
 
-def rendered(recipe, environ, repo, script, say):
+def rendered(recipe: str, environ: dict, repo: PathLike, script: str, say: Say) -> tuple:
     """The Run and its script."""
     run, text = prepare(recipe, environ, repo, script, say, environ.get("PYTHON", "python"))
     v, previewing = run.values, run.values["STOP_AFTER"] == "settings"
@@ -128,7 +133,7 @@ def rendered(recipe, environ, repo, script, say):
     return run, built.render(header(run, previewed), text)
 
 
-def render(recipe, environ, repo, script, say=lambda line: print(line, file=sys.stderr)):
+def render(recipe: str, environ: dict, repo: PathLike, script: str, say: Say = lambda line: print(line, file=sys.stderr)) -> str:
     """What recipes/lib/recipe.sh runs: the path of RUN_DIR/run.sh, written; under STOP_AFTER=settings, the script
     itself (written nowhere)."""
     run, text = rendered(recipe, environ, repo, script, say)

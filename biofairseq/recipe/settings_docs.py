@@ -19,7 +19,7 @@ def _cell(entry):
     return f"{shown} ({source})" if source else shown
 
 
-def docs():
+def docs() -> str:
     """The settings' table (what each means, which recipes take it) and one table per recipe of its presets' values."""
     lines = ["| setting | recipes | what it is |", "|---|---|---|"]
     for s in SETTINGS:

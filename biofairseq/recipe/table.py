@@ -12,7 +12,7 @@ from typing import Optional
 
 from biofairseq.model_shapes import ELECTRA_SHARING
 from biofairseq.recipe import kinds
-from biofairseq.recipe.presets import RECIPES, SHARED, Derived, Required, continuation, value_of
+from biofairseq.recipe.presets import RECIPES, SHARED, Derived, Recipe, Required, continuation, value_of
 
 POSITIONS = 512  # the presets' position table (--max-positions): no sample may be longer
 MODERNBERT_CONTEXT = 8192  # bio_modernbert's --max-positions (rotary positions: a longest sequence, no table)
@@ -41,7 +41,7 @@ FORCED = {
 }
 
 
-def redone(force):
+def redone(force: str) -> list:
     """The stages FORCE redoes, in order: every one (1), those from a stage on (its name), none (0)."""
     stages = list(FORCED)
     return stages if force == "1" else stages[stages.index(force):] if force in FORCED else []
@@ -51,7 +51,7 @@ NAMED_PATHS = ("SOURCES", "NER_DATA")  # NAME=PATH ...: compared, and recorded, 
 GRID = ("NER_LRS", "NER_SEEDS")  # the sweep's grid: compared as sets, free to grow or shrink after the sweep ran
 
 
-def path_pairs(value):
+def path_pairs(value: str) -> list:
     """[(name, path)] of a NAME=PATH ... setting (its kind, kinds.named_paths, has checked it)."""
     return [tuple(pair.partition("=")[::2]) for pair in value.split()]
 
@@ -66,7 +66,7 @@ def _meaning(name, value):
     return None
 
 
-def same(before, now, name=None):
+def same(before: str, now: str, name: Optional[str] = None) -> bool:
     """Equal values of a setting: as text, as the files they name (notes=notes and notes=/abs/notes), or as numbers
     item by item (0.5 and 0.50, 1e-3 and 0.001)."""
     if before == now:
@@ -354,7 +354,7 @@ TOGETHER = [
 ]
 
 
-def _generator_fits(arch, fraction):
+def _generator_fits(arch, fraction) -> bool:
     from biofairseq.model_shapes import ELECTRA, electra_generator
 
     try:
@@ -368,30 +368,30 @@ class SettingsError(ValueError):
     pass
 
 
-def recipe_of(name):
+def recipe_of(name: str) -> Recipe:
     if name not in RECIPES:
         raise SettingsError(f"{name}: not a recipe; use one of: {' '.join(RECIPES)}")
     return RECIPES[name]
 
 
-def names(recipe):
+def names(recipe: str) -> list:
     """The settings a recipe takes from the environment, in the list's order."""
     r = recipe_of(recipe)
     tables = [SHARED, r.defaults, *r.presets.values()]
     return [s.name for s in SETTINGS if any(s.name in t for t in tables) and s.name not in r.fixed]
 
 
-def of(recipe):
+def of(recipe: str) -> list:
     """The recipe's settings (Setting, with the recipe's kinds), in the list's order."""
     own = KINDS.get(recipe, {})
     return [replace(s, kind=own[s.name]) if s.name in own else s for s in map(BY_NAME.get, names(recipe))]
 
 
-def kind_of(recipe, name):
+def kind_of(recipe: str, name: str) -> kinds.Kind:
     return KINDS.get(recipe, {}).get(name, BY_NAME[name].kind)
 
 
-def check_value(recipe, name, value):
+def check_value(recipe: str, name: str, value: str) -> None:
     problem = kind_of(recipe, name)(value)
     if problem:
         raise SettingsError(f"{name}={value}: {problem}")
@@ -400,7 +400,7 @@ def check_value(recipe, name, value):
 class Values(dict):
     """The resolved values, computing a Derived one when first read; ``integer`` reads one as a checked whole number."""
 
-    def __init__(self, recipe, entries):
+    def __init__(self, recipe, entries) -> None:
         super().__init__()
         self.recipe, self.entries = recipe, entries
 
@@ -409,12 +409,12 @@ class Values(dict):
         self[name] = entry.compute(self) if isinstance(entry, Derived) else entry
         return self[name]
 
-    def integer(self, name):
+    def integer(self, name: str) -> int:
         check_value(self.recipe, name, self[name])
         return int(self[name])
 
 
-def plural(items):
+def plural(items: list) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} or {items[-1]}"
 
 
@@ -440,7 +440,7 @@ def _refuse_strangers(recipe, environ):
             raise SettingsError(f"{name}={value}: not a setting of {recipe}.sh{hint or '; see docs/recipes.md for its settings'}")
 
 
-def merge(recipe, environ, repo, script="recipe"):
+def merge(recipe: str, environ: dict, repo: object, script: str = "recipe") -> "Values":
     """Every setting of the recipe, each value checked, as a Values: SHARED < the recipe's defaults < its preset < the
     environment, then what is derived; raises SettingsError (one line) at the first wrong one."""
     r = recipe_of(recipe)

@@ -141,7 +141,7 @@ class DocumentMLMTask(MaskedLMTask):
     CRITERION_ADVICE = ("it would divide the masked tokens' loss by every token and log a perplexity far better than "
                         "the model's; use --criterion masked_lm_accuracy (or fairseq's masked_lm)")
 
-    def __init__(self, cfg: DocumentMLMConfig, dictionary=None):
+    def __init__(self, cfg: DocumentMLMConfig, dictionary=None) -> None:
         # Inherited from masked_lm, but meaningless here: samples are never truncated, and data2vec's
         # multi-input layout is not built. Refuse rather than ignore them.
         if cfg.shorten_method != "none":
@@ -239,7 +239,7 @@ class DocumentMLMTask(MaskedLMTask):
         # the special-symbol table, computed once for the source and target copies
         return None if self.cfg.mask_special_tokens else {"special": special_symbols(self.source_dictionary)}
 
-    def load_dataset(self, split, epoch=1, combine=False, **kwargs):
+    def load_dataset(self, split, epoch=1, combine=False, **kwargs) -> None:
         blocks, split_path = self._load_blocks(split, epoch, combine)
         masking = self.masking_options()
         # each block is masked by itself (seeded by its index) and then packed, so that it is masked alike in either path

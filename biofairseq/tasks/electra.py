@@ -28,7 +28,7 @@ class ElectraTask(DocumentMLMTask):
     CRITERIA = (ElectraLoss,)
     CRITERION_ADVICE = "the model returns both towers' outputs, which only ELECTRA's loss reads; use --criterion electra"
 
-    def __init__(self, cfg: ElectraTaskConfig, dictionary=None):
+    def __init__(self, cfg: ElectraTaskConfig, dictionary=None) -> None:
         if cfg.random_token_prob != 0:
             raise ValueError("--random-token-prob: ELECTRA replaces tokens with generator samples, not random ones; drop the flag")
         if cfg.mask_special_tokens:

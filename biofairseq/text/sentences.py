@@ -23,7 +23,7 @@ _ENUMERATION = regex.compile(r"^(\d{1,3}|[\p{L}]|[ivxlIVXL]{1,4})$")
 _INTERNAL_PERIODS = regex.compile(r"^(\p{L}{1,2}\.)+\p{L}{1,2}$")  # p.ej, i.e, EE.UU
 
 
-def _ends_sentence(text, start, boundary):
+def _ends_sentence(text, start, boundary) -> bool:
     """Whether the punctuation match ``boundary`` ends the sentence that began at ``start``."""
     at = boundary.start()
     if text[at] != ".":
@@ -54,7 +54,7 @@ def _ends_sentence(text, start, boundary):
     return True
 
 
-def _stripped(text, spans, out):
+def _stripped(text, spans, out) -> None:
     """Appends the spans to ``out``, without the whitespace around them, and not those left empty."""
     for s, e in spans:
         while s < e and text[s].isspace():

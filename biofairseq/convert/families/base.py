@@ -89,7 +89,7 @@ class Family:
 
     # ---- to-hf: writing a fairseq checkpoint as this family
 
-    def writes(self, fairseq, vocabulary):
+    def writes(self, fairseq, vocabulary) -> bool:
         """Whether a loaded fairseq checkpoint (``biofairseq.checkpoints.FairseqRoberta``) with this vocabulary
         (``biofairseq.convert.vocabulary.Vocabulary``) goes back to transformers as this family."""
         return False
@@ -112,7 +112,7 @@ class Family:
         return ("masked language model", ["fill-mask", self.name.lower()], "fill-mask", None)
 
 
-def type_notes(config):
+def type_notes(config) -> str:
     return (f"type_vocab_size {config.type_vocab_size}: token type 0 is folded into the positions (fairseq has no token "
             "types; transformers adds type 0 to every token given no token_type_ids); the others are not kept")
 

@@ -89,7 +89,7 @@ def electra_layouts(sharing):
 class TowerView(torch.nn.Module):
     """One ELECTRA tower called as a fairseq RoBERTa is: ``(logits, None)``, or hidden states with features_only."""
 
-    def __init__(self, electra, tower):
+    def __init__(self, electra, tower) -> None:
         super().__init__()
         self.electra, self.tower = electra, tower
 
