@@ -24,8 +24,6 @@ from omegaconf import OmegaConf, open_dict
 
 from biofairseq.arguments import first_line
 from biofairseq.models.bio_roberta import BioRobertaModel
-from biofairseq.models.electra import ElectraModel
-from biofairseq.models.modernbert import BioModernBertModel
 from biofairseq.models.safe_checkpoints import UnsafeCheckpointError
 from biofairseq.user_dir import USER_DIR
 
@@ -152,6 +150,20 @@ def read_state(path):
     return state
 
 
+def readable(model_class: type) -> bool:
+    """Whether a registered fairseq model is one this module loads: fairseq's RoBERTa (and ours), or a model of ours
+    that says so (``masked_lm_encoder``: ELECTRA, ModernBERT), so that a new one needs nothing here."""
+    return issubclass(model_class, RobertaModel) or getattr(model_class, "masked_lm_encoder", False)
+
+
+def own_models() -> list:
+    """The registered models of ours besides RoBERTa's, with their presets, for the line that refuses another."""
+    from fairseq.models import ARCH_MODEL_INV_REGISTRY, MODEL_REGISTRY
+
+    return [f"{name} ({', '.join(sorted(ARCH_MODEL_INV_REGISTRY.get(name, [])))})" for name, cls in MODEL_REGISTRY.items()
+            if getattr(cls, "masked_lm_encoder", False)]
+
+
 def load(path, dict_path=None, pack_documents=False):
     """A fairseq RoBERTa checkpoint as an eval-mode fp32 model, with the dictionary it was trained with; built for
     rows of several documents (with SDPA attention, which they need) if ``pack_documents``."""
@@ -164,12 +176,11 @@ def load(path, dict_path=None, pack_documents=False):
             args.attention = "sdpa"
     arch = getattr(args, "_name", None) or getattr(args, "arch", None)
     model_class = ARCH_MODEL_REGISTRY.get(arch)
-    if model_class is None or not issubclass(model_class, (RobertaModel, ElectraModel, BioModernBertModel)):
+    if model_class is None or not readable(model_class):
         kind = model_class.__name__ if model_class else "unknown"
         raise CheckpointError(
             f"{path}: a '{arch}' checkpoint ({kind}); biofairseq reads RoBERTa encoders "
-            "(bio_roberta_*, roberta_base, roberta_large, roberta_prenorm), ELECTRA (electra_*, bio_electra_base) "
-            "and ModernBERT (bio_modernbert_*)"
+            f"(bio_roberta_*, roberta_base, roberta_large, roberta_prenorm) and {', '.join(own_models())}"
         )
     data_dir = _data_dir(cfg)
     if dict_path is None:

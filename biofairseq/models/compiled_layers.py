@@ -41,9 +41,8 @@ def compile_layers(model, backend):
     # function, which SdpaSelfAttention looks up when it is called)
     if not getattr(attention.over_segments, "_torchdynamo_disable", False):
         attention.over_segments = torch.compiler.disable(attention.over_segments)
-    from biofairseq.models.modernbert import ModernBertLayer
-
-    layers = [m for m in model.modules() if isinstance(m, (TransformerEncoderLayerBase, ModernBertLayer))]
+    layers = [m for m in model.modules()
+              if isinstance(m, TransformerEncoderLayerBase) or getattr(type(m), "compiled_layer", False)]
     for layer in layers:
         if hasattr(layer, "precheckpoint_forward"):  # fairseq's checkpoint_wrapper: forward is a partial around it
             checkpointed = layer.forward

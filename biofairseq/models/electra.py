@@ -247,6 +247,8 @@ def gumbel_max(logits, disallowed, temperature=1.0):
 class ElectraModel(AmpBf16, BaseFairseqModel):
     """The generator, the discriminator and the embeddings they share, trained together by one forward."""
 
+    masked_lm_encoder = True  # biofairseq.checkpoints loads it, biofairseq-convert converts it
+
     def __init__(self, cfg, dictionary, bos=None) -> None:
         """bos: where each document starts, for rows of several (--pack-documents); None for rows of one."""
         super().__init__()

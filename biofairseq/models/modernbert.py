@@ -92,6 +92,8 @@ def rotate(x, cos, sin):
 
 
 class ModernBertLayer(nn.Module):
+    compiled_layer = True  # what biofairseq.models.compiled_layers compiles (fairseq's layers are found as they are)
+
     def __init__(self, cfg, index) -> None:
         super().__init__()
         width, self.heads = cfg.encoder_embed_dim, cfg.encoder_attention_heads
@@ -221,6 +223,8 @@ class BioModernBertModel(AmpBf16, FairseqEncoderModel):
     """ModernBERT's encoder and masked-LM head, called as fairseq's RoBERTa is: ``model(tokens)`` -> (logits, extra),
     ``features_only=True`` -> the final norm's output, ``masked_tokens`` (a boolean mask, or flat positions of the
     B x T batch, ``biofairseq.data.host_counts``) -> the logits there only."""
+
+    masked_lm_encoder = True  # biofairseq.checkpoints loads it, biofairseq-convert converts it
 
     takes_target_positions = True
 
