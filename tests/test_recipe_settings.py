@@ -437,3 +437,19 @@ def test_the_script_a_preview_prints_is_the_one_the_run_writes_and_runs(recipe, 
     assert previewed.startswith("#!/usr/bin/env bash\n") and not (tmp_path / "run").exists()
     path = settings.render(recipe, environ, REPO, f"{recipe}.sh", say=lambda line: None)
     assert path == str(tmp_path / "run" / "run.sh") and (tmp_path / "run" / "run.sh").read_text() == previewed
+
+
+def test_every_public_function_of_the_recipe_machinery_has_type_hints():
+    """biofairseq/recipe/ (the settings, the stages, the script) is typed throughout: a public function without hints
+    on its parameters and its return fails here."""
+    import ast
+
+    bare = []
+    for path in sorted((REPO / "biofairseq" / "recipe").glob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef) and not node.name.startswith("_"):
+                params = [a for a in node.args.args + node.args.kwonlyargs if a.arg not in ("self", "cls")]
+                params += [a for a in (node.args.vararg, node.args.kwarg) if a is not None]
+                if node.returns is None or any(a.annotation is None for a in params):
+                    bare.append(f"{path.name}:{node.lineno} {node.name}")
+    assert not bare, bare

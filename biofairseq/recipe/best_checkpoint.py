@@ -17,6 +17,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Optional
 
 from biofairseq.atomic import write_text
 
@@ -25,7 +26,7 @@ class BestCheckpointError(Exception):
     pass
 
 
-def records(log_file, kind):
+def records(log_file: Path, kind: str) -> list:
     """The ``--log-format json`` records of a fairseq log: ``valid`` (validations) or ``train_inner`` (steps).
 
     Reads the ``--log-file`` (bare JSON lines) and captured console output (``... | valid | {...}``) alike.
@@ -55,7 +56,7 @@ def _number(value):
 SKIPPED = ("wps", "wpb", "bsz", "ntokens", "nsentences", "num_updates")
 
 
-def validations(log_file):
+def validations(log_file: Path) -> list:
     """One record per validated update (a resumed run may validate an update twice: the last one counts), with
     every metric the criterion logged, named without ``valid_``: loss, ppl and accuracy for masked LM; gen_ppl,
     disc_acc_replaced, disc_auc, ... for ELECTRA."""
@@ -66,7 +67,7 @@ def validations(log_file):
     return [by_update[u] for u in sorted(by_update)]
 
 
-def saved_best(path):
+def saved_best(path: Path) -> tuple:
     """(update, best value, metric, maximize) that fairseq recorded in checkpoint_best.pt."""
     from biofairseq.training_state import load_state
 
@@ -76,7 +77,7 @@ def saved_best(path):
             settings["best_checkpoint_metric"], bool(settings["maximize_best_checkpoint_metric"]))
 
 
-def pick(save_dir, log_file, keep="best"):
+def pick(save_dir: Path, log_file: Path, keep: str = "best") -> dict:
     save_dir, log_file = Path(save_dir), Path(log_file)
     if not log_file.is_file():
         raise BestCheckpointError(f"{log_file}: no training log; run fairseq-train with --log-format json --log-file {log_file}")
@@ -103,7 +104,7 @@ def pick(save_dir, log_file, keep="best"):
     return {"checkpoint": str(checkpoint), "metric": metric, **logged[update], "validations": history}
 
 
-def main(argv=None):
+def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.best_checkpoint", description=__doc__.split("\n")[0])
     parser.add_argument("save_dir", type=Path, help="fairseq-train --save-dir")
     parser.add_argument("log_file", type=Path, help="fairseq-train --log-file (with --log-format json)")

@@ -5,13 +5,14 @@ after a space inside a sentence; "all text" encodes each line (BRAT) or sentence
 """
 
 from collections import defaultdict
+from pathlib import Path
 
 from biofairseq.corpus.vocab import Encoder
 from biofairseq.finetune import NERFormatError
 from biofairseq.text.tables import markdown_table
 
 
-def read_ner(path):
+def read_ner(path: Path) -> tuple:
     """(type, mention text) of every entity of a BRAT folder or CoNLL file, and its lines (BRAT) or sentences (CoNLL).
 
     The files are read by ``biofairseq.finetune.data``, as ``biofairseq-ner`` reads them; a BRAT mention is the
@@ -29,7 +30,7 @@ def read_ner(path):
     return mentions, lines
 
 
-def breakout_rates(vocab_dirs, ner_path, lang):
+def breakout_rates(vocab_dirs: dict, ner_path: Path, lang: str) -> dict:
     """{row: {"mentions", "words", vocab name: rate}} with one row per entity type, all mentions, all text."""
     from sacremoses import MosesTokenizer
 
@@ -55,6 +56,6 @@ def breakout_rates(vocab_dirs, ner_path, lang):
     return rows
 
 
-def format_rates(rows, names):
+def format_rates(rows: dict, names: list) -> str:
     header = ["", "mentions", "words", *names]
     return markdown_table(header, [[row, f"{r['mentions']:,}", f"{r['words']:,}", *(f"{r[n]:.3f}" for n in names)] for row, r in rows.items()])

@@ -13,11 +13,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Optional
 
 from biofairseq.atomic import write_text
 
 
-def validate(weights, like, data_bin):
+def validate(weights: Path, like: Path, data_bin: Path) -> dict:
     """{loss, ppl, accuracy} of WEIGHTS on DATA_BIN's valid split, as fairseq-train validates LIKE's model."""
     import torch
     from fairseq import checkpoint_utils, utils
@@ -50,7 +51,7 @@ def validate(weights, like, data_bin):
     return {k: float(values[k]) for k in ("loss", "ppl", "accuracy") if k in values}
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.original_check", description=__doc__.split("\n")[0])
     parser.add_argument("weights", type=Path, help="the original model's fairseq checkpoint")
     parser.add_argument("like", type=Path, help="a checkpoint of the continued run: its task, criterion and seed")

@@ -23,6 +23,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 
@@ -34,7 +35,7 @@ MAX_COSINE = 0.95
 SAMPLES = 64
 
 
-def frequency_baselines(data_bin, special):
+def frequency_baselines(data_bin: Path, special: np.ndarray) -> tuple:
     """(unigram perplexity, most-frequent-token accuracy in %) of the validation split's real tokens."""
     from biofairseq.corpus.vocab import recorded_counts, token_counts
     from biofairseq.data_bin import shards
@@ -52,7 +53,7 @@ def frequency_baselines(data_bin, special):
     return float(2 ** bits), float(100 * valid[train.argmax()] / valid.sum())
 
 
-def mean_token_cosine(checkpoint, data_bin, special, samples=SAMPLES):
+def mean_token_cosine(checkpoint: Path, data_bin: Path, special: np.ndarray, samples: int = SAMPLES) -> float:
     """Mean pairwise cosine of the last layer's vectors of the real tokens in the first validation lines."""
     import torch
     from fairseq import checkpoint_utils
@@ -82,7 +83,7 @@ def mean_token_cosine(checkpoint, data_bin, special, samples=SAMPLES):
     return float((total @ total - n) / (n * (n - 1)))
 
 
-def check(best, data_bin):
+def check(best: dict, data_bin: Path) -> dict:
     from fairseq.data import Dictionary
 
     from biofairseq.data import special_symbols
@@ -119,7 +120,7 @@ def _with_mask(dictionary):
     return dictionary
 
 
-def sentence(result) -> str:
+def sentence(result: dict) -> str:
     """The one-line verdict, as printed and as the report says it."""
     from biofairseq.recipe.objectives import Electra
 
@@ -135,7 +136,7 @@ def sentence(result) -> str:
     return f"the pretrained model is NOT clearly better than word frequencies: {'; '.join(result['problems'] + ([] if logged else [accuracy]))}"
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.pretraining_check", description=__doc__.split("\n")[0])
     parser.add_argument("best", type=Path, help="best.json written by biofairseq.recipe.best_checkpoint")
     parser.add_argument("data_bin", type=Path, help="the data-bin the model was trained on")

@@ -8,11 +8,12 @@ Fine-tuned beside the pretrained model with the same settings, it shows what the
 import argparse
 import sys
 from pathlib import Path
+from typing import Optional
 
 from biofairseq.atomic import staged_folder
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.random_init", description=__doc__.split("\n")[0])
     parser.add_argument("model_dir", type=Path, help="transformers folder (biofairseq-convert to-hf output)")
     parser.add_argument("output_dir", type=Path, help="folder to create")

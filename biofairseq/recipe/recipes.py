@@ -76,7 +76,7 @@ def bio_lm(p: Plan) -> None:
     data = p.corpus("bytelevel-bpe")
     mlm = ["--user-dir", p.repo / "biofairseq", "--task", "document_mlm", *p.masking()]
 
-    def model(name, arch, lr, warmup, task=(*mlm, "--criterion", "masked_lm_accuracy")):
+    def model(name: str, arch: str, lr: str, warmup: str, task: tuple = (*mlm, "--criterion", "masked_lm_accuracy")) -> Model:
         return Model(task, p.model_flags(), p.optimizer({"--lr": lr, "--warmup-updates": warmup}), name=name, arch=arch,
                      keep="last")
 

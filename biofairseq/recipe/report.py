@@ -16,6 +16,7 @@ import json
 import sys
 from collections import defaultdict
 from pathlib import Path
+from typing import Optional
 
 from biofairseq.atomic import write_text
 from biofairseq.recipe.best_checkpoint import records
@@ -37,11 +38,11 @@ def _read(path, what):
     return path.read_text(encoding="utf-8")
 
 
-def settings_changes(run_dir):
+def settings_changes(run_dir: Path) -> list:
     return changes_of(run_dir)
 
 
-def changes_lines(run_dir):
+def changes_lines(run_dir: Path) -> list:
     """The settings changed between runs into run_dir (only ever those of stages that had not run), with when."""
     changes = settings_changes(run_dir)
     if not changes:
@@ -50,21 +51,21 @@ def changes_lines(run_dir):
             markdown_table(["when", "setting", "before", "after"], [list(change) for change in changes]), ""]
 
 
-def settings(run_dir):
+def settings(run_dir: Path) -> dict:
     try:
         return recorded_settings(run_dir)
     except SettingsError as error:
         raise ReportError(str(error)) from None
 
 
-def corpus(run_dir):
+def corpus(run_dir: Path) -> dict:
     stats = json.loads(_read(run_dir / "clean" / "stats.json", "the cleaning stage (preprocess/clean_corpus.py) did not finish"))
     keys = ("docs_in", "docs_out", "sentences_out", "tokens_out")
     return {"sources": {name: {k: c.get(k, 0) for k in keys} for name, c in stats["sources"].items()},
             "total": {k: stats["total"].get(k, 0) for k in keys}, "train_docs": stats["train_docs"], "valid_docs": stats["valid_docs"]}
 
 
-def data_bin(folder):
+def data_bin(folder: Path) -> dict:
     """Dictionary size, lines and tokens per split (over every shard), and shards, from the data-bin's own files."""
     from biofairseq.corpus.vocab import FAIRSEQ_SPECIALS, read_dict
     from biofairseq.data_bin import shards, split_size
@@ -88,20 +89,20 @@ def data_bin(folder):
     return out
 
 
-def wall_seconds(steps):
+def wall_seconds(steps: list) -> Optional[float]:
     """Seconds spent in training steps: fairseq's train_wall of each logged interval, summed. (Its ``wall`` clock
     starts again at a resume or a second length phase, where it can stay at 0.)"""
     return sum(float(step.get("train_wall") or 0) for step in steps) or None
 
 
-def pretrained_arch(settings, init=None):
+def pretrained_arch(settings: dict, init: Optional[dict] = None) -> Optional[str]:
     """The architecture pretrained where its folder does not record one: a continued model's is INIT_FROM's (its
     conversion's --arch), not the preset's ARCH."""
     flags = (init or {}).get("fairseq_flags") or []
     return flags[flags.index("--arch") + 1] if "--arch" in flags else settings.get("ARCH")
 
 
-def pretraining(folder, arch=None):
+def pretraining(folder: Path, arch: Optional[str] = None) -> dict:
     best = json.loads(_read(folder / "best.json", "the checkpoint-picking stage did not finish"))
     objective = objective_of(best)
     # one record per update: fairseq writes each line to --log-file once more per epoch, and a resume logs again
@@ -119,7 +120,7 @@ def pretraining(folder, arch=None):
             "train": [{"update": int(s["num_updates"]), "ppl": s[objective.curve]} for s in steps]}
 
 
-def ner(pairs):
+def ner(pairs: list) -> dict:
     """NAME -> (runs per model, summaries); each data set's table is written beside its sweeps."""
     from biofairseq.finetune import sweep_report
 
@@ -133,7 +134,7 @@ def ner(pairs):
     return out
 
 
-def markdown(run_dir, found):
+def markdown(run_dir: Path, found: dict) -> str:
     from biofairseq.finetune import sweep_report
 
     s, c, d, models = found["settings"], found["corpus"], found["data_bins"], found["pretrainings"]
@@ -187,7 +188,7 @@ def markdown(run_dir, found):
     return "\n".join(lines)
 
 
-def continuation_rows(models, ner):
+def continuation_rows(models: dict, ner: dict) -> tuple:
     """The original model beside the continued one: validation perplexity on the run's held-out documents, and each
     NER set's F1 (mean ± std over the runs); the difference, and whether it is larger than the seeds' spread (the
     larger of the two standard deviations). Returns (headers, rows, [(set, difference, beyond the spread)])."""
@@ -215,7 +216,7 @@ def continuation_rows(models, ner):
     return headers, rows, verdicts
 
 
-def continuation_lines(models, ner):
+def continuation_lines(models: dict, ner: dict) -> list:
     """The section that says, in words, whether continuing INIT_FROM helped."""
     if len(models) != 1:
         return []
@@ -295,7 +296,7 @@ def _side_by_side(models):
     return ["model", "architecture", "objective", "updates", "minutes", "kept update", "valid ppl", "masked acc. %"], rows
 
 
-def plot(found, path) -> None:
+def plot(found: dict, path: Path) -> None:
     import logging
 
     from biofairseq.finetune import sweep_report
@@ -318,7 +319,8 @@ def plot(found, path) -> None:
     sweep_report.save_figure(fig, path)
 
 
-def write(run_dir, ner_pairs, pretrain_pairs=(), data_bin_pairs=(), breakout_pairs=()):
+def write(run_dir: Path, ner_pairs: list, pretrain_pairs: tuple = (), data_bin_pairs: tuple = (),
+          breakout_pairs: tuple = ()) -> str:
     """pretrain_pairs: (name, folder) of each model a recipe pretrained; none: the one model in RUN_DIR/pretrain.
     data_bin_pairs: (name, folder) of each vocabulary's data-bin; none: RUN_DIR/data-bin."""
     run_dir = Path(run_dir)
@@ -353,7 +355,7 @@ def _pair(text):
     return name, folder
 
 
-def main(argv=None) -> int:
+def main(argv: Optional[list] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m biofairseq.recipe.report", description=__doc__.split("\n")[0])
     parser.add_argument("run_dir", type=Path)
     parser.add_argument("--pretrain", type=_pair, action="append", default=[], metavar="NAME=DIR",
