@@ -79,7 +79,9 @@ def add_fields(parser: argparse.ArgumentParser, cls: type, keep: Callable[[Field
         name = f.name.replace("_", "-")
         flag = f.metadata.get("flag", f"--no-{name}" if f.metadata.get("negated") else f"--{name}")
         title = f.metadata.get("group", group)
-        where = groups.setdefault(title, parser.add_argument_group(title)) if title else parser
+        if title and title not in groups:  # (setdefault would make a new, empty group for every field)
+            groups[title] = parser.add_argument_group(title)
+        where = groups[title] if title else parser
         if f.type is bool and "action" not in meta:
             meta["action"] = "store_false" if f.default else "store_true"
         elif meta.get("action") not in ("store_true", "store_false"):

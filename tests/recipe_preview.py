@@ -11,7 +11,7 @@ def recorded_env(script):
     return script[script.index("<<'RECIPE_ENV'\n") + len("<<'RECIPE_ENV'\n"):script.index("\nRECIPE_ENV\n") + 1]
 
 
-def run_records(plan, tmp_path, stages_sh, env, fake_run=True):
+def run_records(plan, tmp_path, env, fake_run=True):
     """The script of ``plan`` (a biofairseq.recipe.plan.Plan, its stages added) run by bash, with run() printing
     "RUN ..." instead of running (fake_run; the checks run) and no recipe.env written. Returns the finished process."""
     import os

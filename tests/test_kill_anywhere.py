@@ -255,7 +255,7 @@ def test_a_sweep_whose_report_was_cut_short_or_whose_model_changed_is_run_again(
         run.ner_sets, run.values["NER_SEEDS"] = [("pharmaconer", "t", "d", "")], seeds
         plan = Plan(run, stop_after="none")
         plan.ner(list(models.values()))
-        proc = run_records(plan, tmp_path, STAGES, ENV)
+        proc = run_records(plan, tmp_path, ENV)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return proc.stderr
 

@@ -367,7 +367,6 @@ def test_force_removes_every_stage_output_before_the_first_stage_runs(tmp_path):
         run, _ = settings.prepare("bsc_bio_es", {"NUM_GPUS": "0", "RUN_DIR": str(tmp_path), "FORCE": force,
                                                  "STOP_AFTER": "settings"}, REPO, "bsc_bio_es.sh", say=lambda line: None)
         plan = Plan(run, stop_after="none")  # its lines up to the first stage: FORCE's removals
-        proc = run_records(plan, tmp_path.parent, REPO / "recipes" / "lib" / "stages.sh",
-                           {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}, fake_run=False)
+        proc = run_records(plan, tmp_path.parent, {"PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}"}, fake_run=False)
         assert proc.returncode == 0, proc.stderr
         assert sorted(p.name for p in tmp_path.iterdir()) == kept

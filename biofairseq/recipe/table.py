@@ -97,28 +97,32 @@ class Setting:
     switch: bool = False  # the flag alone where the value is on (1)
 
 
-def flags(values: dict, group: str, given: Optional[dict] = None) -> list:
-    """The flags of a command group (``Setting.flags``) from the settings that carry them, in the table's order:
-    ``--flag value``, a switch's flag alone, none where the value is one it omits. ``given``: {flag: value} in place of
-    the setting's (a model's own learning rate)."""
-    given, out = dict(given or {}), []
+def _flag_pairs(values: dict, group: str, given: Optional[dict] = None) -> list:
+    """(flag, value) of a command group's settings in the table's order; value None for a switch that is on; none
+    where the value is one the setting omits. ``given``: {flag: value} in place of the setting's."""
+    given, pairs = dict(given or {}), []
     for s in SETTINGS:
         flag = s.flags.get(group)
         if flag is None or s.name not in values:
             continue
         value = str(given.pop(flag, values[s.name]))
-        if (s.omit(value) if callable(s.omit) else value in s.omit):
-            continue
-        out += [flag] if s.switch else [flag, value]
+        if not (s.omit(value) if callable(s.omit) else value in s.omit):
+            pairs.append((flag, None if s.switch else value))
     if given:
         raise ValueError(f"{sorted(given)}: no setting of {group} carries these flags")
-    return out
+    return pairs
+
+
+def flags(values: dict, group: str, given: Optional[dict] = None) -> list:
+    """The flags of a command group (``Setting.flags``) from the settings that carry them, in the table's order:
+    ``--flag value``, a switch's flag alone, none where the value is one it omits. ``given``: {flag: value} in place of
+    the setting's (a model's own learning rate)."""
+    return [word for flag, value in _flag_pairs(values, group, given) for word in (flag, value) if word is not None]
 
 
 def flag_values(values: dict, group: str, given: Optional[dict] = None) -> dict:
-    """{flag: value} of a command group's flags (``flags``), for a title or note that names one."""
-    args = flags(values, group, given)
-    return {flag: value for flag, value in zip(args, args[1:]) if flag.startswith("--") and not value.startswith("--")}
+    """{flag: value} of a command group's flags with a value (``flags``), for a title or note that names one."""
+    return {flag: value for flag, value in _flag_pairs(values, group, given) if value is not None}
 
 
 def group_flags(group: str) -> dict:
