@@ -14,6 +14,9 @@ transformers, tokenizers or sklearn).
 import importlib.abc
 import importlib.util
 import sys
+from importlib.machinery import ModuleSpec
+from types import ModuleType
+from typing import Optional, Sequence
 
 __version__ = "0.1.0"
 
@@ -32,7 +35,8 @@ class _RegisterAfterFairseq(importlib.abc.MetaPathFinder):
         self.importing = 0  # biofairseq modules being executed, nested
         self.fairseq_loaded = False
 
-    def find_spec(self, name, path=None, target=None):
+    def find_spec(self, name: str, path: Optional[Sequence[str]] = None,
+                  target: Optional[ModuleType] = None) -> Optional[ModuleSpec]:
         if name != "fairseq" and not name.startswith(__name__ + "."):
             return None
         for finder in sys.meta_path:  # the spec the other finders would give
@@ -43,7 +47,7 @@ class _RegisterAfterFairseq(importlib.abc.MetaPathFinder):
             return spec
         exec_module = spec.loader.exec_module
 
-        def exec_then_register(module) -> None:
+        def exec_then_register(module: ModuleType) -> None:
             self.importing += name != "fairseq"
             try:
                 exec_module(module)

@@ -12,7 +12,7 @@ class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescripti
     """Every flag's default in --help, as transformers' HfArgumentParser shows them; flags that default to None or are
     switches say what that means in their own words instead."""
 
-    def _get_help_string(self, action):
+    def _get_help_string(self, action: argparse.Action) -> Optional[str]:
         if action.default is None or action.nargs == 0:
             return action.help
         return super()._get_help_string(action)
@@ -25,7 +25,7 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:
         self.exit(2, f"{self.prog}: error: {message}; {self._elsewhere(message) or f'see {self.prog} --help'}\n")
 
-    def _elsewhere(self, message):
+    def _elsewhere(self, message: str) -> Optional[str]:
         """For unrecognised flags (argparse reports them on the top parser) that a sub-command takes: which one."""
         if not message.startswith("unrecognized arguments:"):
             return None
@@ -39,10 +39,10 @@ class OneLineParser(argparse.ArgumentParser):
         return None
 
 
-def at_least(low):
+def at_least(low: int) -> Callable[[str], int]:
     """An argparse type: a whole number >= low."""
 
-    def parse(text):
+    def parse(text: str) -> int:
         try:
             value = int(text)
         except ValueError:
@@ -54,7 +54,7 @@ def at_least(low):
     return parse
 
 
-def first_line(error):
+def first_line(error: BaseException) -> str:
     """An exception's message as a part of a one-line error (transformers' and torch's run over several lines)."""
     text = str(error).strip()
     return text.splitlines()[0] if text else type(error).__name__

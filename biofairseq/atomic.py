@@ -3,10 +3,11 @@
 import contextlib
 import os
 import shutil
+from collections.abc import Iterator
 from pathlib import Path
 
 
-def write_text(path, text) -> None:
+def write_text(path: str | Path, text: str) -> None:
     """Writes ``text`` to ``path`` through a temporary sibling and a rename."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
@@ -15,7 +16,7 @@ def write_text(path, text) -> None:
 
 
 @contextlib.contextmanager
-def staged_folder(output, overwrite, error):
+def staged_folder(output: str | Path, overwrite: bool, error: type[Exception]) -> Iterator[Path]:
     """A hidden sibling folder that becomes ``output`` only if the block succeeds.
 
     An existing ``output`` raises ``error`` (an exception class) unless ``overwrite``.

@@ -9,9 +9,10 @@ The paths are absolute: a checkpoint keeps them, and is read (converted, fine-tu
 
 import os
 import sys
+from pathlib import Path
 
 
-def bpe_args(vocab_dir):
+def bpe_args(vocab_dir: str | Path) -> dict[str, str | bool]:
     """fairseq's BPE settings of a vocabulary folder or data-bin, as keyword arguments of fairseq's ``from_pretrained``
     (a checkpoint trained without the flags below needs them); VocabError or FileNotFoundError if it has none."""
     from biofairseq.corpus.vocab import read_info, vocab_files
@@ -28,7 +29,7 @@ def bpe_args(vocab_dir):
     return {"bpe": "sentencepiece", "sentencepiece_model": files["model"]}
 
 
-def flags(vocab_dir):
+def flags(vocab_dir: str | Path) -> list[str]:
     """The same as fairseq-train flags."""
     from biofairseq.corpus.vocab import VocabError
 

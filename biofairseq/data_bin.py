@@ -14,16 +14,22 @@ corpora that do not fit in one process. A data-bin made whole is its own only sh
                                                     is a part alone)
 """
 
+from __future__ import annotations
+
 import os
 import re
 import struct
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Optional
 
 from biofairseq.text.documents import is_blank
 
+if TYPE_CHECKING:
+    import numpy as np
 
-def shards(data_bin):
+
+def shards(data_bin: str | Path) -> list[Path]:
     """The data-bin's shards in order: [DATA_BIN] for one made whole."""
     data_bin = Path(data_bin)
     if (data_bin / "dict.txt").is_file():
@@ -38,7 +44,7 @@ MEGABYTES = re.compile(r"[0-9]+(\.[0-9]+)?")
 SMALLEST_SHARD_MB = 0.01
 
 
-def shard_megabytes(value):
+def shard_megabytes(value: str) -> float:
     """SHARD_MB as a number, checked once for the recipes (settings.py) and binarize.sh: 0 (in any spelling: 0.0,
     00) is one data-bin; a shard smaller than SMALLEST_SHARD_MB would cost a fairseq-preprocess per document."""
     if not MEGABYTES.fullmatch(value):
@@ -55,7 +61,7 @@ MMAP_MAGIC = b"MMIDIDX\x00\x00"
 MMAP_DTYPES = {1: "u1", 2: "i1", 3: "<i2", 4: "<i4", 5: "<i8", 6: "<f8", 7: "<f8", 8: "<u2", 9: "<u4", 10: "<u8"}
 
 
-def mmap_index(prefix):
+def mmap_index(prefix: str | Path) -> tuple[str, int]:
     """(token dtype, item count) of the fairseq mmap split at prefix (prefix.idx)."""
     path = f"{prefix}.idx"
     with open(path, "rb") as f:
@@ -65,7 +71,7 @@ def mmap_index(prefix):
     return MMAP_DTYPES[header[17]], struct.unpack("<Q", header[18:26])[0]
 
 
-def line_sizes(folder, split):
+def line_sizes(folder: str | Path, split: str) -> np.ndarray:
     """Each line's tokens (</s> included) of a binarized split, read from its fairseq mmap .idx."""
     import numpy as np
 
@@ -74,24 +80,24 @@ def line_sizes(folder, split):
     return np.memmap(f"{prefix}.idx", np.int32, mode="r", offset=26, shape=(count,)) if count else np.zeros(0, np.int32)
 
 
-def split_size(folder, split):
+def split_size(folder: str | Path, split: str) -> tuple[int, int]:
     """(lines, tokens) of a binarized split, read from its fairseq mmap .idx (the counts fairseq-preprocess logs as
     sents and tokens, </s> included): the same whichever binarizer made it."""
     sizes = line_sizes(folder, split)
     return len(sizes), int(sizes.sum(dtype="int64"))
 
 
-def fairseq_path(data_bin):
+def fairseq_path(data_bin: str | Path) -> str:
     return os.pathsep.join(str(p) for p in shards(data_bin))
 
 
-def starts_new_part(part_bytes, document_bytes, max_bytes):
+def starts_new_part(part_bytes: int, document_bytes: int, max_bytes: float) -> bool:
     """Where a training text is cut into shards, the one rule of split_documents and of the binarizer's shard plan:
     before a document that would take a part already holding some text past max_bytes (0: never)."""
     return bool(max_bytes) and part_bytes > 0 and part_bytes + document_bytes > max_bytes
 
 
-def split_documents(path, max_bytes, pattern):
+def split_documents(path: str | Path, max_bytes: float, pattern: str) -> list[str]:
     """Writes the documents of ``path`` (each ending in a blank line) to pattern.format(0), pattern.format(1), ... in
     order, starting a new part before a document that would take a part past ``max_bytes``; returns their paths.
 
@@ -124,7 +130,7 @@ def split_documents(path, max_bytes, pattern):
     return parts
 
 
-def main(argv=None) -> None:
+def main(argv: Optional[list[str]] = None) -> None:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["path"] and len(argv) == 2:
         try:

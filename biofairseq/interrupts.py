@@ -6,13 +6,16 @@ import contextlib
 import signal
 import sys
 import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import NoReturn, Optional
 
 
 class Interrupted(BaseException):
     """SIGTERM, raised where the command is, as SIGINT raises KeyboardInterrupt."""
 
 
-def _terminated(signum, frame):
+def _terminated(signum: int, frame: Optional[FrameType]) -> NoReturn:
     raise Interrupted()
 
 
@@ -24,7 +27,7 @@ def ignore_in_workers() -> None:
 
 
 @contextlib.contextmanager
-def ends_in_one_line(prog, kept):
+def ends_in_one_line(prog: str, kept: str) -> Iterator[None]:
     """Runs the body; an interrupt ends it with ``PROG: interrupted; KEPT`` on stderr and exit status 130 (SIGINT) or
     143 (SIGTERM), as a shell reports a signal."""
     main = threading.current_thread() is threading.main_thread()

@@ -6,13 +6,14 @@ atomically, as every other output, so a folder never holds half a card.
 """
 
 from pathlib import Path
+from typing import Any
 
 from biofairseq.atomic import write_text
 
 CARD = "README.md"
 
 
-def _clean(value):
+def _clean(value: Any) -> Any:
     """The metadata without empty entries (unknown fields are left out, not written as null) and with plain Python
     numbers (numpy's would not dump as YAML)."""
     if isinstance(value, dict):
@@ -25,7 +26,7 @@ def _clean(value):
     return value
 
 
-def card_text(metadata, body) -> str:
+def card_text(metadata: dict[str, Any], body: str) -> str:
     """The card as text: ``---``, the metadata as YAML, ``---``, a blank line, the body."""
     import yaml
 
@@ -33,7 +34,7 @@ def card_text(metadata, body) -> str:
     return f"---\n{head}---\n\n{body.strip()}\n"
 
 
-def write_model_card(folder, metadata: dict, body: str):
+def write_model_card(folder: str | Path, metadata: dict[str, Any], body: str) -> Path:
     """Writes ``folder/README.md``: ``metadata`` (a dict, as the Hub's model card metadata; None and empty values are
     left out) as YAML front matter, then ``body`` (Markdown). Returns its path."""
     path = Path(folder) / CARD
@@ -41,7 +42,7 @@ def write_model_card(folder, metadata: dict, body: str):
     return path
 
 
-def read_metadata(folder):
+def read_metadata(folder: str | Path) -> dict[str, Any]:
     """The metadata of ``folder/README.md`` as a dict ({} without a card or without front matter): what a model
     derived from this one can inherit (language, license)."""
     import yaml

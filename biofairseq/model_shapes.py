@@ -52,7 +52,7 @@ ELECTRA = {
 ELECTRA_SHARING = ("tied", "gdes", "detached", "none")
 
 
-def electra_generator(width, fraction):
+def electra_generator(width: int, fraction: float) -> tuple[int, int, int]:
     """(width, FFN width, heads) of ELECTRA's generator beside a discriminator this wide: width x fraction, heads =
     its width / 64 (at least 1), FFN 4 x its width, as google-research/electra sizes it."""
     generator = int(round(width * fraction))

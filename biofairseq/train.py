@@ -17,14 +17,17 @@ MegatronTrainer. One argument is its own, ``--compile``: the trainer compiles th
 (``biofairseq.models.compiled_layers``); loading a checkpoint elsewhere (conversion, fine-tuning) never compiles.
 """
 
+import argparse
 import functools
 import logging
 import os
 import shlex
 import sys
+from typing import Any, Optional
 
 import fairseq_cli.train as fairseq_train
 import torch
+from fairseq.dataclass.configs import FairseqConfig
 from fairseq.logging import metrics
 from fairseq.trainer import Trainer
 
@@ -43,7 +46,7 @@ class MeteredTrainer(Trainer):
     def __init__(self, cfg, task, model, criterion, quantizer=None, compile="none") -> None:
         super().__init__(cfg, task, compile_layers(model, compile), criterion, quantizer)
 
-    def clip_grad_norm(self, clip_norm):
+    def clip_grad_norm(self, clip_norm: float) -> torch.Tensor:
         if self.is_fsdp or not plain(self.optimizer):  # FSDP aggregates the norm across ranks; fp16 unscales first
             return super().clip_grad_norm(clip_norm)
         return clip_grad_norm_(self.optimizer.params, clip_norm)
@@ -69,7 +72,7 @@ class MeteredTrainer(Trainer):
         return {}  # not None: the update happened (fairseq_cli.train reads nothing else from it)
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     if parser.get_default("compile") is not None:  # fairseq modifies its parser twice
         return
     group = parser.add_argument_group("biofairseq-train")
@@ -85,7 +88,7 @@ def add_arguments(parser) -> None:
                        "previous phase ended at update UPDATES (a recipe's second length phase)")
 
 
-def main(cfg, compile="none", **kwargs):
+def main(cfg: FairseqConfig, compile: str = "none", **kwargs: Any) -> None:
     """fairseq_cli.train.main with MeteredTrainer; a module-level function, so that spawned ranks find it too."""
     # Kept on purpose: main builds its trainer by this module-level name and has no argument or registry for another
     # class; the alternative is a copy of its 150 lines. Set in each process that runs main, before it runs.
@@ -98,7 +101,7 @@ DICT_TASKS = ("document_mlm", "electra", "masked_lm")
 HALF_FLAGS = {"fp16": "--fp16", "bf16": "--bf16", "memory_efficient_bf16": "--memory-efficient-bf16"}
 
 
-def user_error(args):
+def user_error(args: argparse.Namespace) -> Optional[str]:
     """The first mistake in fairseq-train's parsed arguments that would otherwise end in a traceback (or, for
     --restore-file, in a silent start from scratch) after the save folder is made: one line, or None."""
     import torch
@@ -131,7 +134,7 @@ def user_error(args):
     return None
 
 
-def criterion_problem(args):
+def criterion_problem(args: argparse.Namespace) -> Optional[str]:
     """A --criterion the task cannot train with (fairseq-train's default, cross_entropy, on our masked-LM tasks),
     said before the save folder is made rather than by the task's ValueError inside fairseq's start-up."""
     from fairseq.criterions import CRITERION_REGISTRY
@@ -145,7 +148,7 @@ def criterion_problem(args):
     return f"--criterion {name}{default}: not a loss for --task {args.task}'s batches: {task.CRITERION_ADVICE}"
 
 
-def arch_missing(parser):
+def arch_missing(parser: argparse.ArgumentParser) -> Optional[str]:
     """fairseq's parse_args_and_arch meets a missing --arch with a bare RuntimeError: one line instead, or None.
     (An unknown --arch or --task is argparse's invalid-choice error.) Read as its own first pass reads it."""
     from fairseq.models import ARCH_CONFIG_REGISTRY
@@ -156,7 +159,7 @@ def arch_missing(parser):
     return f"--arch is missing; give one of biofairseq's ({', '.join(ours)}) or fairseq's (--help lists them)"
 
 
-def cli_main() -> int:
+def cli_main() -> Optional[int]:
     """fairseq-train's cli_main, after biofairseq-train's own checks of its arguments, parsed by fairseq's parser."""
     from fairseq import options
 

@@ -23,15 +23,18 @@ import os
 import sys
 import time
 from pathlib import Path
+from typing import Callable, Optional, Sequence, TypeVar
 
 from biofairseq.arguments import first_line
+
+_T = TypeVar("_T")
 
 
 class TrainInputError(Exception):
     pass
 
 
-def value_of(argv, flag, default=None):
+def value_of(argv: Sequence[str], flag: str, default: Optional[_T] = None) -> str | _T | None:
     """The value of ``flag`` in ``argv`` (its last occurrence, as argparse takes it), or default."""
     found = default
     for i, word in enumerate(argv):
@@ -42,7 +45,7 @@ def value_of(argv, flag, default=None):
     return found
 
 
-def without(argv, flag):
+def without(argv: Sequence[str], flag: str) -> list[str]:
     """argv without ``flag`` and its value."""
     out, skip = [], False
     for word in argv:
@@ -55,7 +58,7 @@ def without(argv, flag):
     return out
 
 
-def init_from(argv):
+def init_from(argv: list[str]) -> list[str]:
     """``--init-from DIR`` replaced, where it stands, by the converted model's flags (later flags override them, as
     argparse takes the last), and its weights where this is not a new phase of a run."""
     folder = value_of(argv, "--init-from")
@@ -72,7 +75,7 @@ def init_from(argv):
     return rest[:at] + flags + rest[at:]
 
 
-def replaced(argv, flag, value):
+def replaced(argv: Sequence[str], flag: str, value: str | int) -> list[str]:
     """argv with ``flag``'s value (every occurrence) replaced, or the flag added."""
     out, changed = list(argv), False
     for i, word in enumerate(out):
@@ -86,7 +89,7 @@ def replaced(argv, flag, value):
 NEVER = "1000000"  # epochs between end-of-epoch checkpoints and validations: never, the update intervals rule
 
 
-def training_samples(data, tokens_per_sample, break_mode, packed):
+def training_samples(data: str | Path, tokens_per_sample: int, break_mode: str, packed: bool) -> int:
     """The samples of a pass over the data-bin's training text, built as document_mlm builds them (its document
     blocks, each with its <s>; with --pack-documents, the rows they are packed into), and cached beside each shard as
     the run will read them."""
@@ -109,7 +112,8 @@ def training_samples(data, tokens_per_sample, break_mode, packed):
     return total
 
 
-def fit_epochs(argv, data, say=lambda line: print(line, file=sys.stderr)):
+def fit_epochs(argv: list[str], data: str | Path,
+               say: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> tuple[list[str], int]:
     """argv with ``--fit-epochs E`` applied (see the module's docstring): (argv, its --max-update)."""
     epochs = value_of(argv, "--fit-epochs")
     argv = without(argv, "--fit-epochs")
@@ -135,7 +139,7 @@ def fit_epochs(argv, data, say=lambda line: print(line, file=sys.stderr)):
             f"{updates:,} updates, more than --max-update {most:,}, which stands")
         return argv, most
 
-    def share(flag):
+    def share(flag: str) -> int:
         return max(1, round(int(value_of(argv, flag, 0) or 0) * updates / most))
 
     warmup, save = min(share("--warmup-updates"), updates), min(share("--save-interval-updates"), updates)
@@ -146,17 +150,17 @@ def fit_epochs(argv, data, say=lambda line: print(line, file=sys.stderr)):
     return argv, updates
 
 
-def ours(data):
+def ours(data: str | Path) -> bool:
     """Whether ``data`` is a data-bin of preprocess/binarize.sh (sharded or not), rather than fairseq's own path."""
     return (Path(data) / "shard0").is_dir() or (Path(data) / "vocab_info.json").is_file()
 
 
-def rank():
+def rank() -> int:
     """This process's task under srun (one a machine): only the first mends checkpoints."""
     return int(os.environ.get("SLURM_PROCID", "0") or 0)
 
 
-def updates_so_far(save_dir):
+def updates_so_far(save_dir: str | Path) -> int:
     """checkpoint_last.pt's updates, once mended (by the first task; the others wait for it to be whole)."""
     from biofairseq import training_state
 
@@ -170,8 +174,8 @@ def updates_so_far(save_dir):
     return training_state.updates_unmended(save_dir)
 
 
-def expand(argv, data, save_dir, max_update, restore_file="checkpoint_last.pt",
-           say=lambda line: print(line, file=sys.stderr)):
+def expand(argv: list[str], data: str, save_dir: str | Path, max_update: int, restore_file: str = "checkpoint_last.pt",
+           say: Callable[[str], None] = lambda line: print(line, file=sys.stderr)) -> Optional[list[str]]:
     """fairseq-train's arguments for argv, or None where checkpoint_last.pt is at max_update already (where fairseq
     resumes from it: no other --restore-file)."""
     from biofairseq import training_state

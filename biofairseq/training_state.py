@@ -21,12 +21,13 @@ import shutil
 import sys
 import zipfile
 from pathlib import Path
+from typing import Any
 
 from biofairseq.atomic import write_text
 from biofairseq.data_bin import shards
 
 
-def complete(path) -> bool:
+def complete(path: str | Path) -> bool:
     """Whether a checkpoint file is whole: a zip with its directory (a legacy pickle checkpoint is taken as whole)."""
     with open(path, "rb") as f:
         if f.read(4) != b"PK\x03\x04":
@@ -38,7 +39,7 @@ def complete(path) -> bool:
         return False
 
 
-def mend(save_dir) -> None:
+def mend(save_dir: str | Path) -> None:
     """Replaces each cut checkpoint in save_dir by the newest complete one (removes it where there is none)."""
     found = sorted(Path(save_dir).glob("checkpoint*.pt"), key=lambda p: p.stat().st_mtime)
     good = [p for p in found if complete(p)]
@@ -53,7 +54,7 @@ def mend(save_dir) -> None:
             cut.unlink()
 
 
-def load_state(checkpoint):
+def load_state(checkpoint: str | Path) -> dict[str, Any]:
     """A fairseq checkpoint's dictionary, its tensors memory-mapped, without importing fairseq: its one non-plain
     type allowed as biofairseq.models.safe_checkpoints allows it. Not torch's safe_globals context manager: on
     leaving, it removes the type from the allow-list even when it was there before, and later fairseq loads in
@@ -64,7 +65,7 @@ def load_state(checkpoint):
     return torch.load(checkpoint, map_location="cpu", weights_only=True, mmap=True)
 
 
-def progress(checkpoint):
+def progress(checkpoint: str | Path) -> tuple[int, int]:
     """(updates, epoch) of a fairseq checkpoint, read without loading its tensors."""
     state = load_state(checkpoint)
     history = state.get("optimizer_history") or [{}]
@@ -72,7 +73,7 @@ def progress(checkpoint):
     return history[-1].get("num_updates", 0), epoch
 
 
-def updates(save_dir):
+def updates(save_dir: str | Path) -> int:
     """The updates of save_dir/checkpoint_last.pt once mended; 0 where there is none (or fairseq-train will say what
     is wrong with it)."""
     if not Path(save_dir).is_dir():
@@ -81,7 +82,7 @@ def updates(save_dir):
     return updates_unmended(save_dir)
 
 
-def updates_unmended(save_dir):
+def updates_unmended(save_dir: str | Path) -> int:
     last = Path(save_dir) / "checkpoint_last.pt"
     try:
         return progress(last)[0] if last.is_file() else 0
@@ -89,7 +90,7 @@ def updates_unmended(save_dir):
         return 0
 
 
-def phase2(save_dir, data_bin, phase1_updates):
+def phase2(save_dir: str | Path, data_bin: str | Path, phase1_updates: int) -> tuple[str, list[str]]:
     """(fairseq data path, extra flags) of a new phase, recording its first shard at its first launch."""
     save_dir, parts = Path(save_dir), shards(data_bin)
     done, epoch = progress(save_dir / "checkpoint_last.pt")

@@ -11,6 +11,8 @@ OUTPUT_DIR appears only when the conversion and its parity check have passed.
 import json
 import sys
 import time
+from argparse import Namespace
+from collections.abc import Sequence
 from pathlib import Path
 
 from biofairseq.arguments import OneLineParser
@@ -18,7 +20,7 @@ from biofairseq.arguments import OneLineParser
 
 
 
-def _parser():
+def _parser() -> OneLineParser:
     parser = OneLineParser(prog="biofairseq-convert", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     to_hf = commands.add_parser(
@@ -86,11 +88,11 @@ def _quiet_libraries() -> None:
     transformers.utils.logging.disable_progress_bar()
 
 
-def _inside(path, folder):
+def _inside(path: Path, folder: Path) -> bool:
     return path == folder or folder in path.parents
 
 
-def check_arguments(args):
+def check_arguments(args: Namespace) -> str | None:
     """Mistakes found from the arguments alone, before torch, fairseq and transformers load: one line, or None."""
     source = args.checkpoint if args.command == "to-hf" else args.hf_dir
     output = args.output.resolve()
@@ -127,7 +129,7 @@ def check_arguments(args):
     return None
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     problem = check_arguments(args)
     if problem:

@@ -7,16 +7,19 @@ weights moved over by the family's layouts; the parity check.
 """
 
 import contextlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Optional
 
 
 from biofairseq import checkpoints
 from biofairseq.arguments import first_line
 from biofairseq.convert import ConvertError, families, parity, vocabulary
+from biofairseq.convert.families.base import Family
 from biofairseq.text.phrases import with_article
 
 
-def _refuse(hf_dir, family, problems):
+def _refuse(hf_dir: Path, family: Family, problems: list[str]) -> ConvertError:
     """One line naming every setting no fairseq model of the family computes."""
     return ConvertError(
         f"{hf_dir}: {'; '.join(problems)}: no fairseq {family.fairseq_model} computes this {family.name} model, so it "
@@ -24,7 +27,9 @@ def _refuse(hf_dir, family, problems):
     )
 
 
-def convert(hf_dir, output, final_output, verify=True, log=print, generator=None, generator_fraction=None):
+def convert(hf_dir: str | Path, output: Path, final_output: Path, verify: bool = True,
+            log: Callable[[str], None] = print, generator: Optional[Path] = None,
+            generator_fraction: Optional[float] = None) -> dict[str, Any]:
     """Writes into ``output``; the checkpoint names ``final_output`` as its data-bin, where dict.txt will be."""
     import transformers
     from transformers.initialization import no_init_weights

@@ -8,8 +8,9 @@ twice (a tied bias), and tensors computed from several (``Transform``). Each mod
 (``biofairseq.convert.families``) builds its layouts from this.
 """
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Callable
+from typing import Callable, Optional
 
 import torch
 
@@ -65,7 +66,7 @@ class Layout:
     tower: str = ""  # ELECTRA: "discriminator" or "generator"
     long_context: bool = False  # parity is checked on a sequence longer than a local attention window too
 
-    def names(self, layers):
+    def names(self, layers: int) -> list[tuple[str, str]]:
         """(fairseq, transformers) parameter name pairs, tied copies included."""
         b = self.base
         pairs = [(f, h.replace("{b}", b)) for f, h in self.fixed]
@@ -79,11 +80,12 @@ class Layout:
                     pairs.append((f + suffix, h + suffix))
         return pairs
 
-    def reads(self, layers):
+    def reads(self, layers: int) -> set[str]:
         """Every fairseq name this layout renames or computes from (with ``drops``, the rest is unexpected)."""
         return {f for f, _ in self.names(layers)} | {s for t in self.transforms for s in t.sources}
 
-    def to_hf(self, weights, layers, pad, hf_state, order=None):
+    def to_hf(self, weights: Mapping[str, torch.Tensor], layers: int, pad: int, hf_state: Mapping[str, torch.Tensor],
+              order: Optional[Sequence[int]] = None) -> dict[str, torch.Tensor]:
         """The transformers state dict (every key of ``hf_state``, the class's own) from fairseq ``weights``. ``order``:
         the transformers id of each fairseq index, where they differ. Pairs whose fairseq tensor is absent (an optional
         projection) are skipped; the caller's strict load catches a real gap. Token type embeddings are zero: fairseq
@@ -105,7 +107,8 @@ class Layout:
                 out[key] = torch.zeros_like(value)
         return out
 
-    def from_hf(self, hf_weights, layers, pad, order=None):
+    def from_hf(self, hf_weights: Mapping[str, torch.Tensor], layers: int, pad: int,
+                order: Optional[Sequence[int]] = None) -> dict[str, torch.Tensor]:
         """fairseq tensors from a transformers state dict: renamed, rows in fairseq's order, a position table from 0
         given fairseq's padding_idx + 1 leading rows (zero: never read), and token type 0, which transformers adds to
         every token when given no types, added to the positions."""
@@ -124,7 +127,7 @@ class Layout:
         return out
 
 
-def _rows(tensor, order, to_hf):
+def _rows(tensor: torch.Tensor, order: Optional[Sequence[int]], to_hf: bool) -> torch.Tensor:
     """A tensor with a row per token id, its rows from fairseq's order to transformers' ids or back."""
     if order is None:
         return tensor

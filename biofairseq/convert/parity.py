@@ -5,11 +5,19 @@ both models in fp32 and eval mode; differences are taken over the real tokens on
 padding positions is never used (fairseq zeroes their embeddings, transformers does not).
 """
 
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
 from biofairseq.convert import ConvertError
+
+if TYPE_CHECKING:
+    from fairseq.data import Dictionary
+    from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 TOLERANCE = 1e-4
 
@@ -34,7 +42,7 @@ class Parity:
     max_abs_diff_hidden: float
     first_id_mismatch: str = ""
 
-    def passed(self, tolerance=TOLERANCE):
+    def passed(self, tolerance: float = TOLERANCE) -> bool:
         return self.ids_identical and max(self.max_abs_diff_logits, self.max_abs_diff_hidden) <= tolerance
 
     def summary(self) -> str:
@@ -45,7 +53,7 @@ class Parity:
             f"max |last hidden state diff| {self.max_abs_diff_hidden:.2e} (tolerance {TOLERANCE:.0e})"
         )
 
-    def as_dict(self):
+    def as_dict(self) -> dict[str, Any]:
         return {**asdict(self), "tolerance": TOLERANCE}
 
 
@@ -53,7 +61,9 @@ class Parity:
 LONG = " ".join(SENTENCES[:4] * 2)
 
 
-def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask, long=False, hf_ids=None):
+def check(fairseq_model: torch.nn.Module, fairseq_encode: Callable[[str], list[int]], hf_model: PreTrainedModel,
+          hf_tokenizer: PreTrainedTokenizerBase, pad: int, mask: int, long: bool = False,
+          hf_ids: Optional[Sequence[int]] = None) -> Parity:
     """Compares a fairseq RobertaModel and a transformers *ForMaskedLM on SENTENCES (and LONG). ``hf_ids``: the
     transformers id of each fairseq index, where the dictionary renumbered them (``vocabulary.fairseq_order``)."""
     sentences = SENTENCES + ((LONG,) if long else ())
@@ -87,8 +97,10 @@ def check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, pad, mask, long
     )
 
 
-def verify(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary, report, log, what, long=False,
-           hf_ids=None, differs=()):
+def verify(fairseq_model: torch.nn.Module, fairseq_encode: Callable[[str], list[int]], hf_model: PreTrainedModel,
+           hf_tokenizer: PreTrainedTokenizerBase, dictionary: Dictionary, report: dict[str, Any],
+           log: Callable[[str], None], what: str, long: bool = False, hf_ids: Optional[Sequence[int]] = None,
+           differs: Sequence[str] = ()) -> None:
     """Runs the check, prints it and records it in the report; fails the conversion above the tolerance, naming
     ``differs``: the settings of the transformers model that the fairseq model computes otherwise."""
     result = check(fairseq_model, fairseq_encode, hf_model, hf_tokenizer, dictionary.pad(), dictionary.index("<mask>"),

@@ -7,16 +7,20 @@ config, its weights moved over by the family's layout, its tokenizer, and the pa
 """
 
 import shutil
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any, Optional
 
+from fairseq.data import Dictionary
 from transformers.initialization import no_init_weights
 
 from biofairseq import checkpoints
 from biofairseq.convert import ConvertError, families, layouts, parity, vocabulary
+from biofairseq.convert.families.base import Family
 from biofairseq.model_card import write_model_card
 
 
-def _ids(found, dictionary, order):
+def _ids(found: vocabulary.Vocabulary, dictionary: Dictionary, order: Optional[list[int]]) -> dict[str, int]:
     """The transformers ids of pad, bos and eos, and how many token types the config has (BERT's 2 for a WordPiece
     vocabulary, which comes from a BERT-family model; 1 otherwise)."""
     at = (lambda i: order[i]) if order is not None else (lambda i: i)
@@ -24,7 +28,9 @@ def _ids(found, dictionary, order):
             "types": 2 if found.kind == "wordpiece" else 1}
 
 
-def _write(fairseq, family, layout, output, found, order, checkpoint, verify, log):
+def _write(fairseq: checkpoints.FairseqRoberta, family: Family, layout: layouts.Layout, output: Path,
+           found: vocabulary.Vocabulary, order: Optional[list[int]], checkpoint: str | Path, verify: bool,
+           log: Callable[[str], None]) -> Optional[dict[str, Any]]:
     """One transformers model folder (weights, config, tokenizer) for one layout, parity-checked."""
     import transformers
 
@@ -68,7 +74,8 @@ def _write(fairseq, family, layout, output, found, order, checkpoint, verify, lo
     return result["parity"]
 
 
-def _card(report, fairseq, family, checkpoint, found, card):
+def _card(report: dict[str, Any], fairseq: checkpoints.FairseqRoberta, family: Family, checkpoint: str | Path,
+          found: vocabulary.Vocabulary, card: dict[str, Any]) -> tuple[dict[str, Any], str]:
     """The model card's metadata and body: what this conversion knows (family, architecture, updates, validation
     perplexity, parity, what the pretraining continued) and what the user told it (``card``: language, license,
     datasets)."""
@@ -131,7 +138,9 @@ holds the conversion's full record.
     return metadata, body
 
 
-def convert(checkpoint, output, dict_path=None, vocab=None, verify=True, log=print, generator=False, card=None):
+def convert(checkpoint: str | Path, output: Path, dict_path: Optional[str | Path] = None,
+            vocab: Optional[str | Path] = None, verify: bool = True, log: Callable[[str], None] = print,
+            generator: bool = False, card: Optional[dict[str, Any]] = None) -> dict[str, Any]:
     with no_init_weights():  # the checkpoint overwrites every weight
         fairseq = checkpoints.load(checkpoint, dict_path)
     found = vocabulary.find(checkpoint, vocab, fairseq.bpe, fairseq.data_dir)

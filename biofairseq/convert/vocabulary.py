@@ -8,13 +8,22 @@ cannot encode gives <unk> in both; a dictionary that lacks some of the BPE's own
 published ids and vocab.txt, and the model's rows are reordered to them (``wordpiece_ids``).
 """
 
+from __future__ import annotations
+
 import json
 from argparse import Namespace
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 from biofairseq.convert import ConvertError
 from biofairseq.corpus import vocab as corpus_vocab
+
+if TYPE_CHECKING:
+    from fairseq.data import Dictionary
+    from omegaconf import DictConfig
+    from transformers import BertTokenizer, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 SPECIALS = corpus_vocab.SPECIALS
 # fairseq's name for the filler symbols that pad a dictionary to a multiple of 8.
@@ -35,7 +44,7 @@ class Vocabulary:
     settings: dict = None  # wordpiece: the tokenizer's (corpus_vocab.WORDPIECE_DEFAULTS' keys)
 
 
-def from_folder(path):
+def from_folder(path: str | Path) -> Optional[Vocabulary]:
     """The vocabulary in a folder (or a SentencePiece .model file), or None."""
     path = Path(path)
     if path.is_file():
@@ -66,7 +75,7 @@ def _from_bpe_config(bpe, checkpoint):
 
     name = getattr(bpe, "_name", None) if bpe is not None else None
 
-    def found(*paths):
+    def found(*paths: Optional[str]) -> Optional[list[str]]:
         if not all(isinstance(p, str) and p for p in paths):
             return None
         files = [next((str(c) for c in locate(p, checkpoint) if c.is_file()), None) for p in paths]
@@ -93,7 +102,8 @@ def _bpe_files(bpe):
     return [str(getattr(bpe, n)) for n in names if isinstance(getattr(bpe, n, None), str)] if bpe is not None else []
 
 
-def find(checkpoint, explicit, bpe, data_dir):
+def find(checkpoint: str | Path, explicit: Optional[str | Path], bpe: Optional[DictConfig],
+         data_dir: Optional[str]) -> Vocabulary:
     """--vocab if given, else the checkpoint's --bpe files, else the vocabulary the data-bin carries, else one beside
     the checkpoint; recorded paths that do not resolve from here are looked for as ``checkpoints.locate`` says."""
     from biofairseq.checkpoints import locate, looked_in
@@ -127,7 +137,7 @@ def find(checkpoint, explicit, bpe, data_dir):
 class FairseqEncoding:
     """Text -> ids the way fairseq's RobertaHubInterface.encode does it: <s> BPE(text) </s> through dict.txt."""
 
-    def __init__(self, vocabulary, dictionary) -> None:
+    def __init__(self, vocabulary: Vocabulary, dictionary: Dictionary) -> None:
         from fairseq.data import encoders
 
         self.dictionary = dictionary
@@ -153,12 +163,12 @@ class FairseqEncoding:
         else:
             self.bpe = encoders.build_bpe(Namespace(bpe="sentencepiece", sentencepiece_model=files["model"]))
 
-    def __call__(self, text):
+    def __call__(self, text: str) -> list[int]:
         line = "<s> " + self.bpe.encode(text) + " </s>"
         return self.dictionary.encode_line(line, append_eos=False, add_if_not_exist=False).long().tolist()
 
 
-def fairseq_bert_encodes(settings):
+def fairseq_bert_encodes(settings: Mapping[str, Any]) -> bool:
     """Whether fairseq's --bpe bert (BertTokenizer(vocab, do_lower_case=not --bpe-cased), all else default) encodes
     text as a WordPiece vocabulary with these settings does."""
     default = {**corpus_vocab.WORDPIECE_DEFAULTS, "lowercase": settings["lowercase"]}
@@ -167,10 +177,10 @@ def fairseq_bert_encodes(settings):
 
 
 class _LowercasingBPE:
-    def __init__(self, encoder) -> None:
+    def __init__(self, encoder: corpus_vocab.Encoder) -> None:
         self.encoder = encoder
 
-    def encode(self, text):
+    def encode(self, text: str) -> str:
         return self.encoder.encode_lines([text])[0]
 
 
@@ -261,7 +271,7 @@ def _sentencepiece_parts(vocabulary, dictionary):
     return tokenizer, user_defined
 
 
-def wordpiece_ids(vocabulary, dictionary):
+def wordpiece_ids(vocabulary: Vocabulary, dictionary: Dictionary) -> list[int]:
     """The vocab.txt id of each fairseq index of a WordPiece vocabulary's dict.txt (its special tokens under fairseq's
     names), where each of vocab.txt's tokens has one index; else one line saying which are missing or extra."""
     settings = vocabulary.settings
@@ -279,7 +289,7 @@ def wordpiece_ids(vocabulary, dictionary):
     return ids
 
 
-def build_wordpiece_tokenizer(vocabulary, max_length):
+def build_wordpiece_tokenizer(vocabulary: Vocabulary, max_length: int) -> BertTokenizer:
     """The published tokenizer of a WordPiece vocabulary, BERT's (BertTokenizerFast, its own vocab.txt and ids)."""
     from transformers import BertTokenizer
 
@@ -290,7 +300,7 @@ def build_wordpiece_tokenizer(vocabulary, max_length):
                          model_max_length=max_length, **specials)
 
 
-def build_tokenizer(vocabulary, dictionary, max_length):
+def build_tokenizer(vocabulary: Vocabulary, dictionary: Dictionary, max_length: int) -> PreTrainedTokenizerFast:
     """A transformers tokenizer whose ids are fairseq's for this vocabulary and dict.txt (WordPiece:
     ``build_wordpiece_tokenizer``, with the published ids)."""
     from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
@@ -323,7 +333,7 @@ def build_tokenizer(vocabulary, dictionary, max_length):
 # ---- transformers tokenizer -> dict.txt and vocabulary files (from-hf)
 
 
-def has_tokenizer(hf_dir):
+def has_tokenizer(hf_dir: str | Path) -> bool:
     """Whether a transformers folder holds a tokenizer's vocabulary. Without one, AutoTokenizer still builds a
     tokenizer from config.json alone: its special tokens only, at ids that would mislead every later message."""
     hf_dir = Path(hf_dir)
@@ -331,7 +341,8 @@ def has_tokenizer(hf_dir):
             or ((hf_dir / "vocab.json").is_file() and (hf_dir / "merges.txt").is_file()))
 
 
-def fairseq_order(tokenizer, vocab_size, hf_dir, renumber=False):
+def fairseq_order(tokenizer: PreTrainedTokenizerBase, vocab_size: int, hf_dir: str | Path,
+                  renumber: bool = False) -> list[int]:
     """The transformers id at each fairseq index: fairseq's Dictionary holds <s>, <pad>, </s>, <unk> at 0-3. A
     RoBERTa-layout tokenizer already has them there (the identity). With ``renumber`` (ModernBERT, whose special
     tokens come after its vocabulary) the ids of [CLS], [PAD], [SEP] and [UNK] move to 0-3 and the others follow in
@@ -352,7 +363,8 @@ def fairseq_order(tokenizer, vocab_size, hf_dir, renumber=False):
     )
 
 
-def export_fairseq_vocabulary(tokenizer, vocab_size, hf_dir, out_dir, renumber=False):
+def export_fairseq_vocabulary(tokenizer: PreTrainedTokenizerFast, vocab_size: int, hf_dir: str | Path, out_dir: Path,
+                              renumber: bool = False) -> list[int]:
     """Writes dict.txt (fairseq index i holds transformers id order[i]) and the vocabulary files preprocess/ reads;
     returns that order (``fairseq_order``)."""
     import shutil

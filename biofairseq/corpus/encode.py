@@ -8,7 +8,8 @@ from biofairseq.corpus.vocab import Encoder
 from biofairseq.text.documents import is_blank
 
 
-def encode_file(vocab_dir, src, dest, threads=1, batch_lines=20_000, progress=False):
+def encode_file(vocab_dir: str | Path, src: str | Path, dest: str | Path, threads: int = 1, batch_lines: int = 20_000,
+                progress: bool = False) -> tuple[int, int]:
     """Encodes src line by line into dest (atomically); returns (lines written, tokens).
 
     Documents end where the corpus readers end them (``biofairseq.text.documents.is_blank``): lines are split at

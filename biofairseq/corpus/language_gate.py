@@ -13,6 +13,7 @@ development half of benchmarks/langid_mixture.py; see docs/corpus.md.
 
 import bisect
 import re
+from typing import Self, Sequence
 
 # The commonest function words of each language (lowercase). A word that the corpus language also uses is not a
 # trace of another language (the corpus language's own list is taken away), so each list also holds the corpus
@@ -70,11 +71,11 @@ class LanguageGate:
         self.marks = re.compile("|".join(marks)) if marks else None
 
     @classmethod
-    def of(cls, lang):
+    def of(cls, lang: str) -> Self | None:
         """The gate of ``lang``, or None where the table has no lists for it (every sentence is then read)."""
         return cls(lang) if lang in FUNCTION_WORDS else None
 
-    def flags(self, text):
+    def flags(self, text: str) -> bool:
         # each a C-speed scan of the text: a regex of one character class, the words split at whitespace into a set
         # (a function word is seldom next to punctuation: a sentence's other words find it)
         return bool(
@@ -82,7 +83,7 @@ class LanguageGate:
             or not self.words.isdisjoint(text.split())
             or (self.marks and ("'" in text or "’" in text or "·" in text) and self.marks.search(text)))
 
-    def flagged_spans(self, text, spans):
+    def flagged_spans(self, text: str, spans: Sequence[tuple[int, int]]) -> set[int] | None:
         """The indices of the (start, end) spans of ``text`` that hold a trace, or None where the text holds none (the
         usual case, found with the cheap whole-text test first)."""
         if not self.flags(text):

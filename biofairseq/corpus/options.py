@@ -10,7 +10,7 @@ from biofairseq.corpus.sources import TEXT_DOCS
 CLUSTER = "running shards as a job array (submitit)"
 
 
-def source(value):
+def source(value: str) -> tuple[str, str]:
     """--source NAME=PATH, as (name, path)."""
     name, sep, path = value.partition("=")
     if not sep or not name or not path:
@@ -18,7 +18,7 @@ def source(value):
     return name, path
 
 
-def source_langid(value):
+def source_langid(value: str) -> tuple[str, str]:
     """--source-langid NAME=LEVEL, as (name, level)."""
     from biofairseq.corpus.cleaning import LANGID_LEVELS
 
@@ -80,10 +80,10 @@ class CorpusOptions:
                                     type=at_least(1), group=CLUSTER)
 
 
-def add_arguments(parser) -> None:
+def add_arguments(parser: argparse.ArgumentParser) -> None:
     """A flag for every CorpusOptions field, in its order: --x-y (or its own "flag"), in its argument group."""
     add_fields(parser, CorpusOptions)
 
 
-def options_from_args(args):
+def options_from_args(args: argparse.Namespace) -> CorpusOptions:
     return fields_from(CorpusOptions, args)

@@ -17,18 +17,23 @@ import time
 from collections import Counter
 from dataclasses import asdict, replace
 from pathlib import Path
+from typing import Any, Callable, Sequence, TypeVar
 
 import numpy as np
 import xxhash
 
 from biofairseq.atomic import write_text
-from biofairseq.corpus.cleaning import SENTENCE_FILTERS, DocumentCleaner
-from biofairseq.corpus.dedup import ShardHashes, find_repeats
+from biofairseq.corpus.cleaning import SENTENCE_FILTERS, CleaningConfig, DocumentCleaner
+from biofairseq.corpus.dedup import Repeats, ShardHashes, find_repeats
+from biofairseq.corpus.options import CorpusOptions
 from biofairseq.corpus.processes import map_jobs
 from biofairseq.corpus.sources import (InputError, Shard, discover, needs_splitting, open_compressed, plan_shards,
                                       read_documents, split_compressed, walk)
 from biofairseq.text.documents import is_blank
 from biofairseq.text.tables import markdown_table
+
+_Job = TypeVar("_Job")
+_Result = TypeVar("_Result")
 
 FORMAT_VERSION = 3  # 2: each cleaned shard has its hashes beside it; 3: and their counts in its .json
 _CLEANER = None
@@ -41,7 +46,8 @@ def _cleaner(config, lang):
     return _CLEANER
 
 
-def process_shard(shard, config, lang, text_field, strict, out_dir):
+def process_shard(shard: Shard, config: CleaningConfig, lang: str, text_field: str, strict: bool,
+                  out_dir: str | Path) -> Shard:
     """Cleans one shard into out_dir/NAME.txt (fairseq-lm text), NAME.hashes.npz and NAME.json (its counts, written
     last: the shard is done), each atomically."""
     cleaner = _cleaner(config, lang)
@@ -108,7 +114,7 @@ SHARD_BYTES = 64 << 20  # the largest shard --shard-size gives by default
 SHARDS_PER_WORKER = 4  # what a small input is cut into at least, so that no worker waits for another's one shard
 
 
-def shard_size(given, inputs, workers):
+def shard_size(given: int | None, inputs: Sequence[Sequence[str | int]], workers: int) -> int:
     """--shard-size, or by default 64 MiB, less for an input under 4 shards a worker of several (256 KiB at least)."""
     if given or workers == 1:
         return given or SHARD_BYTES
@@ -196,7 +202,7 @@ class Stages:
     def __init__(self, options, work) -> None:
         self.options, self.work = options, work
 
-    def map(self, function, jobs, name):
+    def map(self, function: Callable[[_Job], _Result], jobs: Sequence[_Job], name: str) -> list[_Result]:
         """[function(job) for job in jobs], in order."""
         if self.options.launcher == "local":
             return map_jobs(function, jobs, min(self.options.workers, os.cpu_count() or 1))
@@ -221,7 +227,7 @@ def _smallest(hashes, count):
     return ranks[np.lexsort((ranks["place"], ranks["hash"]))]
 
 
-def filter_shard(job):
+def filter_shard(job: tuple[int, Path, tuple[Repeats, Repeats, Repeats], int, int, Path]) -> str:
     """One cleaned shard without its repeats, in work/kept: NAME.txt, NAME.ranks.npy (the hashes of its --valid-docs
     documents of smallest seeded hash, which the split draws from) and NAME.json (the counts of what it removed and
     kept, and its documents; written last: the shard is done). A task of its own, a shard at a time."""
@@ -261,7 +267,7 @@ def filter_shard(job):
     return str(out)
 
 
-def valid_places(ranks, valid_docs):
+def valid_places(ranks: Sequence[np.ndarray], valid_docs: int) -> dict[int, list[int]]:
     """{shard: [places]} of the valid_docs documents of smallest seeded hash over all shards (ranks[k]: shard k's
     smallest, as filter_shard keeps them), of identical texts the earlier first. A shard's valid_docs smallest are
     enough: a document that ranks among all shards' first valid_docs ranks among its own shard's."""
@@ -276,7 +282,7 @@ def valid_places(ranks, valid_docs):
     return places
 
 
-def write_splits(job) -> None:
+def write_splits(job: tuple[Sequence[str], dict[int, list[int]], str]) -> None:
     """train.txt / valid.txt from the kept shards in corpus order, the valid places of each to validation: one pass
     over the kept text, a task of its own (under a job-array launcher, not on the submitting host)."""
     kept, places, output_dir = job
@@ -346,7 +352,7 @@ REMOVED = (
 )
 
 
-def format_table(stats):
+def format_table(stats: dict[str, Any]) -> str:
     """Per-source documents, sentences and whitespace tokens in and out, then what each filter removed."""
     rows = [*stats["sources"].items(), ("total", stats["total"])]
     lines = []
@@ -356,7 +362,7 @@ def format_table(stats):
     return "\n".join(lines)
 
 
-def clean_corpus(options, config):
+def clean_corpus(options: CorpusOptions, config: CleaningConfig) -> dict[str, Any]:
     """Runs (or resumes) the whole cleaning; returns the statistics written to stats.json."""
     sources = [list(s) for s in options.sources]
     output_dir = Path(options.output_dir)

@@ -10,6 +10,7 @@ import re
 import zlib
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import Any, BinaryIO, Iterable, Iterator, Self
 
 from biofairseq.text.documents import BLANK_LINE, is_blank
 
@@ -52,7 +53,7 @@ class Piece:
     origin: str = ""  # a part of a large compressed file, decompressed once: the file that messages name
 
     @property
-    def named(self):
+    def named(self) -> str:
         return self.origin or self.path
 
 
@@ -67,15 +68,15 @@ class Shard:
     def name(self) -> str:
         return f"{self.source}/{self.index:05d}"
 
-    def to_json(self):
+    def to_json(self) -> dict[str, Any]:
         return {"source": self.source, "index": self.index, "size": self.size, "pieces": [asdict(p) for p in self.pieces]}
 
     @classmethod
-    def from_json(cls, d):
+    def from_json(cls, d: dict[str, Any]) -> Self:
         return cls(d["source"], d["index"], [Piece(**p) for p in d["pieces"]], d["size"])
 
 
-def open_compressed(path):
+def open_compressed(path: str | Path) -> BinaryIO:
     """A binary stream of the file, decompressed by its suffix (.gz, .bz2, .xz, .zst, or none)."""
     suffix = Path(path).suffix
     if suffix == ".gz":
@@ -94,7 +95,7 @@ def open_compressed(path):
 _TEXT_FORMAT = {"blank-line": "text", "line": "text-line", "file": "text-file"}
 
 
-def walk(path):
+def walk(path: str | Path) -> Iterator[tuple[str, list[str], list[str]]]:
     """os.walk that follows links to folders (data folders are often built of links), each real folder once."""
     seen = set()
     for root, dirs, files in os.walk(path, followlinks=True):
@@ -142,7 +143,7 @@ def _found(path, text_docs):
                 yield "piece", Piece(str(Path(root, f)), fmt)
 
 
-def discover(path, text_docs):
+def discover(path: str | Path, text_docs: str) -> tuple[list[Piece], list[str]]:
     """Pieces of one --source path, and messages for what can't be read (missing path, unpaired BRAT file)."""
     if not Path(path).exists():
         return [], [f"{path}: no such file or directory; fix the path in --source NAME=PATH"]
@@ -183,14 +184,14 @@ def _cut(piece, shard_size):
             for a, b in zip(cuts, cuts[1:]) if b > a]
 
 
-def needs_splitting(piece, shard_size):
+def needs_splitting(piece: Piece, shard_size: int) -> bool:
     """A compressed line-based file that likely holds more than a shard (text compresses 3-10x): one worker would
     read it alone, for hours at 100 GB."""
     return (piece.fmt in _LINE_BASED and piece.path.endswith(_COMPRESSED)
             and 4 * os.path.getsize(piece.path) > shard_size)
 
 
-def split_compressed(piece, shard_size, folder):
+def split_compressed(piece: Piece, shard_size: int, folder: str | Path) -> list[Piece]:
     """Decompresses a large compressed file once, streaming, into uncompressed parts of about shard_size bytes cut at
     record boundaries (a line end for JSON lines, a blank line for text): pieces that workers clean in parallel,
     whose messages still name the file and its line."""
@@ -219,7 +220,7 @@ def split_compressed(piece, shard_size, folder):
     return pieces or [piece]
 
 
-def plan_shards(source, pieces, shard_size):
+def plan_shards(source: str, pieces: Iterable[Piece], shard_size: int) -> list[Shard]:
     """Packs the pieces of one source, in order, into shards of about shard_size bytes."""
     shards = [Shard(source, 0)]
     for whole in pieces:
@@ -278,7 +279,7 @@ def _lines(piece):
             line += 1
 
 
-def read_documents(piece, text_field="text"):
+def read_documents(piece: Piece, text_field: str = "text") -> Iterator[tuple[str, str] | tuple[str, str, str]]:
     """Yields ("doc", where, text) for each document and ("error", message) for each unreadable one."""
     try:
         if piece.fmt in ("text-file", "brat"):
@@ -351,7 +352,8 @@ def _text_document(piece, first, lines, at):
         return "error", str(e)
 
 
-def count_documents(paths, text_docs="blank-line", text_field="text", more_than=None):
+def count_documents(paths: Iterable[str | Path], text_docs: str = "blank-line", text_field: str = "text",
+                    more_than: int | None = None) -> int:
     """The documents of the sources as the cleaning reads them (before it removes any), counted only up to
     ``more_than`` + 1: what a check of VALID_DOCS needs costs no more than reading that many documents."""
     count = 0
@@ -369,7 +371,7 @@ def count_documents(paths, text_docs="blank-line", text_field="text", more_than=
 NOTE_BYTES = 1 << 20  # a text file above this is a corpus's part, not a note
 
 
-def paragraphs_as_documents(path, files=20):
+def paragraphs_as_documents(path: str | Path, files: int = 20) -> tuple[int, int] | None:
     """For a folder of notes (small text files) read at blank lines: (files looked at, the documents they give) over
     its first ``files`` text files, when they give at least two a file (the cleaning's own warning, said before it
     runs); else None, also for a folder holding a text file above NOTE_BYTES (parts of a corpus)."""
@@ -386,7 +388,8 @@ def paragraphs_as_documents(path, files=20):
     return (looked, documents) if looked > 1 and documents >= 2 * looked else None
 
 
-def sample_documents(paths, text_docs="blank-line", text_field="text", chars=1 << 16):
+def sample_documents(paths: Iterable[str | Path], text_docs: str = "blank-line", text_field: str = "text",
+                     chars: int = 1 << 16) -> list[str]:
     """The first documents of the sources, about ``chars`` characters in all, as the cleaning reads them, for the
     checks that need the words before any work (their language; whether a model's vocabulary knows them). Only the
     start of each file is read, and the folders are walked only as far as needed: a 10 GB file of one document, or a

@@ -10,13 +10,20 @@ strings (fairseq's sentencepiece and bert conventions). A WordPiece vocabulary i
 WordPiece tokenizer's settings), so that a data-bin carrying it is enough to find the BPE later.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import shutil
 from collections import Counter
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Self, Sequence
 
 from biofairseq.atomic import write_text
+
+if TYPE_CHECKING:
+    import numpy as np
+    from tokenizers import Tokenizer
 
 SPECIALS = ("<s>", "<pad>", "</s>", "<unk>", "<mask>")
 FAIRSEQ_SPECIALS = 4  # <s> <pad> </s> <unk>: fairseq's Dictionary adds them; dict.txt starts at <mask>
@@ -34,7 +41,7 @@ class VocabError(Exception):
     pass
 
 
-def dict_symbol(symbol):
+def dict_symbol(symbol: str) -> str:
     """A symbol's name in dict.txt. fairseq reads dict.txt with universal newlines, where a "\\r" or "\\n" would cut
     the symbol's line in two: it is written as a space. fairseq never looks such a symbol up (its text reader cuts
     the line there too, and its tokenizer splits at spaces), so the entry only keeps the index; a SentencePiece piece
@@ -42,7 +49,7 @@ def dict_symbol(symbol):
     return symbol.replace("\r", " ").replace("\n", " ")
 
 
-def write_dict(path, symbols, counts=None):
+def write_dict(path: str | Path, symbols: Sequence[str], counts: Sequence[int] | None = None) -> None:
     """dict.txt with these symbols in this order (with their counts, else 1), one line each, written atomically."""
     names = [dict_symbol(s) for s in symbols]
     twice = [name for name, n in Counter(names).items() if n > 1]
@@ -55,7 +62,7 @@ def write_dict(path, symbols, counts=None):
     os.replace(tmp, path)
 
 
-def read_dict(path):
+def read_dict(path: str | Path) -> tuple[list[str], list[int]]:
     """(symbols, counts) of a dict.txt, its lines cut at "\\n" alone, where write_dict ends them: a piece may hold
     U+2028, U+0085, "\\x0b" and the like, which str.splitlines() also cuts at."""
     symbols, counts = [], []
@@ -70,7 +77,7 @@ def read_dict(path):
 COUNT_CHUNK = 1 << 24  # tokens counted at once: 128 MB of int64 whatever the corpus size
 
 
-def token_counts(data_bin, split, size, chunk=COUNT_CHUNK):
+def token_counts(data_bin: str | Path, split: str, size: int, chunk: int = COUNT_CHUNK) -> np.ndarray:
     """How often each index occurs in a binarized split of a data-bin (an array of ``size`` or more counts), read
     in chunks: memory does not grow with the split."""
     import numpy as np
@@ -88,7 +95,7 @@ def token_counts(data_bin, split, size, chunk=COUNT_CHUNK):
     return counts
 
 
-def write_counts(data_bin, split="train", counts=None) -> None:
+def write_counts(data_bin: str | Path, split: str = "train", counts: np.ndarray | None = None) -> None:
     """Rewrites dict.txt with how often each entry occurs in the split (over every shard of a sharded data-bin, into
     each shard's dict.txt), the order unchanged, and records in vocab_info.json that it did (``recorded_counts``
     reads them back instead of counting again).
@@ -109,7 +116,7 @@ def write_counts(data_bin, split="train", counts=None) -> None:
         write_text(folder / INFO, json.dumps({**info, "counts": split}, indent=1) + "\n")
 
 
-def recorded_counts(data_bin, split="train"):
+def recorded_counts(data_bin: str | Path, split: str = "train") -> np.ndarray | None:
     """The counts of ``split`` that dict.txt holds (fairseq's index order; its 4 specials 0), or None when
     ``write_counts`` did not write them (a data-bin made another way)."""
     import numpy as np
@@ -122,7 +129,7 @@ def recorded_counts(data_bin, split="train"):
     return np.array([0] * FAIRSEQ_SPECIALS + read_dict(folder / "dict.txt")[1], np.int64)
 
 
-def sample_lines(files, max_lines, seed=1):
+def sample_lines(files: Iterable[str | Path], max_lines: int, seed: int = 1) -> list[str] | None:
     """A seeded uniform sample of ``max_lines`` of the files' non-empty lines (reservoir sampling: one pass, memory
     for the sample only), or None when they hold no more than that (then the files are read whole). Lines end at
     "\\n" alone ("\\r" kept), where tokenizers cuts the files it reads whole: the sample learns the same bytes."""
@@ -144,7 +151,8 @@ def sample_lines(files, max_lines, seed=1):
     return sample if seen > max_lines else None
 
 
-def train_bytelevel_bpe(files, out_dir, vocab_size, min_frequency=2, lowercase=False, max_sentences=10_000_000):
+def train_bytelevel_bpe(files: Sequence[str | Path], out_dir: Path, vocab_size: int, min_frequency: int = 2,
+                        lowercase: bool = False, max_sentences: int = 10_000_000) -> int:
     from tokenizers import ByteLevelBPETokenizer
 
     tok = ByteLevelBPETokenizer(lowercase=lowercase)
@@ -162,8 +170,9 @@ def train_bytelevel_bpe(files, out_dir, vocab_size, min_frequency=2, lowercase=F
     return size
 
 
-def train_sentencepiece(files, out_dir, vocab_size, model_type="unigram", max_sentences=10_000_000, threads=1,
-                        character_coverage=0.9999, byte_fallback=True, normalization="identity"):
+def train_sentencepiece(files: Iterable[str | Path], out_dir: Path, vocab_size: int, model_type: str = "unigram",
+                        max_sentences: int = 10_000_000, threads: int = 1, character_coverage: float = 0.9999,
+                        byte_fallback: bool = True, normalization: str = "identity") -> int:
     import sentencepiece as spm
 
     prefix = out_dir / "sentencepiece"
@@ -183,13 +192,13 @@ def train_sentencepiece(files, out_dir, vocab_size, model_type="unigram", max_se
     return len(pieces)
 
 
-def write_info(out_dir, vocab_type, size, **extra):
+def write_info(out_dir: Path, vocab_type: str, size: int, **extra: Any) -> dict[str, Any]:
     info = {"type": vocab_type, "size": size, "files": FILES[vocab_type], "specials": list(SPECIALS), **extra}
     (out_dir / INFO).write_text(json.dumps(info, indent=1) + "\n")
     return info
 
 
-def read_info(vocab_dir):
+def read_info(vocab_dir: str | Path) -> dict[str, Any]:
     """The vocabulary recorded in VOCAB_DIR/vocab_info.json (a vocabulary folder or a data-bin)."""
     path = Path(vocab_dir) / INFO
     if not path.is_file():
@@ -201,24 +210,24 @@ def read_info(vocab_dir):
     return info
 
 
-def vocab_files(vocab_dir):
+def vocab_files(vocab_dir: str | Path) -> tuple[str, dict[str, str]]:
     info = read_info(vocab_dir)
     return info["type"], {k: str(Path(vocab_dir) / v) for k, v in info["files"].items()}
 
 
-def copy_vocab(vocab_dir, dest) -> None:
+def copy_vocab(vocab_dir: str | Path, dest: str | Path) -> None:
     """Copies the vocabulary files and vocab_info.json next to a data-bin."""
     info = read_info(vocab_dir)
     for name in [*info["files"].values(), INFO]:
         shutil.copyfile(Path(vocab_dir) / name, Path(dest) / name)
 
 
-def wordpiece_settings(info):
+def wordpiece_settings(info: Mapping[str, Any]) -> dict[str, Any]:
     """A WordPiece vocabulary's tokenizer settings (``WORDPIECE_DEFAULTS``' keys) from its vocab_info.json."""
     return {k: info.get(k, v) for k, v in WORDPIECE_DEFAULTS.items()}
 
 
-def wordpiece_tokenizer(vocab_file, settings):
+def wordpiece_tokenizer(vocab_file: str | Path, settings: Mapping[str, Any]) -> Tokenizer:
     """The ``tokenizers`` WordPiece tokenizer that transformers' BertTokenizer builds for these settings (and fairseq's
     ``--bpe bert`` runs, through BertTokenizer): BERT's normaliser and pre-tokeniser, its five special tokens kept
     whole where the text holds them, no [CLS] or [SEP] added."""
@@ -245,7 +254,8 @@ class Encoder:
         self._load(info["type"], vocab_files(vocab_dir)[1], info.get("lowercase", False), info)
 
     @classmethod
-    def from_files(cls, vocab_type, files, lowercase=False, info=None):
+    def from_files(cls, vocab_type: str, files: Mapping[str, str], lowercase: bool = False,
+                   info: Mapping[str, Any] | None = None) -> Self:
         encoder = cls.__new__(cls)
         encoder._load(vocab_type, files, lowercase, info or {})
         return encoder
@@ -263,14 +273,14 @@ class Encoder:
 
             self.sp = spm.SentencePieceProcessor(model_file=files["model"])
 
-    def encode_lines(self, lines, threads=1):
+    def encode_lines(self, lines: list[str], threads: int = 1) -> list[str]:
         if self.type == "bytelevel-bpe":
             return [" ".join(map(str, e.ids)) for e in self.tok.encode_batch(lines)]
         if self.type == "wordpiece":
             return [" ".join(e.tokens) for e in self.tok.encode_batch(lines, add_special_tokens=False)]
         return [" ".join(p) for p in self.sp.encode(lines, out_type=str, num_threads=threads)]
 
-    def decode(self, symbols):
+    def decode(self, symbols: str) -> str:
         if self.type == "bytelevel-bpe":
             return self.tok.decode([int(s) for s in symbols.split()], skip_special_tokens=False)
         if self.type == "wordpiece":

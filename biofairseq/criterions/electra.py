@@ -4,6 +4,7 @@ import logging
 import math
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +12,8 @@ from fairseq import utils
 from fairseq.criterions import FairseqCriterion, register_criterion
 from fairseq.dataclass import FairseqDataclass
 from fairseq.logging import metrics
+from fairseq.tasks import FairseqTask
+from torch import nn
 
 from biofairseq.criterions.ratios import log_ratio, ratio
 from biofairseq.data.host_counts import at_positions, real_positions, target_positions
@@ -86,11 +89,12 @@ class ElectraLoss(FairseqCriterion):
     vectors. While disc_acc_replaced stays below 1% the discriminator is at the trivial solution: a warning says so.
     """
 
-    def __init__(self, cfg: ElectraLossConfig, task) -> None:
+    def __init__(self, cfg: ElectraLossConfig, task: FairseqTask) -> None:
         super().__init__(task)
         self.generator_weight, self.weight = cfg.generator_weight, cfg.discriminator_weight
 
-    def forward(self, model, sample, reduce=True):
+    def forward(self, model: nn.Module, sample: dict[str, Any],
+                reduce: bool = True) -> tuple[torch.Tensor, int, dict[str, Any]]:
         # positions counted on the host (biofairseq.data.host_counts): nothing here synchronises host and device
         targets, selected, real = sample["target"], target_positions(sample, self.padding_idx), real_positions(sample, self.padding_idx)
         out = model(**sample["net_input"], targets=targets, target_positions=selected)
@@ -118,7 +122,7 @@ class ElectraLoss(FairseqCriterion):
         return loss, 1, log
 
     @staticmethod
-    def reduce_metrics(logging_outputs) -> None:
+    def reduce_metrics(logging_outputs: list[dict[str, Any]]) -> None:
         """Nothing here reads the device: sums stay where they are, ratios divide when printed (criterions.ratios)."""
         total = lambda key: sum(log.get(key, 0) for log in logging_outputs)
         batches = total("batches") or 1  # host ints, as are n_selected and n_real

@@ -1,9 +1,13 @@
 """Masked LM loss that also logs masked-token accuracy over real tokens."""
 
+from typing import Any
+
 import torch
 from fairseq import modules
 from fairseq.criterions import register_criterion
 from fairseq.criterions.masked_lm import MaskedLmConfig, MaskedLmLoss
+from fairseq.tasks import FairseqTask
+from torch import nn
 
 from biofairseq.criterions.ratios import log_ratio
 from biofairseq.data import special_symbols
@@ -18,15 +22,17 @@ class MaskedLmAccuracy(MaskedLmLoss):
     left out of the accuracy, as BERT and ELECTRA count it; the loss is fairseq's.
     """
 
-    def __init__(self, cfg, task) -> None:
+    def __init__(self, cfg: MaskedLmConfig, task: FairseqTask) -> None:
         super().__init__(cfg, task)
         self.special = torch.from_numpy(special_symbols(task.source_dictionary))
 
-    def forward(self, model, sample, reduce=True):
+    def forward(self, model: nn.Module, sample: dict[str, Any],
+                reduce: bool = True) -> tuple[torch.Tensor, int | torch.Tensor, dict[str, Any]]:
         loss, sample_size, logging_output, _ = self.forward_with_logits(model, sample, reduce)
         return loss, sample_size, logging_output
 
-    def forward_with_logits(self, model, sample, reduce=True):
+    def forward_with_logits(self, model: nn.Module, sample: dict[str, Any], reduce: bool = True,
+                            ) -> tuple[torch.Tensor, int | torch.Tensor, dict[str, Any], torch.Tensor]:
         """fairseq's masked_lm loss, sample size and log with the accuracy added, and the logits the loss was computed
         on, those of the predicted tokens. A model that takes their positions (a bio_roberta_*) gets them, counted on
         the host (biofairseq.data.host_counts): then nothing here synchronises host and device; fairseq's loss selects
@@ -63,12 +69,12 @@ class MaskedLmAccuracy(MaskedLmLoss):
         return log
 
     @staticmethod
-    def reduce_metrics(logging_outputs) -> None:
+    def reduce_metrics(logging_outputs: list[dict[str, Any]]) -> None:
         MaskedLmLoss.reduce_metrics(logging_outputs)
         log_accuracy(logging_outputs)
 
 
-def log_accuracy(logging_outputs) -> None:
+def log_accuracy(logging_outputs: list[dict[str, Any]]) -> None:
     """accuracy: the masked real tokens predicted right, in %, pooled over the logged updates (biofairseq.criterions.ratios)."""
     log_ratio("accuracy", sum(log.get("n_correct", 0) for log in logging_outputs),
               sum(log.get("n_real", 0) for log in logging_outputs))

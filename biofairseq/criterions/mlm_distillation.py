@@ -2,17 +2,22 @@
 
 import contextlib
 import math
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import torch
 import torch.nn.functional as F
 from fairseq import utils
 from fairseq.criterions import register_criterion
 from fairseq.criterions.masked_lm import MaskedLmConfig
+from fairseq.data import Dictionary
 from fairseq.logging import metrics
+from fairseq.models import BaseFairseqModel
+from fairseq.tasks import FairseqTask
 from omegaconf import DictConfig
 from torch import nn
+from torch.nn.modules.module import _IncompatibleKeys
 
 from biofairseq.criterions.masked_lm_accuracy import MaskedLmAccuracy, log_accuracy
 from biofairseq.data.host_counts import at_positions, real_positions, target_positions
@@ -55,7 +60,7 @@ def _student_dim(cfg):
 
 
 @contextlib.contextmanager
-def last_hidden_states(model):
+def last_hidden_states(model: nn.Module) -> Iterator[list[torch.Tensor]]:
     """Catches the last hidden states (B x T x C, after any final LayerNorm: what the LM head reads) with a hook on
     fairseq's encoder, so that the model is still called through its one ``forward`` (and any DDP wrapper)."""
     captured = []
@@ -74,7 +79,7 @@ def _projected_positions(masked):
     return torch.where(masked.any(), masked, masked.new([True]))
 
 
-def softened_kl(student_logits, teacher_logits, temperature):
+def softened_kl(student_logits: torch.Tensor, teacher_logits: torch.Tensor, temperature: float) -> torch.Tensor:
     """T² x KL(teacher_T || student_T), summed over the rows: Hinton et al.'s soft-target term, each distribution a
     softmax of the logits divided by T (DistilBERT's distiller computes the same), in fp32."""
     student = F.log_softmax(student_logits.float() / temperature, dim=-1)
@@ -82,7 +87,8 @@ def softened_kl(student_logits, teacher_logits, temperature):
     return F.kl_div(student, teacher, log_target=True, reduction="sum") * temperature**2
 
 
-def load_teacher(path, dict_path, dictionary, pack_documents=False):
+def load_teacher(path: str, dict_path: str | None, dictionary: Dictionary,
+                 pack_documents: bool = False) -> BaseFairseqModel:
     """The teacher as an eval-mode model without gradients, read through the safe loader, built for the student's
     rows (each document of a packed row alone too); its dictionary must be the student's, entry for entry."""
     from biofairseq.checkpoints import CheckpointError, load
@@ -126,7 +132,7 @@ class MlmDistillation(MaskedLmAccuracy):
     1 - cosine) and teacher_mlm_loss with its teacher_ppl on the same batch.
     """
 
-    def __init__(self, cfg: MlmDistillationConfig, task) -> None:
+    def __init__(self, cfg: MlmDistillationConfig, task: FairseqTask) -> None:
         super().__init__(cfg, task)
         self.alpha_mlm, self.alpha_kl, self.alpha_cos, self.temperature = cfg.alpha_mlm, cfg.alpha_kl, cfg.alpha_cos, cfg.temperature
         if cfg.temperature <= 0:
@@ -142,10 +148,11 @@ class MlmDistillation(MaskedLmAccuracy):
                 self.projection = nn.Linear(student_dim, teacher_dim)
 
     @property
-    def teacher(self):
+    def teacher(self) -> BaseFairseqModel:
         return self._teacher[0]
 
-    def load_state_dict(self, state_dict, strict=True, **kwargs):
+    def load_state_dict(self, state_dict: Mapping[str, Any] | None, strict: bool = True,
+                        **kwargs: Any) -> _IncompatibleKeys | None:
         """A checkpoint of plain MLM training (the student's start, --finetune-from-model) saved no criterion: the
         projection keeps its fresh initialisation."""
         if state_dict is None:
@@ -159,7 +166,8 @@ class MlmDistillation(MaskedLmAccuracy):
             self.teacher.to(device=parameter.device, dtype=parameter.dtype)  # the trainer's precision, once
         return self.teacher
 
-    def forward(self, model, sample, reduce=True):
+    def forward(self, model: nn.Module, sample: dict[str, Any],
+                reduce: bool = True) -> tuple[torch.Tensor, int | torch.Tensor, dict[str, Any]]:
         with last_hidden_states(model) as student_hidden:
             mlm_loss, sample_size, log, logits = self.forward_with_logits(model, sample, reduce)
         teacher = self._teacher_like(model)
@@ -194,7 +202,7 @@ class MlmDistillation(MaskedLmAccuracy):
         return loss, sample_size, log
 
     @staticmethod
-    def reduce_metrics(logging_outputs) -> None:
+    def reduce_metrics(logging_outputs: list[dict[str, Any]]) -> None:
         total = lambda key: sum(log.get(key, 0) for log in logging_outputs)  # tensors stay on the device
         sample_size = total("sample_size")
         for key in ("loss", "mlm_loss", "kl_loss", "teacher_mlm_loss"):

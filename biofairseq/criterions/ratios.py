@@ -8,12 +8,16 @@ fairseq's mean weighted by the whole gives: sum of parts over sum of wholes, ove
 """
 
 import functools
+from collections.abc import Callable
 
+import torch
 from fairseq import utils
 from fairseq.logging import metrics
+from fairseq.logging.meters import MetersDict
 
 
-def log_ratio(name, part, whole, scale=100.0, ndigits=2, derive=None) -> None:
+def log_ratio(name: str, part: float | torch.Tensor, whole: float | torch.Tensor, scale: float = 100.0,
+              ndigits: int = 2, derive: Callable[[MetersDict], float] | None = None) -> None:
     """Logs ``name`` = scale x sum(part) / sum(whole) over the logged updates; NaN while sum(whole) is 0. ``derive``,
     if given, replaces the division (it gets the meters and returns the value; ``ratio`` computes the default)."""
     metrics.log_scalar_sum(f"_{name}:part", part)
@@ -21,7 +25,7 @@ def log_ratio(name, part, whole, scale=100.0, ndigits=2, derive=None) -> None:
     metrics.log_derived(name, derive or functools.partial(ratio, name=name, scale=scale, ndigits=ndigits))
 
 
-def ratio(meters, name, scale=100.0, ndigits=2):
+def ratio(meters: MetersDict, name: str, scale: float = 100.0, ndigits: int = 2) -> float:
     """The value of a ratio that ``log_ratio`` logged, from its two sums: the only place they reach the host."""
     whole = utils.item(meters[f"_{name}:whole"].sum)
     return round(scale * utils.item(meters[f"_{name}:part"].sum) / whole, ndigits) if whole > 0 else float("nan")

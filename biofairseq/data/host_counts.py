@@ -7,25 +7,27 @@ int beside fairseq's ``ntokens`` (the real, non-pad tokens); with either count t
 ``torch.nonzero_static``, which needs none.
 """
 
+from typing import Any
+
 import torch
-from fairseq.data import BaseWrapperDataset
+from fairseq.data import BaseWrapperDataset, FairseqDataset
 
 
 class TargetCountDataset(BaseWrapperDataset):
     """How many tokens of each target (padding where nothing is predicted) are predicted; a batch's sum."""
 
-    def __init__(self, targets, pad) -> None:
+    def __init__(self, targets: FairseqDataset, pad: int) -> None:
         super().__init__(targets)
         self.pad = pad
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> int:
         return int(self.dataset[index].ne(self.pad).sum())
 
-    def collater(self, samples):
+    def collater(self, samples: list[int]) -> int:
         return sum(samples)
 
 
-def flat_positions(mask, count=None):
+def flat_positions(mask: torch.Tensor, count: int | None = None) -> torch.Tensor:
     """Where ``mask`` is True, as indices into its flattened (row-major) form; ``count``: how many, a host int.
     Without it (a batch collated elsewhere) they are found by ``nonzero``, which synchronises.
 
@@ -40,17 +42,17 @@ def flat_positions(mask, count=None):
     return torch.nonzero_static(flat, size=count).squeeze(1)
 
 
-def at_positions(x, positions):
+def at_positions(x: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
     """The rows of a B x T x ... tensor at flat B x T ``positions`` (no copy of ``x``, which may be a transposed view)."""
     length = x.shape[1]
     return x[positions // length, positions % length]
 
 
-def target_positions(sample, pad):
+def target_positions(sample: dict[str, Any], pad: int) -> torch.Tensor:
     """The predicted tokens of a batch, as positions in its flattened B x T targets."""
     return flat_positions(sample["target"].ne(pad), sample.get("ntargets"))
 
 
-def real_positions(sample, pad):
+def real_positions(sample: dict[str, Any], pad: int) -> torch.Tensor:
     """The real (non-pad) tokens of a batch, as positions in its flattened B x T ``src_tokens``."""
     return flat_positions(sample["net_input"]["src_tokens"].ne(pad), sample.get("ntokens"))

@@ -27,6 +27,7 @@ import shutil
 import socket
 import time
 import uuid
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -38,14 +39,15 @@ logger = logging.getLogger(__name__)
 STALE_AFTER_S = 6 * 3600
 
 
-def key_of(*arrays_and_values):
+def key_of(*arrays_and_values: object) -> str:
     h = xxhash.xxh3_64()
     for item in arrays_and_values:
         h.update(np.ascontiguousarray(item).tobytes() if isinstance(item, np.ndarray) else repr(item).encode())
     return h.hexdigest()
 
 
-def cached(split_path, name, key, names, build):
+def cached(split_path: str | os.PathLike[str] | None, name: str, key: str, names: Sequence[str],
+           build: Callable[[], tuple[np.ndarray, ...]]) -> tuple[np.ndarray, ...]:
     """The arrays ``build()`` returns (in ``names`` order), memory-mapped from SPLIT.index/NAME-KEY/, which the first
     caller builds; ``split_path`` None: built in memory. ``key``: a ``key_of`` all that ``build`` depends on, the
     version of its algorithm included."""

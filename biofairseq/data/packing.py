@@ -7,9 +7,12 @@ packs them (``PackedBlocksDataset.of``), so a block is masked alike in a packed 
 unpacked runs of one seed predict the same tokens, and their validation perplexities compare.
 """
 
+import os
+from collections.abc import Sequence
+
 import numpy as np
 import torch
-from fairseq.data import BaseWrapperDataset
+from fairseq.data import BaseWrapperDataset, FairseqDataset
 
 from biofairseq.data.index_cache import cached, key_of
 
@@ -18,7 +21,7 @@ from biofairseq.data.index_cache import cached, key_of
 PACKING_VERSION = 1
 
 
-def pack(sizes, capacity):
+def pack(sizes: Sequence[int] | np.ndarray, capacity: int) -> tuple[np.ndarray, np.ndarray]:
     """Rows of block indices whose sizes sum to at most capacity: (flat block order, row offsets)."""
     sizes = np.asarray(sizes, dtype=np.int64)
     if len(sizes) and sizes.max() > capacity:
@@ -45,7 +48,8 @@ class PackedBlocksDataset(BaseWrapperDataset):
     """Rows of whole blocks of ``dataset`` (each beginning with <s>), at most ``capacity`` tokens each; with
     ``index_path`` (the split's path), the packing is saved beside it once and memory-mapped after."""
 
-    def __init__(self, dataset, capacity, index_path=None, rows=None) -> None:
+    def __init__(self, dataset: FairseqDataset, capacity: int, index_path: str | os.PathLike[str] | None = None,
+                 rows: tuple[np.ndarray, np.ndarray] | None = None) -> None:
         super().__init__(dataset)
         block_sizes = np.asarray(dataset.sizes)
         self.capacity = capacity
@@ -53,7 +57,7 @@ class PackedBlocksDataset(BaseWrapperDataset):
                                                   ("order", "offsets"), lambda: pack(block_sizes, capacity))
         self._sizes = np.add.reduceat(block_sizes[self.order], self.offsets[:-1]) if len(self.order) else block_sizes[:0]
 
-    def of(self, blocks):
+    def of(self, blocks: FairseqDataset) -> "PackedBlocksDataset":
         """``blocks`` (these blocks, masked, or their targets) in the same rows."""
         if not np.array_equal(np.asarray(blocks.sizes), np.asarray(self.dataset.sizes)):
             raise ValueError("the blocks to lay out in these rows are not the blocks they were packed from")
@@ -62,18 +66,18 @@ class PackedBlocksDataset(BaseWrapperDataset):
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
-    def __getitem__(self, index):
+    def __getitem__(self, index: int) -> torch.Tensor:
         blocks = self.order[self.offsets[index]:self.offsets[index + 1]]
         return torch.cat([self.dataset[int(b)] for b in blocks])
 
     @property
-    def sizes(self):
+    def sizes(self) -> np.ndarray:
         return self._sizes
 
-    def num_tokens(self, index):
+    def num_tokens(self, index: int) -> int:
         return int(self._sizes[index])
 
-    def size(self, index):
+    def size(self, index: int) -> int:
         return int(self._sizes[index])
 
     @property
@@ -81,7 +85,7 @@ class PackedBlocksDataset(BaseWrapperDataset):
         return False
 
 
-def segments(rows, bos):
+def segments(rows: Sequence[torch.Tensor], bos: int) -> dict[str, torch.Tensor | int]:
     """Where the documents of a right-padded batch of ``rows`` are, for variable-length attention.
 
     Each segment is a document (from an <s> to the next) or the padding at a row's end, in the order of the
@@ -103,9 +107,9 @@ def segments(rows, bos):
 class DocumentSegmentsDataset(BaseWrapperDataset):
     """The ``segments`` of each batch of ``dataset``'s rows, collated like fairseq's RightPadDataset collates them."""
 
-    def __init__(self, dataset, bos) -> None:
+    def __init__(self, dataset: FairseqDataset, bos: int) -> None:
         super().__init__(dataset)
         self.bos = bos
 
-    def collater(self, samples):
+    def collater(self, samples: list[torch.Tensor]) -> dict[str, torch.Tensor | int]:
         return segments(samples, self.bos)

@@ -6,6 +6,7 @@ import re
 
 import numpy as np
 import torch
+from fairseq.data import Dictionary
 
 VOCAB_TYPES = ("bytebpe", "sentencepiece", "wordpiece")
 # How each vocabulary marks a piece that follows a space, i.e. the first piece of a word (WordPiece marks the others).
@@ -25,13 +26,14 @@ class WordStarts:
         self.starts = starts
         self.special = special
 
-    def gather(self, dim, tokens):
+    def gather(self, dim: int, tokens: torch.Tensor) -> torch.Tensor:
         starts = self.starts.gather(dim, tokens)
         starts[1:] |= self.special.gather(dim, tokens[:-1])
         return starts
 
 
-def word_starts(dictionary, vocab_type, vocab_file=None, dictionary_path="dict.txt"):
+def word_starts(dictionary: Dictionary, vocab_type: str, vocab_file: str | None = None,
+                dictionary_path: str = "dict.txt") -> WordStarts:
     """WordStarts for ``dictionary``, whose symbols are pieces, or BPE ids mapped by ``vocab_file``.
 
     ``vocab_file`` is read only when the dictionary holds ids; a dictionary of pieces is its own vocabulary."""
@@ -67,12 +69,12 @@ _BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>$")  # SentencePiece byte fallback: pa
 _UNUSED = re.compile(r"\[unused\d+\]$")  # a BERT vocabulary's reserved slots, which no text gives
 
 
-def special_symbols(dictionary):
+def special_symbols(dictionary: Dictionary) -> np.ndarray:
     """A boolean array over the dictionary: True for symbols that are not text (specials, <mask>, padding words)."""
     return np.array([is_special(dictionary, i) for i in range(len(dictionary))], dtype=bool)
 
 
-def is_special(dictionary, index):
+def is_special(dictionary: Dictionary, index: int) -> bool:
     symbol = dictionary[index]
     return (
         index < dictionary.nspecial

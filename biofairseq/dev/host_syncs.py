@@ -9,12 +9,18 @@ read of a device tensor's value on the host (``item``, ``bool``, ``float``, ``to
 ``masked_select``, ``unique``...).
 """
 
+from __future__ import annotations
+
 import traceback
+from typing import TYPE_CHECKING, Any, Self
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
+
+if TYPE_CHECKING:
+    from fairseq.trainer import Trainer
 
 _TAG = "_biofairseq_on_device"
 _aten = torch.ops.aten
@@ -25,11 +31,11 @@ _SIZED_BY_VALUES = {
 _COPIES_TO_HOST = {"tolist", "numpy", "cpu"}  # not .to(): "to the CPU" on a CPU machine is "to the device" on a GPU
 
 
-def _on_device(tensor):
+def _on_device(tensor: object) -> bool:
     return isinstance(tensor, torch.Tensor) and (tensor.device.type != "cpu" or getattr(tensor, _TAG, False))
 
 
-def _caller():
+def _caller() -> str:
     """Where the synchronising call was written: the innermost frames outside torch and this module."""
     frames = [f for f in traceback.extract_stack() if "/torch/" not in f.filename and f.filename != __file__]
     return " <- ".join(f"{f.filename.rsplit('site-packages/', 1)[-1]}:{f.lineno}" for f in frames[-3:][::-1])
@@ -83,7 +89,7 @@ class HostSyncs:
         self.found = []
         self._modes = (_Reads(self.found), _Ops(self.found))
 
-    def watch(self, *objects):
+    def watch(self, *objects: object) -> Self:
         """Marks as device tensors those of modules (parameters, buffers), optimizers (their state) and nested
         dicts, lists and tuples (a batch)."""
         for obj in objects:
@@ -98,7 +104,7 @@ class HostSyncs:
                     setattr(tensor, _TAG, True)
         return self
 
-    def __enter__(self):
+    def __enter__(self) -> Self:
         for mode in self._modes:
             mode.__enter__()
         return self
@@ -107,11 +113,11 @@ class HostSyncs:
         for mode in reversed(self._modes):
             mode.__exit__(*exc)
 
-    def report(self):
+    def report(self) -> str:
         return "\n".join(f"{op} at {where}" for op, where in self.found) or "none"
 
 
-def update_syncs(trainer, first, second):
+def update_syncs(trainer: Trainer, first: dict[str, Any], second: dict[str, Any]) -> HostSyncs:
     """Where one update of a fairseq Trainer makes the host wait, batch to optimizer step to meters: the update on
     ``second``, after one on ``first`` (which builds the optimizer's state)."""
     trainer.train_step([first])

@@ -6,6 +6,8 @@ it came from (by character offsets), so masking can be checked against the text.
 built in this process as fairseq-train builds them.
 """
 
+from __future__ import annotations
+
 import json
 import os
 import re
@@ -13,6 +15,16 @@ import subprocess
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Optional
+
+if TYPE_CHECKING:
+    from fairseq.criterions import FairseqCriterion
+    from fairseq.models import BaseFairseqModel
+    from fairseq.tasks import FairseqTask
+    from fairseq.trainer import Trainer
+    from omegaconf import DictConfig
+
+    from biofairseq.corpus.vocab import Encoder
 
 BIN = Path(sys.executable).parent
 REPO = Path(__file__).resolve().parents[2]
@@ -27,7 +39,7 @@ NCBI_TEXT = REPO / "tests" / "data" / "ncbi_disease_text" / "sentences.txt"
 PHARMACONER_MISALIGNED = REPO / "tests" / "data" / "pharmaconer_misaligned"
 
 
-def clinical_lines(first, count, cases=CLINICAL_CASES):
+def clinical_lines(first: int, count: int, cases: str | Path = CLINICAL_CASES) -> list[str]:
     """Lines ``first`` to ``first + count`` of the clinical cases (JSON lines, each ending in a newline; compressed or not)."""
     from biofairseq.corpus.sources import open_compressed
 
@@ -40,7 +52,7 @@ def clinical_lines(first, count, cases=CLINICAL_CASES):
     return lines
 
 
-def recipe_sample(root):
+def recipe_sample(root: str | Path) -> dict[str, str]:
     """The recipe tests' and benchmarks' slice of the bundled sample in root: 120 clinical cases (cases.jsonl) and
     8/4/4 PharmaCoNER documents (ner/train, valid, test); returns the recipes' SOURCES and NER_DATA for it."""
     import shutil
@@ -65,7 +77,7 @@ RECIPE_SMALL = {
 }
 
 
-def kill_group(proc, timeout=30):
+def kill_group(proc: subprocess.Popen, timeout: float = 30) -> None:
     """SIGKILL to the process group proc leads (a Popen started in a session of its own), then waits for proc and
     until none of the group's processes is left (fairseq-preprocess's, a pool's)."""
     import signal
@@ -84,7 +96,7 @@ def kill_group(proc, timeout=30):
     raise AssertionError(f"process group {pid} alive {timeout} s after SIGKILL")
 
 
-def read_documents(first, count, cases=CLINICAL_CASES):
+def read_documents(first: int, count: int, cases: str | Path = CLINICAL_CASES) -> list[list[str]]:
     """Documents of the corpus as lists of non-empty paragraphs (one paragraph per line)."""
     return [[p.strip() for p in json.loads(line)["text"].split("\n") if p.strip()] for line in clinical_lines(first, count, cases)]
 
@@ -103,7 +115,7 @@ class Corpus:
     documents: dict = field(default_factory=dict)  # split -> [[EncodedLine]]
 
 
-def _word_of_char(text):
+def _word_of_char(text: str) -> list[int]:
     word_of = [-1] * (len(text) + 1)
     for w, m in enumerate(re.finditer(r"\S+", text)):
         for c in range(m.start(), m.end()):
@@ -116,13 +128,13 @@ def _word_of_char(text):
     return word_of
 
 
-def _write_documents(path, docs) -> None:
+def _write_documents(path: str | Path, docs: Iterable[list[str]]) -> None:
     """Cleaned-corpus layout: one paragraph per line, a blank line after each document."""
     with open(path, "w", encoding="utf-8") as f:
         f.write("".join("\n".join(doc) + "\n\n" for doc in docs))
 
 
-def _encode_with_words(encoder, text):
+def _encode_with_words(encoder: Encoder, text: str) -> EncodedLine:
     """The symbols encode.py writes for ``text``, with the whitespace word of each token (from offsets)."""
     word_of = _word_of_char(text)
     if encoder.type == "bytelevel-bpe":
@@ -136,8 +148,9 @@ def _encode_with_words(encoder, text):
     )
 
 
-def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, vocab_size=2000, cases=CLINICAL_CASES,
-                 run=None):
+def build_corpus(out_dir: str | Path, vocab_type: str = "bytebpe", train_docs: int = 160, valid_docs: int = 20,
+                 vocab_size: int = 2000, cases: str | Path = CLINICAL_CASES,
+                 run: Optional[Callable[..., object]] = None) -> Corpus:
     """Real clinical cases -> preprocess/train_vocab.py -> preprocess/binarize.sh -> data-bin. The scripts run as
     run(script, *args) runs them: run_script's processes by default (the tests run them in their own process)."""
     from biofairseq.corpus.vocab import Encoder
@@ -161,12 +174,12 @@ def build_corpus(out_dir, vocab_type="bytebpe", train_docs=160, valid_docs=20, v
     return corpus
 
 
-def script_env():
+def script_env() -> dict[str, str]:
     """The environment a preprocess/ script runs in: this environment's tools first on PATH, and its Python."""
     return {**os.environ, "PATH": f"{BIN}{os.pathsep}{os.environ['PATH']}", "PYTHON": sys.executable, "PYTHONWARNINGS": "ignore"}
 
 
-def run_script(script, *args, check=True, **kwargs):
+def run_script(script: str, *args: object, check: bool = True, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """Runs a preprocess/ script of the repository with this environment's tools on PATH."""
     cmd = ["bash" if script.endswith(".sh") else sys.executable, str(REPO / script), *map(str, args)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=script_env(), **kwargs)
@@ -175,7 +188,7 @@ def run_script(script, *args, check=True, **kwargs):
     return proc
 
 
-def expected_parameters(vocabulary, layers, width, ffn, pre_ln, positions=514):
+def expected_parameters(vocabulary: int, layers: int, width: int, ffn: int, pre_ln: bool, positions: int = 514) -> int:
     """A RoBERTa shape's parameter count, counted by hand (the presets' test and the memory benchmark check against
     it). Token and position tables; per layer Q, K, V, output (weights and biases), two FFN matrices with biases,
     two LayerNorms; one LayerNorm on the embeddings (post-LN) or after the last layer (pre-LN); the LM head's
@@ -191,7 +204,7 @@ def expected_parameters(vocabulary, layers, width, ffn, pre_ln, positions=514):
 _CONFIGS = {}
 
 
-def fairseq_train_config(data_bin, *flags):
+def fairseq_train_config(data_bin: str | Path, *flags: object) -> DictConfig:
     """The configuration fairseq-train builds from ``DATA_BIN --user-dir biofairseq FLAGS`` (checkpoints.training_config
     is the conversion's, of a document_mlm model). Composing it (fairseq's convert_namespace_to_omegaconf, through
     hydra) takes about 0.4 s, most of building a tiny model, so each is composed once a process and every call gets
@@ -217,7 +230,8 @@ def fairseq_train_config(data_bin, *flags):
     return cfg
 
 
-def _built_in_process(data_bin, flags, split):
+def _built_in_process(data_bin: str | Path, flags: Iterable[object],
+                      split: str) -> tuple[DictConfig, FairseqTask, BaseFairseqModel, FairseqCriterion]:
     """(cfg, task, model, criterion) as fairseq-train builds them from these flags (after --user-dir biofairseq), the
     model seeded with 0, with this split loaded."""
     import torch
@@ -231,13 +245,14 @@ def _built_in_process(data_bin, flags, split):
     return cfg, task, model, task.build_criterion(cfg.criterion)
 
 
-def build_in_process(data_bin, *flags):
+def build_in_process(data_bin: str | Path, *flags: object) -> tuple[FairseqTask, BaseFairseqModel, FairseqCriterion]:
     """(task, model, criterion) as fairseq-train builds them from these flags, the model seeded with 0, with the
     valid split loaded."""
     return _built_in_process(data_bin, flags, "valid")[1:]
 
 
-def trainer_in_process(data_bin, *flags, trainer=None, split="valid"):
+def trainer_in_process(data_bin: str | Path, *flags: object, trainer: Optional[type[Trainer]] = None,
+                       split: str = "valid") -> Trainer:
     """A fairseq Trainer (biofairseq-train's MeteredTrainer unless another class is given) around what
     ``build_in_process`` builds, with this split loaded."""
     from biofairseq.train import MeteredTrainer
@@ -245,7 +260,7 @@ def trainer_in_process(data_bin, *flags, trainer=None, split="valid"):
     return (trainer or MeteredTrainer)(*_built_in_process(data_bin, flags, split))
 
 
-def valid_batch(task, start=0, size=8):
+def valid_batch(task: FairseqTask, start: int = 0, size: int = 8) -> dict[str, Any]:
     dataset = task.dataset("valid")
     return dataset.collater([dataset[i] for i in range(start, start + size)])
 
@@ -257,7 +272,7 @@ BERT_SPECIALS = ["[PAD]", *(f"[unused{i}]" for i in range(99)), "[UNK]", "[CLS]"
 TINY_SHAPE = dict(num_hidden_layers=2, hidden_size=128, num_attention_heads=2, intermediate_size=512)
 
 
-def wordpiece_vocab(path, texts, size=3000, lowercase=False):
+def wordpiece_vocab(path: str | Path, texts: Iterable[str], size: int = 3000, lowercase: bool = False) -> Path:
     """A WordPiece vocab.txt learned by ``tokenizers`` from texts, in a published BERT folder's layout: [PAD] 0,
     [unused0] to [unused98], [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103, then the learned tokens."""
     from tokenizers import BertWordPieceTokenizer
@@ -281,7 +296,8 @@ def _perturbed(model, seed):
     return model
 
 
-def standin(family, folder, vocab_txt, lowercase=False, seed=0, strip_accents=None, **config):
+def standin(family: str, folder: str | Path, vocab_txt: str | Path, lowercase: bool = False, seed: int = 0,
+            strip_accents: Optional[bool] = None, **config: Any) -> Path:
     """A tiny random model of a published family, saved as the hub has it: config.json at the family's defaults
     (LayerNorm epsilon 1e-12, two token types, 512 positions) but for TINY_SHAPE and ``config``, the weights, and the
     tokenizer of ``vocab_txt`` (tokenizer.json, with vocab.txt beside it). family: bert, bert-pretraining,

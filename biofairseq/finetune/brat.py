@@ -1,5 +1,6 @@
 """BRAT standoff folders (``X.txt`` + ``X.ann``, as PharmaCoNER, CANTEMIST, MEDDOCAN): read entities, write predictions."""
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -26,7 +27,8 @@ class Document:
 
 
 
-def read_folder(folder, problems, texts=None, ignored=None):
+def read_folder(folder: str | Path, problems: list[tuple[str, str]], texts: Sequence[Path] | None = None,
+                ignored: list[Path] | None = None) -> list[Document]:
     """The documents of a BRAT folder (searched recursively), in file order, or of the ``texts`` given in it.
 
     Entity lines are ``T<n>\\tTYPE START END[;START END]\\tMENTION``; notes (``#``), relations, events and
@@ -63,7 +65,7 @@ def read_folder(folder, problems, texts=None, ignored=None):
     return documents
 
 
-def read_text(path):
+def read_text(path: str | Path) -> str:
     """A file's text exactly as it is: BRAT offsets count its characters, "\\r\\n" as two."""
     try:
         with open(path, encoding="utf-8", newline="") as f:
@@ -72,14 +74,14 @@ def read_text(path):
         raise NERFormatError(f"{path}: not UTF-8 text (byte {error.start}); convert it to UTF-8 (iconv -f latin1 -t utf-8) or move it out") from None
 
 
-def mentions(documents):
+def mentions(documents: Iterable[Document]) -> set[tuple[str, int, int, str]]:
     """Every entity of annotated BRAT documents as a set of (document, start, end, type): nested, overlapping
     and discontinuous ones (by their outer span) included, each distinct mention once, as the PharmaCoNER and
     CANTEMIST scorers count them."""
     return {(doc.id, e.start, e.end, e.type) for doc in documents if doc.annotated for e in doc.entities}
 
 
-def _entities(ann, text, problems):
+def _entities(ann: Path, text: str, problems: list[tuple[str, str]]) -> list[Entity]:
     entities = []
     for n, line in enumerate(read_text(ann).splitlines(), 1):
         if not line.startswith("T"):
@@ -105,7 +107,8 @@ def _entities(ann, text, problems):
     return entities
 
 
-def write_folder(folder, documents, entities_by_doc) -> None:
+def write_folder(folder: str | Path, documents: Iterable[Document],
+                 entities_by_doc: Mapping[str, Iterable[tuple[int, int, str]]]) -> None:
     """``X.txt`` and ``X.ann`` for each document, the entities as ``(start, end, type)`` character spans."""
     folder = Path(folder)
     for doc in documents:

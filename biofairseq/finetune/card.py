@@ -4,7 +4,9 @@ So that the saved folder says what it is wherever it is copied or pushed: the ba
 the dev and test P/R/F1 overall and per type with the scorer that counted them, and the settings that made it.
 """
 
+from collections.abc import Mapping
 from pathlib import Path
+from typing import Any
 
 from biofairseq.finetune import splits
 from biofairseq.finetune.fingerprint import is_hub_id
@@ -14,11 +16,11 @@ from biofairseq.text.tables import markdown_table
 
 
 
-def scorer(scores):
+def scorer(scores: Mapping[str, Any]) -> str:
     return scores.get("scorer", "seqeval")
 
 
-def dataset_name(path):
+def dataset_name(path: str | Path) -> str:
     """A data set's name from its path: the folder that holds the split (pharmaconer/train, ncbi/train.tsv)."""
     path = Path(path).resolve()
     if path.stem.lower() in (*splits.NAMES, "training", "validation") or path.is_file():
@@ -26,7 +28,7 @@ def dataset_name(path):
     return path.name
 
 
-def base_metadata(source):
+def base_metadata(source: str | Path) -> dict[str, Any]:
     """The base model's card metadata (language, license) where it has a card: a local folder's README.md, or a Hub
     model's card if the cache holds it."""
     if not is_hub_id(source):
@@ -37,7 +39,8 @@ def base_metadata(source):
     return read_metadata(Path(found).parent) if isinstance(found, str) else {}
 
 
-def metadata(report, source, given, train_path):
+def metadata(report: Mapping[str, Any], source: str | Path, given: Mapping[str, str | None],
+             train_path: str | Path) -> dict[str, Any]:
     """The Hub's metadata: language and license (given, else the base model's), tags, base_model (a Hub id),
     datasets (given), and a model-index with the dev and test P/R/F1."""
     base = base_metadata(source)
@@ -66,14 +69,14 @@ def metadata(report, source, given, train_path):
     }
 
 
-def model_name(source, dataset) -> str:
+def model_name(source: str | Path, dataset: str) -> str:
     """base-ner-dataset, from the base model's name (its folder's; a train output's model/: the run's) and the data set's."""
     path = Path(str(source)).resolve() if not is_hub_id(source) else Path(str(source))
     base = path.parent.name if path.name == "model" and not is_hub_id(source) else path.name
     return f"{base}-ner-{dataset.rstrip('/').split('/')[-1]}"
 
 
-def body(report, source, name, paths):
+def body(report: Mapping[str, Any], source: str | Path, name: str, paths: Mapping[str, str | Path | None]) -> str:
     pct = lambda x: f"{100 * x:.2f}"
     o, best = report["options"], report["best"] or {}
     splits = [s for s in ("dev", "test") if report.get(s)]
@@ -128,7 +131,8 @@ def body(report, source, name, paths):
     return "\n".join(lines)
 
 
-def write(folder, report, source, given, paths):
+def write(folder: str | Path, report: Mapping[str, Any], source: str | Path, given: Mapping[str, str | None],
+          paths: Mapping[str, str | Path | None]) -> Path:
     """Writes ``folder/README.md`` for a run's ``metrics.json`` content ``report``; ``given``: the user's language,
     license and dataset (Hub id or name), each optional; ``paths``: the train, dev and test data."""
     meta = metadata(report, source, given, paths["train"])

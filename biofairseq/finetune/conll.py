@@ -1,12 +1,13 @@
 """CoNLL token files: ``token<TAB>tag`` per line (other columns in between are ignored), a blank line between sentences."""
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from biofairseq.atomic import write_text
 from biofairseq.finetune import NERFormatError
 
 
-def read_file(path):
+def read_file(path: str | Path) -> list[tuple[list[str], list[str] | None]]:
     """[(tokens, tags)] of each sentence; tags are None for a one-column file (text to predict)."""
     sentences, tokens, tags, columns = [], [], [], None
     try:
@@ -34,6 +35,6 @@ def read_file(path):
     return sentences
 
 
-def write_file(path, sentences) -> None:
+def write_file(path: str | Path, sentences: Iterable[tuple[Sequence[str], Sequence[str]]]) -> None:
     """Writes [(tokens, tags)] atomically."""
     write_text(path, "".join("".join(f"{t}\t{g}\n" for t, g in zip(tokens, tags)) + "\n" for tokens, tags in sentences))

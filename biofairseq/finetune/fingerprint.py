@@ -11,6 +11,7 @@ its report is whole and model.sha256 is that model's. The recipes ask before sta
 
 import hashlib
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from biofairseq.finetune.sweep_folder import asked, grid
@@ -19,7 +20,7 @@ from biofairseq.finetune.sweep_folder import asked, grid
 REPORT = ("report.json", "report.md", "dev_f1.png")
 
 
-def weights_sha256(model_dir):
+def weights_sha256(model_dir: str | Path) -> str:
     digest = hashlib.sha256()
     for path in sorted(p for p in Path(model_dir).iterdir() if p.suffix in (".safetensors", ".bin")):
         with open(path, "rb") as f:
@@ -28,12 +29,12 @@ def weights_sha256(model_dir):
     return digest.hexdigest()
 
 
-def is_hub_id(source) -> bool:
+def is_hub_id(source: str | Path) -> bool:
     """A model given by its Hub id (biofairseq.finetune.training.resolve_model gives local folders as Paths)."""
     return not isinstance(source, Path)
 
 
-def model_fingerprint(source):
+def model_fingerprint(source: str | Path) -> str:
     """What runs record of their model: sha256 of a local folder's weights, or a Hub model's id and commit."""
     if not is_hub_id(source):
         return weights_sha256(source)
@@ -42,7 +43,8 @@ def model_fingerprint(source):
     return f"{source}@{Path(cached_file(source, 'config.json')).parent.name}"
 
 
-def stale_sweep(sweep_dir, model_dir, lrs=None, seeds=None):
+def stale_sweep(sweep_dir: str | Path, model_dir: str | Path, lrs: Sequence[float | str] | None = None,
+                seeds: Sequence[int | str] | None = None) -> str | None:
     """Why sweep_dir's report is not model_dir's finished sweep of the grid lrs x seeds (when given), or None (no
     report yet, or a current one)."""
     sweep_dir = Path(sweep_dir)
@@ -59,7 +61,8 @@ def stale_sweep(sweep_dir, model_dir, lrs=None, seeds=None):
     return None
 
 
-def check_sweep(sweep_dir, model_dir, lrs=None, seeds=None) -> None:
+def check_sweep(sweep_dir: str | Path, model_dir: str | Path, lrs: Sequence[float | str] | None = None,
+                seeds: Sequence[int | str] | None = None) -> None:
     why = stale_sweep(sweep_dir, model_dir, lrs, seeds)
     if why:
         print(f"note: {why}", file=sys.stderr)

@@ -6,16 +6,25 @@ is transformers' own ``classifier_dropout``; a two-layer head is recorded in the
 ``fc_hidden_size``) so that ``load`` rebuilds it before reading the weights.
 """
 
+from __future__ import annotations
+
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from torch import nn
+    from transformers import PreTrainedModel
 
 
-def _mlp(hidden, fc_hidden, labels):
+def _mlp(hidden: int, fc_hidden: int, labels: int) -> nn.Sequential:
     from torch import nn
 
     return nn.Sequential(nn.Linear(hidden, fc_hidden), nn.ReLU(), nn.Linear(fc_hidden, labels))
 
 
-def _attach(model, fc_layers, fc_hidden_size):
+def _attach(model: PreTrainedModel, fc_layers: int, fc_hidden_size: int) -> PreTrainedModel:
     if fc_layers == 1:
         return model
     if not hasattr(model, "classifier"):
@@ -26,7 +35,8 @@ def _attach(model, fc_layers, fc_hidden_size):
     return model
 
 
-def build(model_dir, labels, fc_layers=1, fc_hidden_size=0, fc_dropout=None):
+def build(model_dir: str | Path, labels: Sequence[str], fc_layers: int = 1, fc_hidden_size: int = 0,
+          fc_dropout: float | None = None) -> PreTrainedModel:
     """An encoder from ``model_dir`` with a fresh head for ``labels``."""
     from transformers import AutoModelForTokenClassification
 
@@ -37,7 +47,7 @@ def build(model_dir, labels, fc_layers=1, fc_hidden_size=0, fc_dropout=None):
     return _attach(model, fc_layers, fc_hidden_size)
 
 
-def load(model_dir):
+def load(model_dir: str | Path) -> PreTrainedModel:
     """A fine-tuned model as ``build`` made and ``Trainer.save_model`` saved it."""
     from transformers import AutoConfig, AutoModelForTokenClassification
 

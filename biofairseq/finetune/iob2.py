@@ -4,8 +4,10 @@ Decoding follows conlleval: an ``I-X`` that does not continue an ``X`` entity st
 same rule to the tags themselves, so seqeval's strict IOB2 mode, the BRAT files we write and any scorer agree.
 """
 
+from collections.abc import Iterable, Sequence
 
-def spans(tags):
+
+def spans(tags: Sequence[str]) -> list[tuple[int, int, str]]:
     """[(first token, last token + 1, type)] of the entities in ``tags``."""
     found, start, kind = [], None, None
     for i, tag in enumerate([*tags, "O"]):
@@ -19,7 +21,7 @@ def spans(tags):
     return found
 
 
-def tags(length, entity_spans):
+def tags(length: int, entity_spans: Iterable[tuple[int, int, str]]) -> list[str]:
     """IOB2 tags of ``length`` tokens holding these non-overlapping (first, last + 1, type) spans."""
     out = ["O"] * length
     for start, end, kind in entity_spans:
@@ -29,11 +31,11 @@ def tags(length, entity_spans):
     return out
 
 
-def repair(sequence):
+def repair(sequence: Sequence[str]) -> list[str]:
     """The IOB2 tags whose entities are those conlleval reads in ``sequence``."""
     return tags(len(sequence), spans(sequence))
 
 
-def label_list(types):
+def label_list(types: Iterable[str]) -> list[str]:
     """Label names of these entity types, O first: what the classification head predicts."""
     return ["O", *(f"{p}-{t}" for t in sorted(types) for p in "BI")]

@@ -1,6 +1,7 @@
 """Entity-level strict precision, recall and F1 (seqeval, IOB2), overall and per type."""
 
 import warnings
+from typing import Any
 
 
 # What each scorer counts, as the report and the model card name it.
@@ -12,7 +13,7 @@ SCORERS = {
 }
 
 
-def scores(gold, predicted):
+def scores(gold: list[list[str]], predicted: list[list[str]]) -> dict[str, Any]:
     """{"precision", "recall", "f1", "support", "per_type": {type: {...}}, "scorer": "seqeval"} of tag sequences,
     micro-averaged; per type, P/R/F1/support as seqeval's classification_report gives them."""
     from seqeval.metrics import classification_report
@@ -28,18 +29,18 @@ def scores(gold, predicted):
     return {**clean(micro), "per_type": {kind: clean(r) for kind, r in sorted(report.items())}, "scorer": "seqeval"}
 
 
-def line(name, s):
+def line(name: str, s: dict[str, Any]) -> str:
     text = f"{name} F1 {100 * s['f1']:.2f} (P {100 * s['precision']:.2f}, R {100 * s['recall']:.2f}, {s['support']} entities"
     if "seqeval" in s:
         text += f"; BRAT scorer, all gold mentions; seqeval on the flattened BIO: F1 {100 * s['seqeval']['f1']:.2f}"
     return text + ")"
 
 
-def mention_scores(gold, predicted):
+def mention_scores(gold: set[tuple[str, int, int, str]], predicted: set[tuple[str, int, int, str]]) -> dict[str, Any]:
     """Exact-span, exact-type micro P/R/F1 of two sets of (document, start, end, type) mentions, as the
     PharmaCoNER and CANTEMIST scorers compute them from the .ann files; same layout as ``scores``."""
 
-    def prf(g, p):
+    def prf(g: set[tuple[str, int, int, str]], p: set[tuple[str, int, int, str]]) -> dict[str, float]:
         tp = len(g & p)
         precision = tp / len(p) if p else 0.0
         recall = tp / len(g) if g else 0.0

@@ -9,8 +9,10 @@ its report holds those, so a grid grown or shrunk on a rerun reuses the finished
 import json
 import os
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from biofairseq.atomic import write_text
 from biofairseq.finetune import NERFormatError, training
@@ -21,8 +23,11 @@ PAPER_LRS = (8e-6, 1e-5, 2e-5, 3e-5, 5e-5)
 PAPER_SEEDS = (1, 2, 3)
 
 
-def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_LRS, seeds=PAPER_SEEDS, log=print,
-          warn=training.stderr, card=None, devices=()):
+def sweep(model_dir: str | Path, train_path: str | Path, dev_path: str | Path, test_path: str | Path | None,
+          root: str | Path, options: training.TrainOptions, lrs: Sequence[float] = PAPER_LRS,
+          seeds: Sequence[int] = PAPER_SEEDS,
+          log: Callable[[str], None] = print, warn: Callable[[str], None] = training.stderr,
+          card: Mapping[str, str | None] | None = None, devices: Sequence[str] = ()) -> list[Path]:
     """Runs every (lr, seed) not yet finished; returns the run folders in grid order. The data's warnings are said
     once, not once a run. ``devices`` (GPU numbers): the runs spread over them, one run a device at a time, each in a
     process that sees its device alone; none: one after another here."""
@@ -34,7 +39,7 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
     fingerprint = model_fingerprint(training.resolve_model(str(model_dir)))
     said = set()
 
-    def warn_once(line) -> None:
+    def warn_once(line: str) -> None:
         if line not in said:
             said.add(line)
             warn(line)
@@ -73,7 +78,7 @@ def sweep(model_dir, train_path, dev_path, test_path, root, options, lrs=PAPER_L
     return folders
 
 
-def _physical(devices):
+def _physical(devices: Sequence[str]) -> tuple[str, ...]:
     """The GPUs to pin the runs to: the numbers given, or, where CUDA_VISIBLE_DEVICES is set (a Slurm allocation sets
     the GPUs it gives), the ones it lists at those places; each one torch sees."""
     if not devices:
@@ -89,7 +94,7 @@ def _physical(devices):
     return tuple(visible[int(d)] for d in devices) if visible else tuple(devices)
 
 
-def _spread(runs, devices, log) -> None:
+def _spread(runs: Sequence[tuple[Any, ...]], devices: Sequence[str], log: Callable[[str], None]) -> None:
     """The runs in processes of their own, as many at once as there are devices, each process seeing one device
     (CUDA_VISIBLE_DEVICES) and training with this process's number of CPU threads, so that a run's results are those
     it gives when run here."""
@@ -116,7 +121,7 @@ def _take_device(free, threads) -> None:
     torch.set_num_threads(threads)
 
 
-def _run(run):
+def _run(run: tuple[Any, ...]) -> str:
     """One run in a device's process; its lines go to stderr, named by the run (the data's warnings were said)."""
     model_dir, train_path, dev_path, test_path, folder, options, redo, card, label = run
     device = os.environ["CUDA_VISIBLE_DEVICES"]

@@ -16,10 +16,14 @@ fine-tuned with transformers' token-classification defaults, whose F1 is seqeval
 Table 2 compares with that column; the shared tasks' leaderboards compare with the official one.
 """
 
+from __future__ import annotations
+
 import json
 import statistics
 from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from biofairseq.atomic import write_text
 from biofairseq.finetune import NERFormatError
@@ -27,8 +31,13 @@ from biofairseq.finetune.metrics import SCORERS
 from biofairseq.finetune.sweep_folder import asked
 from biofairseq.text.tables import markdown_table
 
+if TYPE_CHECKING:
+    import numpy as np
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
 
-def runs(folder):
+
+def runs(folder: str | Path) -> list[dict[str, Any]]:
     """metrics.json of every finished run under ``folder`` (one run, or a sweep folder: the runs it was last asked
     for), with LR and seed."""
     folder = Path(folder)
@@ -52,12 +61,12 @@ def runs(folder):
     return out
 
 
-def setting(value):
+def setting(value: float | str) -> float:
     """A numeric setting as runs are grouped by it: 1e-3, "1e-3", 0.001 and 0.1 * 0.01 are one learning rate."""
     return float(f"{float(value):.12g}")
 
 
-def per_type(model_runs, split):
+def per_type(model_runs: Iterable[Mapping[str, Any]], split: str) -> dict[str, dict[str, Any]]:
     """{type: {"precision", "recall", "f1": mean and std over the runs that score the type, "support", "runs"}}, from each
     run's per-type scores (the official scorer's for BRAT data, seqeval's for CoNLL)."""
     found = defaultdict(list)
@@ -69,7 +78,7 @@ def per_type(model_runs, split):
             for kind, vs in sorted(found.items())}
 
 
-def summarize(name, model_runs):
+def summarize(name: str, model_runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     split = "test" if all(r["test"] for r in model_runs) else "dev"
     values = {k: [r[split][k] for r in model_runs] for k in ("f1", "precision", "recall")}
     stat = lambda v: {"mean": statistics.fmean(v), "std": statistics.stdev(v) if len(v) > 1 else 0.0}
@@ -94,7 +103,7 @@ def summarize(name, model_runs):
     }
 
 
-def markdown(summaries):
+def markdown(summaries: Sequence[Mapping[str, Any]]) -> str:
     pct = lambda s: f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f}"
     split = summaries[0]["split"]
     epoch = lambda e: "-" if e is None else f"{e:g}"  # a run selected without a recorded epoch
@@ -119,7 +128,7 @@ def markdown(summaries):
         "label for them, so their gold mentions count as missed in these scores (trained with --allow-unseen-types)." for s in unseen)
 
 
-def best_lines(summaries, root=None):
+def best_lines(summaries: Iterable[Mapping[str, Any]], root: str | Path | None = None) -> list[str]:
     """Where each model's run best on dev is, its seed, and the model to take from it (a folder relative to ``root``
     where it is inside)."""
     lines = []
@@ -132,7 +141,7 @@ def best_lines(summaries, root=None):
     return lines
 
 
-def per_type_markdown(summaries) -> str:
+def per_type_markdown(summaries: Sequence[Mapping[str, Any]]) -> str:
     """Per entity type, mean ± std of P, R and F1 over each model's runs, with the scorer named."""
     pct = lambda s: f"{100 * s['mean']:.2f} ± {100 * s['std']:.2f}"
     unseen = lambda s, kind: " (never seen in training)" if kind in s.get("unseen_types", ()) else ""
@@ -147,7 +156,7 @@ def per_type_markdown(summaries) -> str:
     return f"Per entity type, {split} set, mean ± std over the runs (scorer: {scorers}; {named}):\n\n{markdown_table(header, rows)}"
 
 
-def plot_dev_f1(ax, title, groups) -> None:
+def plot_dev_f1(ax: Axes, title: str, groups: Mapping[str, Iterable[Mapping[str, Any]]]) -> None:
     """Dev F1 per epoch of every model on one axis, so that a model and its random-init twin compare at a glance:
     one colour per model, one line style per LR, each line the mean over its seeds."""
     styles = ("-", "--", ":", "-.")
@@ -167,7 +176,7 @@ def plot_dev_f1(ax, title, groups) -> None:
     ax.legend(fontsize=8)
 
 
-def figure(panels):
+def figure(panels: int) -> tuple[Figure, np.ndarray]:
     """A row of ``len(panels)`` axes; returns (figure, axes)."""
     import matplotlib
 
@@ -178,7 +187,7 @@ def figure(panels):
     return fig, axes[0]
 
 
-def save_figure(fig, path) -> None:
+def save_figure(fig: Figure, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
@@ -188,14 +197,14 @@ def save_figure(fig, path) -> None:
     tmp.replace(path)
 
 
-def plot(groups, path) -> None:
+def plot(groups: Mapping[str, Iterable[Mapping[str, Any]]], path: Path) -> None:
     """Dev F1 per epoch of every model, on one axis."""
     fig, axes = figure(1)
     plot_dev_f1(axes[0], "NER: dev F1 per epoch, one line per LR", groups)
     save_figure(fig, path)
 
 
-def collect(run_folders):
+def collect(run_folders: Sequence[str | Path]) -> tuple[dict[str, list[dict[str, Any]]], list[dict[str, Any]]]:
     """(finished runs per model, their summaries); a model is named by its folder (sweep folders of models)."""
     groups = {}
     for folder in run_folders:
@@ -209,12 +218,13 @@ def collect(run_folders):
     return groups, summaries
 
 
-def write(run_folders, output_dir):
+def write(run_folders: Sequence[str | Path], output_dir: str | Path) -> str:
     """Writes report.md, report.json and dev_f1.png into ``output_dir`` and returns the Markdown table."""
     return save(*collect(run_folders), output_dir)
 
 
-def save(groups, summaries, output_dir):
+def save(groups: Mapping[str, Iterable[Mapping[str, Any]]], summaries: list[dict[str, Any]],
+         output_dir: str | Path) -> str:
     """``write`` for runs already collected."""
     table = markdown(summaries)
     types = per_type_markdown(summaries)

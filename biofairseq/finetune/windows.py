@@ -6,7 +6,15 @@ every gold word gets exactly one prediction and none is truncated away. A single
 window keeps only its first sub-tokens (its label sits on the first one).
 """
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import numpy as np
+    from transformers import PreTrainedTokenizerBase
+
+    from biofairseq.finetune.data import Sentence
 
 IGNORE = -100  # the label index transformers' token-classification losses skip
 
@@ -19,7 +27,7 @@ class Window:
     owned: list  # (word index, position of its first sub-token): the words this window predicts
 
 
-def special_template(tokenizer):
+def special_template(tokenizer: "PreTrainedTokenizerBase") -> tuple[list[int], list[int]]:
     """Ids the tokenizer puts before and after a single sequence (``<s>`` ... ``</s>``, ``[CLS]`` ... ``[SEP]``)."""
     encoding = tokenizer(["a"], is_split_into_words=True)
     positions = [i for i, w in enumerate(encoding.word_ids()) if w is not None]
@@ -32,7 +40,7 @@ def special_template(tokenizer):
     return ids[: positions[0]], ids[positions[-1] + 1 :]
 
 
-def word_pieces(tokenizer, sentences):
+def word_pieces(tokenizer: "PreTrainedTokenizerBase", sentences: "Sequence[Sentence]") -> list[list[list[int]]]:
     """Sub-token ids of every word of every sentence; a word the tokenizer maps to nothing becomes the unknown token."""
     words = [s.tokens for s in sentences]
     encodings = tokenizer(words, is_split_into_words=True, add_special_tokens=False, verbose=False)
@@ -46,7 +54,7 @@ def word_pieces(tokenizer, sentences):
     return pieces
 
 
-def spans(lengths, budget, overlap):
+def spans(lengths: Sequence[int], budget: int, overlap: int) -> list[tuple[int, int]]:
     """(first word, last word + 1) of each window over words of these sub-token ``lengths``."""
     lengths = [min(n, budget) for n in lengths]
     windows, start = [], 0
@@ -65,7 +73,7 @@ def spans(lengths, budget, overlap):
         start = next_start
 
 
-def owners(windows, n_words):
+def owners(windows: Iterable[tuple[int, int]], n_words: int) -> list[int]:
     """For each word, the window where it is farthest from both edges (the first such window on ties)."""
     best = [None] * n_words
     for k, (a, b) in enumerate(windows):
@@ -76,13 +84,14 @@ def owners(windows, n_words):
     return [k for k, _ in best]
 
 
-def overlap_used(tokenizer, max_length, overlap):
+def overlap_used(tokenizer: "PreTrainedTokenizerBase", max_length: int, overlap: int) -> int:
     """The overlap windows get: at most half of what a window holds besides its special tokens."""
     prefix, suffix = special_template(tokenizer)
     return min(overlap, (max_length - len(prefix) - len(suffix)) // 2)
 
 
-def build(sentences, tokenizer, label_ids, max_length, scheme="first-subtoken", overlap=128):
+def build(sentences: "Sequence[Sentence]", tokenizer: "PreTrainedTokenizerBase", label_ids: Mapping[str, int],
+          max_length: int, scheme: str = "first-subtoken", overlap: int = 128) -> list[Window]:
     """The windows of these sentences, with labels when the sentences have tags."""
     prefix, suffix = special_template(tokenizer)
     budget = max_length - len(prefix) - len(suffix)
@@ -105,7 +114,8 @@ def build(sentences, tokenizer, label_ids, max_length, scheme="first-subtoken", 
     return windows
 
 
-def word_values(windows, values, n_sentences):
+def word_values(windows: Iterable[Window], values: "Iterable[Sequence[Any]] | np.ndarray",
+                n_sentences: int) -> list[list[Any]]:
     """Each word's value, per sentence, from each window's values per position (a predicted label index, its
     probability): its first sub-token's, in the window that owns the word."""
     found = [dict() for _ in range(n_sentences)]
@@ -115,6 +125,7 @@ def word_values(windows, values, n_sentences):
     return [[f[w] for w in range(len(f))] for f in found]
 
 
-def word_tags(windows, predictions, labels, n_sentences):
+def word_tags(windows: Iterable[Window], predictions: "Iterable[Sequence[int]] | np.ndarray", labels: Sequence[str],
+              n_sentences: int) -> list[list[str]]:
     """The predicted tag of every word, from each window's predicted label index per position."""
     return [[labels[int(i)] for i in s] for s in word_values(windows, predictions, n_sentences)]

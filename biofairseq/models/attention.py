@@ -13,6 +13,7 @@ also takes the documents of a packed row (``biofairseq.models.documents``) as an
 
 import torch
 import torch.nn.functional as F
+from fairseq.models.transformer import TransformerConfig
 from fairseq.modules.multihead_attention import MultiheadAttention
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
 
@@ -27,8 +28,12 @@ class SdpaSelfAttention(MultiheadAttention):
     (True: same document, key not padding; it stands for the padding mask) or the batch's segments.
     """
 
-    def forward(self, query, key, value, key_padding_mask=None, incremental_state=None, need_weights=True,
-                static_kv=False, attn_mask=None, before_softmax=False, need_head_weights=False, documents=None):
+    def forward(self, query: torch.Tensor, key: torch.Tensor | None, value: torch.Tensor | None,
+                key_padding_mask: torch.Tensor | None = None,
+                incremental_state: dict[str, dict[str, torch.Tensor | None]] | None = None, need_weights: bool = True,
+                static_kv: bool = False, attn_mask: torch.Tensor | None = None, before_softmax: bool = False,
+                need_head_weights: bool = False, documents: torch.Tensor | dict[str, torch.Tensor | int] | None = None,
+                ) -> tuple[torch.Tensor, torch.Tensor | None]:
         if (need_weights or need_head_weights or before_softmax or incremental_state is not None or static_kv
                 or attn_mask is not None or not self.self_attention or self.bias_k is not None or self.add_zero_attn
                 or query.device.type == "xla" or self.skip_embed_dim_check):
@@ -56,7 +61,8 @@ class SdpaSelfAttention(MultiheadAttention):
         return self.out_proj(x.permute(2, 0, 1, 3).reshape(length, batch, width)), None
 
 
-def over_segments(qkv, segments, heads, dropout):
+def over_segments(qkv: torch.Tensor, segments: dict[str, torch.Tensor | int], heads: int,
+                  dropout: float) -> torch.Tensor:
     """T x B x C attention of each segment (a document, or a row's padding) to itself alone, as jagged tensors, from
     the T x B x 3C projections."""
     length, batch, width = qkv.shape[0], qkv.shape[1], qkv.shape[2] // 3
@@ -75,13 +81,16 @@ def over_segments(qkv, segments, heads, dropout):
 class SdpaEncoderLayer(TransformerEncoderLayerBase):
     """fairseq's encoder layer with ``SdpaSelfAttention``; same parameters, same checkpoints."""
 
-    def build_self_attention(self, embed_dim, cfg):
+    def build_self_attention(self, embed_dim: int, cfg: TransformerConfig) -> SdpaSelfAttention:
         # fairseq's build_self_attention, with our class
         return SdpaSelfAttention(embed_dim, cfg.encoder.attention_heads, dropout=cfg.attention_dropout,
                                  self_attention=True, q_noise=self.quant_noise, qn_block_size=self.quant_noise_block_size,
                                  xformers_att_config=cfg.encoder.xformers_att_config)
 
-    def forward(self, x, encoder_padding_mask=None, attn_mask=None, documents=None):
+    def forward(self, x: torch.Tensor, encoder_padding_mask: torch.Tensor | None = None,
+                attn_mask: torch.Tensor | None = None,
+                documents: torch.Tensor | dict[str, torch.Tensor | int] | None = None,
+                ) -> torch.Tensor | tuple[torch.Tensor, torch.Tensor]:
         """fairseq's forward; with ``documents`` (packed rows, no padding mask), the same computation with the
         documents handed to the attention, which fairseq's forward has no argument for."""
         if documents is None:
@@ -105,7 +114,7 @@ class SdpaEncoderLayer(TransformerEncoderLayerBase):
         return x
 
 
-def encoder_layer_class(attention):
+def encoder_layer_class(attention: str) -> type[TransformerEncoderLayerBase]:
     """The encoder layer that computes self-attention with ``attention`` (``ATTENTION_CHOICES``)."""
     if attention not in ATTENTION_CHOICES:
         raise ValueError(f"--attention {attention}: unknown; use one of {', '.join(ATTENTION_CHOICES)}")

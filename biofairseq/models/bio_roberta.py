@@ -6,12 +6,17 @@ fairseq's transformer encoder implements but RoBERTa's command line does not exp
 checkpoints and conversions are RoBERTa's.
 """
 
+from argparse import ArgumentParser, Namespace
+from typing import Any, Self
+
 import torch
+from fairseq.data import Dictionary
 from fairseq.models import register_model, register_model_architecture
 from fairseq.models.roberta.model import RobertaEncoder, RobertaModel, base_architecture
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
+from fairseq.tasks import FairseqTask
 from fairseq.utils import safe_getattr, safe_hasattr
-from omegaconf import OmegaConf
+from omegaconf import DictConfig, OmegaConf
 
 from biofairseq.data.host_counts import at_positions
 from biofairseq.models.attention import ATTENTION_CHOICES, DEFAULT_ATTENTION
@@ -28,11 +33,13 @@ class BioRobertaEncoder(RobertaEncoder):
     """RoBERTa's encoder (embeddings, layers, LM head) whose transformer is ours: built with the chosen attention,
     for packed rows when ``bos`` (where documents start) is given; the batch's ``segments`` go down to it."""
 
-    def __init__(self, args, dictionary, attention, bos=None) -> None:
+    def __init__(self, args: Namespace | DictConfig, dictionary: Dictionary, attention: str,
+                 bos: int | None = None) -> None:
         self.attention, self.bos = attention, bos  # RobertaEncoder's __init__ calls build_encoder
         super().__init__(args, dictionary)
 
-    def build_encoder(self, args, dictionary, embed_tokens):
+    def build_encoder(self, args: Namespace | DictConfig, dictionary: Dictionary,
+                      embed_tokens: torch.nn.Embedding) -> Encoder:
         if self.bos is None:
             encoder = Encoder(args, dictionary, embed_tokens, self.attention)
         else:
@@ -40,14 +47,17 @@ class BioRobertaEncoder(RobertaEncoder):
         encoder.apply(init_bert_params)
         return encoder
 
-    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, masked_tokens=None, segments=None,
-                **unused):
+    def forward(self, src_tokens: torch.Tensor, features_only: bool = False, return_all_hiddens: bool = False,
+                masked_tokens: torch.Tensor | None = None, segments: dict[str, torch.Tensor | int] | None = None,
+                **unused: Any) -> tuple[torch.Tensor, dict[str, list[torch.Tensor] | None]]:
         x, extra = self.extract_features(src_tokens, return_all_hiddens=return_all_hiddens, segments=segments)
         if not features_only:
             x = self.output_layer(x, masked_tokens=masked_tokens)
         return x, extra
 
-    def extract_features(self, src_tokens, return_all_hiddens=False, segments=None, **kwargs):
+    def extract_features(self, src_tokens: torch.Tensor, return_all_hiddens: bool = False,
+                         segments: dict[str, torch.Tensor | int] | None = None,
+                         **kwargs: Any) -> tuple[torch.Tensor, dict[str, list[torch.Tensor] | None]]:
         # RobertaEncoder's, which has no argument for the segments
         encoder_out = self.sentence_encoder(src_tokens, return_all_hiddens=return_all_hiddens,
                                             token_embeddings=kwargs.get("token_embeddings"), segments=segments)
@@ -63,7 +73,7 @@ class BioRobertaModel(AmpBf16, RobertaModel):
     takes_target_positions = True  # masked_tokens may be flat positions (see forward)
 
     @staticmethod
-    def add_args(parser) -> None:
+    def add_args(parser: ArgumentParser) -> None:
         RobertaModel.add_args(parser)
         parser.add_argument("--checkpoint-activations", action="store_true",
                             help="recompute each layer's activations in the backward pass instead of keeping them: "
@@ -76,8 +86,9 @@ class BioRobertaModel(AmpBf16, RobertaModel):
         parser.add_argument("--amp-bf16", action="store_true", help=AMP_BF16_HELP)
         parser.add_argument("--layer-norm-eps", type=float, help=LAYER_NORM_EPS_HELP)
 
-    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, classification_head_name=None,
-                masked_tokens=None, **kwargs):
+    def forward(self, src_tokens: torch.Tensor, features_only: bool = False, return_all_hiddens: bool = False,
+                classification_head_name: str | None = None, masked_tokens: torch.Tensor | None = None,
+                **kwargs: Any) -> tuple[torch.Tensor, dict[str, list[torch.Tensor] | None]]:
         """fairseq's, where ``masked_tokens`` may also be the positions to predict in the flattened B x T batch
         (``biofairseq.data.host_counts``): a boolean mask selects them by a host-device synchronisation."""
         with self.autocast():
@@ -88,11 +99,11 @@ class BioRobertaModel(AmpBf16, RobertaModel):
             return self.encoder.output_layer(at_positions(x, masked_tokens)), extra
 
     @property
-    def reads_packed_rows(self):
+    def reads_packed_rows(self) -> bool:
         return isinstance(self.encoder.sentence_encoder, PackedRowsEncoder)
 
     @classmethod
-    def build_model(cls, args, task):
+    def build_model(cls, args: Namespace | DictConfig, task: FairseqTask) -> Self:
         # RobertaModel.build_model, with our encoder
         if OmegaConf.is_config(args):
             OmegaConf.set_struct(args, False)
@@ -113,7 +124,7 @@ class BioRobertaModel(AmpBf16, RobertaModel):
 
 
 def _preset(name, layers, embed_dim, ffn_dim, heads, pre_ln=False):
-    def architecture(args) -> None:
+    def architecture(args: Namespace | DictConfig) -> None:
         args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
         args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", embed_dim)
         args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", ffn_dim)

@@ -16,6 +16,7 @@ default) would stay outside the graphs: its jagged tensors have other lengths in
 
 import functools
 import logging
+from typing import TypeVar
 
 import torch
 from fairseq.modules.transformer_layer import TransformerEncoderLayerBase
@@ -25,9 +26,10 @@ from biofairseq.models import attention
 COMPILE_CHOICES = ("none", "inductor", "aot_eager")  # aot_eager: traced by torch.compile, no code generated (checks)
 RECOMPILE_LIMIT = 64
 logger = logging.getLogger(__name__)
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 
 
-def compile_layers(model, backend):
+def compile_layers(model: ModuleT, backend: str) -> ModuleT:
     """Compiles every fairseq encoder layer of ``model`` with this torch.compile backend (none: leaves them)."""
     if backend not in COMPILE_CHOICES:
         raise ValueError(f"--compile {backend}: unknown; use one of {', '.join(COMPILE_CHOICES)}")

@@ -8,8 +8,9 @@ gradient), and the discriminator on the corrupted sequence. The layers are fairs
 """
 
 import logging
+from argparse import Namespace
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional, Self
 
 import torch
 import torch.nn.functional as F
@@ -20,7 +21,9 @@ from fairseq.models.transformer import TransformerConfig
 from fairseq.modules import LayerNorm, PositionalEmbedding
 from fairseq.modules.fairseq_dropout import FairseqDropout
 from fairseq.modules.transformer_sentence_encoder import init_bert_params
+from fairseq.tasks import FairseqTask
 from fairseq.utils import safe_getattr
+from omegaconf import DictConfig
 from torch import nn
 
 from biofairseq.data import special_symbols
@@ -86,7 +89,7 @@ class ElectraModelConfig(FairseqDataclass):
     )
 
 
-def generator_shape(cfg):
+def generator_shape(cfg: ElectraModelConfig | DictConfig | Namespace) -> tuple[int, int, int]:
     """(width, FFN width, heads) of the generator (``model_shapes.electra_generator``)."""
     return electra_generator(cfg.encoder_embed_dim, cfg.generator_width_fraction)
 
@@ -108,10 +111,10 @@ class Embeddings(nn.Module):
         self.layernorm_embedding = LayerNorm(dim)
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
 
-    def weights(self):
+    def weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         return self.embed_tokens.weight, self.embed_positions.weight
 
-    def forward(self, tokens, positions):
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor) -> torch.Tensor:
         return _embed(tokens, positions, *self.weights(), self.padding_idx, self.layernorm_embedding, self.dropout_module)
 
 
@@ -129,13 +132,13 @@ class DisentangledEmbeddings(nn.Module):
         self.layernorm_embedding = LayerNorm(tokens.shape[1])
         self.dropout_module = FairseqDropout(dropout, module_name=self.__class__.__name__)
 
-    def weights(self, shared: Embeddings):
+    def weights(self, shared: Embeddings) -> tuple[torch.Tensor, torch.Tensor]:
         tokens, positions = (table.detach() for table in shared.weights())
         if self.token_delta is None:
             return tokens, positions
         return tokens + self.token_delta, positions + self.position_delta
 
-    def forward(self, tokens, positions, shared: Embeddings):
+    def forward(self, tokens: torch.Tensor, positions: torch.Tensor, shared: Embeddings) -> torch.Tensor:
         return _embed(tokens, positions, *self.weights(shared), self.padding_idx, self.layernorm_embedding,
                       self.dropout_module)
 
@@ -156,7 +159,8 @@ class Tower(nn.Module):
         layer = encoder_layer_class(cfg.attention)
         self.layers = nn.ModuleList([layer(layer_cfg) for _ in range(cfg.encoder_layers)])
 
-    def forward(self, x, padding_mask, documents=None):
+    def forward(self, x: torch.Tensor, padding_mask: torch.Tensor | None,
+                documents: torch.Tensor | dict[str, torch.Tensor | int] | None = None) -> torch.Tensor:
         """documents (packed rows; ``biofairseq.models.documents``): where they are, padding one of them, for the
         attentions instead of the padding mask."""
         if self.embed_proj is not None:
@@ -186,7 +190,7 @@ class GeneratorHead(nn.Module):
         self.weight = weight
         self.bias = nn.Parameter(torch.zeros(weight.shape[0]))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         hidden = self.layer_norm(self.activation_fn(self.dense(x)))  # autocast's: fp32 on CUDA, bf16 on a CPU
         with torch.autocast(hidden.device.type, enabled=False):
             return F.linear(hidden.to(self.weight.dtype), self.weight) + self.bias
@@ -201,7 +205,7 @@ class DiscriminatorHead(nn.Module):
         self.activation_fn = utils.get_activation_fn(activation_fn)
         self.dense_prediction = nn.Linear(width, 1)
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.dense_prediction(self.activation_fn(self.dense(x))).squeeze(-1)
 
 
@@ -216,7 +220,7 @@ class TemperatureSchedule:
     updates: int = 0
 
     @classmethod
-    def from_cfg(cls, cfg):
+    def from_cfg(cls, cfg: ElectraModelConfig | DictConfig | Namespace) -> Self:
         # checkpoints from before the flags: constant, 1.0 before --sampling-temperature
         schedule = cls(safe_getattr(cfg, "sampling_temperature", 1.0), safe_getattr(cfg, "sampling_temperature_final", None),
                        safe_getattr(cfg, "sampling_temperature_updates", 0))
@@ -229,13 +233,13 @@ class TemperatureSchedule:
                              "the updates to anneal over, e.g. --max-update's")
         return schedule
 
-    def at(self, update):
+    def at(self, update: int) -> float:
         if self.final is None:
             return self.start
         return self.start + (self.final - self.start) * min(update / self.updates, 1.0)
 
 
-def gumbel_max(logits, disallowed, temperature=1.0):
+def gumbel_max(logits: torch.Tensor, disallowed: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """One sample per row of softmax(fp32 logits / temperature): argmax(logits / temperature + Gumbel noise), never a
     disallowed symbol."""
     logits = (logits.float() / temperature).masked_fill(disallowed, float("-inf"))
@@ -281,18 +285,18 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
         # a checkpoint saved before --layer-norm-eps existed gets fairseq's
         set_layer_norm_eps(self, safe_getattr(cfg, "layer_norm_eps", DEFAULT_LAYER_NORM_EPS))
 
-    def set_num_updates(self, num_updates) -> None:
+    def set_num_updates(self, num_updates: int) -> None:
         """fairseq's task calls this before every training step, and a resumed run with its update count."""
         self.temperature = self.temperatures.at(num_updates)
         super().set_num_updates(num_updates)
 
     @classmethod
-    def build_model(cls, cfg, task):
+    def build_model(cls, cfg: ElectraModelConfig | DictConfig, task: FairseqTask) -> Self:
         model = cls(cfg, task.source_dictionary, packed_bos(task))
         model.amp_bf16 = amp_bf16_flag(cfg)  # False for checkpoints from before the flag
         return model
 
-    def max_positions(self):
+    def max_positions(self) -> int:
         return self.cfg.max_positions
 
     @property
@@ -312,11 +316,13 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
 
     # ---- the towers one at a time (conversion, parity, diagnostics); segments: a packed batch's
 
-    def generator_features(self, tokens, segments=None):
+    def generator_features(self, tokens: torch.Tensor,
+                           segments: dict[str, torch.Tensor | int] | None = None) -> torch.Tensor:
         positions, where = self._positions_and_documents(tokens, segments)
         return self.generator(self.embeddings(tokens, positions), self._padding(tokens, where), where)
 
-    def discriminator_features(self, tokens, segments=None):
+    def discriminator_features(self, tokens: torch.Tensor,
+                               segments: dict[str, torch.Tensor | int] | None = None) -> torch.Tensor:
         positions, where = self._positions_and_documents(tokens, segments)
         if self.discriminator_embeddings is None:
             x = self.embeddings(tokens, positions)
@@ -326,7 +332,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
             x = self.discriminator_embeddings(tokens, positions)
         return self.discriminator(x, self._padding(tokens, where), where)
 
-    def discriminator_embedding_weights(self):
+    def discriminator_embedding_weights(self) -> tuple[torch.Tensor, torch.Tensor]:
         """(token, position) tables the discriminator computes with; GDES's sum materialised."""
         if isinstance(self.discriminator_embeddings, DisentangledEmbeddings):
             return self.discriminator_embeddings.weights(self.embeddings)
@@ -334,7 +340,9 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
 
     # ---- one training step's forward
 
-    def forward(self, src_tokens, targets, segments=None, target_positions=None, **kwargs):
+    def forward(self, src_tokens: torch.Tensor, targets: torch.Tensor,
+                segments: dict[str, torch.Tensor | int] | None = None, target_positions: torch.Tensor | None = None,
+                **kwargs: Any) -> dict[str, torch.Tensor]:
         """src_tokens: the masked input; targets: the originals at the selected positions, padding elsewhere;
         target_positions: those positions in the flattened B x T batch (``biofairseq.data.host_counts``; without
         them they are found from the targets, by a host-device synchronisation).
@@ -363,7 +371,7 @@ class ElectraModel(AmpBf16, BaseFairseqModel):
 
 
 def _preset(name, layers, width, heads, embedding_dim, fraction):
-    def architecture(args) -> None:
+    def architecture(args: Namespace | DictConfig) -> None:
         args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
         args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", width)
         args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", 4 * width)

@@ -5,6 +5,8 @@ with ``--attention``'s layer class. ``PackedRowsEncoder`` reads rows of several 
 (``biofairseq.models.documents``): document positions, and the documents handed to every layer as an argument.
 """
 
+from argparse import Namespace
+
 import torch
 from fairseq.distributed import fsdp_wrap
 from fairseq.models.transformer import TransformerConfig, TransformerEncoder
@@ -22,7 +24,7 @@ class Encoder(TransformerEncoder):
         self.layer_class = encoder_layer_class(attention)  # fairseq's __init__ builds the layers
         super().__init__(args, dictionary, embed_tokens)
 
-    def build_encoder_layer(self, cfg):
+    def build_encoder_layer(self, cfg: TransformerConfig | Namespace) -> torch.nn.Module:
         # fairseq's TransformerEncoderBase.build_encoder_layer, with our layer class
         cfg = TransformerConfig.from_namespace(cfg)
         layer = self.layer_class(cfg, return_fc=self.return_fc)
@@ -30,7 +32,9 @@ class Encoder(TransformerEncoder):
             layer = checkpoint_wrapper(layer, offload_to_cpu=cfg.offload_activations)
         return fsdp_wrap(layer, min_num_params=0 if cfg.checkpoint_activations else cfg.min_params_to_wrap)
 
-    def forward(self, src_tokens, src_lengths=None, return_all_hiddens=False, token_embeddings=None, segments=None):
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor | None = None,
+                return_all_hiddens: bool = False, token_embeddings: torch.Tensor | None = None,
+                segments: dict[str, torch.Tensor | int] | None = None) -> dict[str, list[torch.Tensor]]:
         """fairseq's; ``segments`` (a batch's documents, from the collater) say nothing more than the padding mask
         about rows of one document."""
         return super().forward(src_tokens, src_lengths, return_all_hiddens, token_embeddings)
@@ -50,11 +54,14 @@ class PackedRowsEncoder(Encoder):
         self.embed_positions = DocumentPositions(self.embed_positions, bos)
         self.bos = bos
 
-    def forward(self, src_tokens, src_lengths=None, return_all_hiddens=False, token_embeddings=None, segments=None):
+    def forward(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor | None = None,
+                return_all_hiddens: bool = False, token_embeddings: torch.Tensor | None = None,
+                segments: dict[str, torch.Tensor | int] | None = None) -> dict[str, list[torch.Tensor]]:
         return self.forward_scriptable(src_tokens, src_lengths, return_all_hiddens, token_embeddings, segments)
 
-    def forward_scriptable(self, src_tokens, src_lengths=None, return_all_hiddens=False, token_embeddings=None,
-                           segments=None):
+    def forward_scriptable(self, src_tokens: torch.Tensor, src_lengths: torch.Tensor | None = None,
+                           return_all_hiddens: bool = False, token_embeddings: torch.Tensor | None = None,
+                           segments: dict[str, torch.Tensor | int] | None = None) -> dict[str, list[torch.Tensor]]:
         padding = src_tokens.eq(self.padding_idx)
         where = documents(src_tokens, segments, self.bos, self.padding_idx)
         x, embedding = self.forward_embedding(src_tokens, token_embeddings)

@@ -7,14 +7,17 @@ tolerance. The models set the value on each of their LayerNorms once built (para
 fairseq's), and the checkpoint records it with the other model settings; one saved before the flag gets 1e-5.
 """
 
+from typing import TypeVar
+
 import torch
 
 DEFAULT = 1e-5  # torch's and fairseq's; ModernBERT's norm_eps
 HELP = ("epsilon of every LayerNorm (default: fairseq's 1e-5; BERT, ELECTRA and Megatron-BERT use 1e-12, which their "
         "conversions set)")
+ModuleT = TypeVar("ModuleT", bound=torch.nn.Module)
 
 
-def set_layer_norm_eps(model, eps):
+def set_layer_norm_eps(model: ModuleT, eps: float | None) -> ModuleT:
     """Every LayerNorm of ``model`` (torch's, and apex's fused one that fairseq takes on GPUs) computes with ``eps``."""
     eps = DEFAULT if eps is None else float(eps)
     for module in model.modules():

@@ -14,7 +14,9 @@ torch's ``scaled_dot_product_attention`` with a boolean mask per layer type (doc
 """
 
 import math
+from argparse import Namespace
 from dataclasses import dataclass, field
+from typing import Any, Self
 
 import torch
 import torch.nn.functional as F
@@ -22,7 +24,9 @@ from fairseq import utils
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
 from fairseq.models import FairseqEncoder, FairseqEncoderModel, register_model, register_model_architecture
 from fairseq.modules.rotary_positional_embedding import rotate_half
+from fairseq.tasks import FairseqTask
 from fairseq.utils import safe_getattr
+from omegaconf import DictConfig
 from torch import nn
 
 from biofairseq.data.host_counts import at_positions
@@ -62,7 +66,7 @@ class ModernBertModelConfig(FairseqDataclass):
     layer_norm_eps: float = field(default=DEFAULT_LAYER_NORM_EPS, metadata={"help": LAYER_NORM_EPS_HELP + " (ModernBERT's norm_eps)"})
 
 
-def layer_is_global(layer, every):
+def layer_is_global(layer: int, every: int) -> bool:
     return layer % every == 0
 
 
@@ -79,7 +83,7 @@ class Rotary(nn.Module):
         super().__init__()
         self.head_dim, self.theta = head_dim, theta
 
-    def forward(self, positions):
+    def forward(self, positions: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """B x T positions -> (cos, sin), each B x 1 x T x head_dim."""
         steps = torch.arange(0, self.head_dim, 2, dtype=torch.float, device=positions.device)
         freqs = positions.unsqueeze(-1).float() * (1.0 / (self.theta ** (steps / self.head_dim)))
@@ -87,7 +91,7 @@ class Rotary(nn.Module):
         return angles.cos(), angles.sin()
 
 
-def rotate(x, cos, sin):
+def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
     return ((x.float() * cos) + (rotate_half(x.float()) * sin)).to(x.dtype)
 
 
@@ -110,7 +114,7 @@ class ModernBertLayer(nn.Module):
         self.activation_fn = utils.get_activation_fn(cfg.activation_fn)
         self.attention_dropout, self.activation_dropout = cfg.attention_dropout, cfg.activation_dropout
 
-    def forward(self, x, rotary, mask):
+    def forward(self, x: torch.Tensor, rotary: tuple[torch.Tensor, torch.Tensor], mask: torch.Tensor) -> torch.Tensor:
         """x: B x T x C; rotary: (cos, sin) of this layer's type; mask: B x 1 x T x T, True where a query attends."""
         batch, length, width = x.shape
         h = x if self.attn_norm is None else self.attn_norm(x)
@@ -136,7 +140,7 @@ class ModernBertLMHead(nn.Module):
         self.weight = weight
         self.bias = nn.Parameter(torch.zeros(weight.shape[0]))
 
-    def forward(self, x):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.linear(self.norm(self.activation_fn(self.dense(x))), self.weight) + self.bias
 
 
@@ -173,7 +177,7 @@ class ModernBertEncoder(FairseqEncoder):
                 _trunc_normal(linear.weight, std)
         _trunc_normal(self.lm_head.dense.weight, out)
 
-    def positions_and_masks(self, tokens):
+    def positions_and_masks(self, tokens: torch.Tensor) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         """Rotary positions (from each document's <s> in packed rows, from the row's start otherwise) and the
         attention masks of global and local layers. Every query also attends to itself, so that a padding query
         whose window holds only padding gets a number (it is never read) rather than NaN."""
@@ -190,7 +194,8 @@ class ModernBertEncoder(FairseqEncoder):
         window = (index[:, None] - index[None, :]).abs() <= self.half_window
         return positions, {"global": attends | itself, "local": (attends & window) | itself}
 
-    def extract_features(self, src_tokens, return_all_hiddens=False):
+    def extract_features(self, src_tokens: torch.Tensor,
+                         return_all_hiddens: bool = False) -> tuple[torch.Tensor, dict[str, list[torch.Tensor] | None]]:
         if src_tokens.shape[1] > self.context:
             raise ValueError(f"a batch of {src_tokens.shape[1]} tokens per row: the model takes at most "
                              f"{self.context} (--max-positions)")
@@ -205,16 +210,18 @@ class ModernBertEncoder(FairseqEncoder):
                 states.append(x)
         return self.final_norm(x), {"inner_states": states if return_all_hiddens else None}
 
-    def output_layer(self, features):
+    def output_layer(self, features: torch.Tensor) -> torch.Tensor:
         return self.lm_head(features)
 
-    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, masked_tokens=None, **unused):
+    def forward(self, src_tokens: torch.Tensor, features_only: bool = False, return_all_hiddens: bool = False,
+                masked_tokens: torch.Tensor | None = None,
+                **unused: Any) -> tuple[torch.Tensor, dict[str, list[torch.Tensor] | None]]:
         x, extra = self.extract_features(src_tokens, return_all_hiddens)
         if masked_tokens is not None:
             x = x[masked_tokens] if masked_tokens.dtype == torch.bool else at_positions(x, masked_tokens)
         return (x if features_only else self.output_layer(x)), extra
 
-    def max_positions(self):
+    def max_positions(self) -> int:
         return self.context
 
 
@@ -233,18 +240,19 @@ class BioModernBertModel(AmpBf16, FairseqEncoderModel):
         self.cfg = cfg
 
     @classmethod
-    def build_model(cls, cfg, task):
+    def build_model(cls, cfg: ModernBertModelConfig | DictConfig, task: FairseqTask) -> Self:
         model = cls(cfg, ModernBertEncoder(cfg, task.source_dictionary, packed_bos(task)))
         model.amp_bf16 = amp_bf16_flag(cfg)
         return set_layer_norm_eps(model, safe_getattr(cfg, "layer_norm_eps", DEFAULT_LAYER_NORM_EPS))
 
-    def forward(self, src_tokens, features_only=False, return_all_hiddens=False, masked_tokens=None, segments=None,
-                **kwargs):
+    def forward(self, src_tokens: torch.Tensor, features_only: bool = False, return_all_hiddens: bool = False,
+                masked_tokens: torch.Tensor | None = None, segments: dict[str, torch.Tensor | int] | None = None,
+                **kwargs: Any) -> tuple[torch.Tensor, dict[str, list[torch.Tensor] | None]]:
         """``segments``: what the collater gives packed batches; the documents are found from the tokens instead."""
         with self.autocast():
             return self.encoder(src_tokens, features_only, return_all_hiddens, masked_tokens)
 
-    def max_positions(self):
+    def max_positions(self) -> int:
         return self.cfg.max_positions
 
     @property
@@ -253,7 +261,7 @@ class BioModernBertModel(AmpBf16, FairseqEncoderModel):
 
 
 def _preset(name, layers, width, ffn, heads):
-    def architecture(args) -> None:
+    def architecture(args: Namespace | DictConfig) -> None:
         args.encoder_layers = safe_getattr(args, "encoder_layers", layers)
         args.encoder_embed_dim = safe_getattr(args, "encoder_embed_dim", width)
         args.encoder_ffn_embed_dim = safe_getattr(args, "encoder_ffn_embed_dim", ffn)

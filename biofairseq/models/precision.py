@@ -9,8 +9,10 @@ fp32, and no loss scaling is needed (bf16 has fp32's range).
 """
 
 import contextlib
+from argparse import Namespace
 
 import torch
+from fairseq.dataclass import FairseqDataclass
 from fairseq.utils import safe_getattr
 from omegaconf import DictConfig
 
@@ -24,7 +26,7 @@ FAIRSEQ_PRECISIONS = (("amp", "--amp"), ("memory_efficient_fp16", "--memory-effi
                       ("memory_efficient_bf16", "--memory-efficient-bf16"), ("fp16", "--fp16"), ("bf16", "--bf16"))
 
 
-def amp_bf16_flag(cfg) -> bool:
+def amp_bf16_flag(cfg: Namespace | DictConfig | FairseqDataclass) -> bool:
     """--amp-bf16 from a model's settings (fairseq's argparse Namespace, or a dataclass config inside fairseq's
     whole configuration), refused beside any of fairseq's own mixed precisions, which the help forbids: under
     --amp fairseq's fp16 autocast and loss scaler would wrap ours, and the others cast the weights."""
@@ -43,7 +45,7 @@ class AmpBf16:
 
     amp_bf16 = False
 
-    def autocast(self):
+    def autocast(self) -> contextlib.AbstractContextManager[None]:
         """bf16 autocast on the model's device while ``amp_bf16`` is set; otherwise nothing."""
         if not self.amp_bf16:
             return contextlib.nullcontext()

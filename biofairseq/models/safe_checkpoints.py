@@ -9,6 +9,7 @@ names the type and the file.
 import argparse
 import functools
 import pickle
+from typing import Any
 
 import torch
 from fairseq import checkpoint_utils
@@ -42,7 +43,7 @@ def _guard(load):
         return load
 
     @functools.wraps(load)
-    def guarded(path, *args, **kwargs):
+    def guarded(path: str, *args: Any, **kwargs: Any) -> dict[str, Any]:
         try:
             return load(path, *args, **kwargs)
         except pickle.UnpicklingError as error:

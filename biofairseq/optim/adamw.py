@@ -26,6 +26,6 @@ class FairseqAdamW(FairseqAdam):
         super().__init__(cfg, decay_groups(params, cfg.weight_decay_exclude))
 
     @property
-    def supports_flat_params(self):
+    def supports_flat_params(self) -> bool:
         """One flat copy of every parameter (--fp16) cannot be split into groups."""
         return self.cfg.weight_decay_exclude == "none"

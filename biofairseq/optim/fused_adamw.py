@@ -40,7 +40,7 @@ class FusedAdamW(FairseqOptimizer):
     optimizer_config = FairseqAdam.optimizer_config
 
     @property
-    def supports_flat_params(self):
+    def supports_flat_params(self) -> bool:
         """--fp16 steps one flat fp32 copy of all parameters (fairseq's FP16Optimizer); AdamW is elementwise, but
         the copy cannot be split into groups."""
         return self.cfg.weight_decay_exclude == "none"

@@ -6,17 +6,19 @@ each small) unless NVIDIA apex's ``amp_C`` is installed; a GPU then waits on the
 float error: the norm of the per-tensor fp32 norms, parameters marked ``expert`` left out of the norm but clipped,
 the same clip coefficient."""
 
+from typing import Iterable, Optional
+
 import torch
 from fairseq.optim.fairseq_optimizer import FairseqOptimizer
 
 
-def plain(optimizer):
+def plain(optimizer: FairseqOptimizer) -> bool:
     """Whether the optimizer clips as FairseqOptimizer does (fp32 gradients, no loss scale to take out first): the
     fp16, memory-efficient fp16 and --amp wrappers clip their own way and keep it."""
     return isinstance(optimizer, FairseqOptimizer) and type(optimizer).clip_grad_norm is FairseqOptimizer.clip_grad_norm
 
 
-def clip_grad_norm_(params, max_norm):
+def clip_grad_norm_(params: Iterable[Optional[torch.Tensor]], max_norm: float) -> torch.Tensor:
     """fairseq.utils.clip_grad_norm_(params, max_norm), without the aggregation only FSDP uses."""
     params = list(params)
     with_grads = [p for p in params if p is not None and p.grad is not None]

@@ -12,8 +12,12 @@ apart: that is refused in one line (``--fp16-no-flatten-grads`` keeps them apart
 """
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
 
 from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+
+if TYPE_CHECKING:
+    import torch
 
 WEIGHT_DECAY_EXCLUDES = ("none", "norm_and_bias")
 
@@ -28,7 +32,7 @@ class WeightDecayExcludeConfig(FairseqDataclass):
     )
 
 
-def decay_groups(params, exclude):
+def decay_groups(params: "Iterable[torch.Tensor]", exclude: str) -> "list[torch.Tensor] | list[dict[str, Any]]":
     """``params`` as the optimizer's parameter groups: one, or with ``norm_and_bias`` the matrices (decayed at the
     optimizer's --weight-decay) and the rest (weight decay 0)."""
     params = list(params)

@@ -3,11 +3,12 @@
 import logging
 import os
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Optional
 
 import numpy as np
 from fairseq import utils
 from fairseq.data import (
+    Dictionary,
     MaskTokensDataset,
     NestedDictionaryDataset,
     PrependTokenDataset,
@@ -15,10 +16,13 @@ from fairseq.data import (
     SortDataset,
     data_utils,
 )
+from fairseq.criterions import FairseqCriterion
 from fairseq.criterions.masked_lm import MaskedLmLoss
-from fairseq.dataclass import ChoiceEnum
+from fairseq.dataclass import ChoiceEnum, FairseqDataclass
+from fairseq.models import BaseFairseqModel
 from fairseq.tasks import register_task
 from fairseq.tasks.masked_lm import MaskedLMConfig, MaskedLMTask
+from omegaconf import DictConfig
 
 from biofairseq.data import (
     BREAK_MODES,
@@ -113,7 +117,7 @@ def _recorded_vocabulary(cfg):
     return "sentencepiece", files["model"]
 
 
-def hold_all_but_lm_head(model):
+def hold_all_but_lm_head(model: BaseFairseqModel) -> None:
     """Every parameter fixed (fairseq's trainer optimizes only those that require a gradient) but the LM head's own:
     the output matrix it shares with the embeddings stays with them."""
     head = getattr(getattr(model, "encoder", None), "lm_head", None)
@@ -141,7 +145,7 @@ class DocumentMLMTask(MaskedLMTask):
     CRITERION_ADVICE = ("it would divide the masked tokens' loss by every token and log a perplexity far better than "
                         "the model's; use --criterion masked_lm_accuracy (or fairseq's masked_lm)")
 
-    def __init__(self, cfg: DocumentMLMConfig, dictionary=None) -> None:
+    def __init__(self, cfg: DocumentMLMConfig, dictionary: Optional[Dictionary] = None) -> None:
         # Inherited from masked_lm, but meaningless here: samples are never truncated, and data2vec's
         # multi-input layout is not built. Refuse rather than ignore them.
         if cfg.shorten_method != "none":
@@ -168,7 +172,7 @@ class DocumentMLMTask(MaskedLMTask):
                 self.dictionary, vocab_type, vocab_file, dictionary_path=_dictionary_path(cfg)
             )
 
-    def build_criterion(self, cfg, from_checkpoint=False):
+    def build_criterion(self, cfg: DictConfig, from_checkpoint: bool = False) -> FairseqCriterion:
         criterion = super().build_criterion(cfg, from_checkpoint)
         if not isinstance(criterion, self.CRITERIA):
             default = " (fairseq-train's default)" if cfg._name == "cross_entropy" else ""
@@ -176,7 +180,7 @@ class DocumentMLMTask(MaskedLMTask):
         return criterion
 
     @classmethod
-    def load_dict(cls, cfg):
+    def load_dict(cls, cfg: DocumentMLMConfig) -> Dictionary:
         path = _dictionary_path(cfg)
         if not os.path.isfile(path):
             raise FileNotFoundError(f"{path}: no dictionary; --data must be a fairseq-preprocess --only-source output folder")
@@ -214,7 +218,7 @@ class DocumentMLMTask(MaskedLMTask):
                     f"({100 * rows.sizes.sum() / (len(rows) * self.cfg.tokens_per_sample):.1f}% full)")
         return rows
 
-    def build_model(self, cfg, from_checkpoint=False):
+    def build_model(self, cfg: FairseqDataclass, from_checkpoint: bool = False) -> BaseFairseqModel:
         """The model, built for packed rows with --pack-documents (it reads the task's cfg, see
         ``biofairseq.models.documents.packed_bos``)."""
         model = super().build_model(cfg, from_checkpoint)
@@ -234,12 +238,12 @@ class DocumentMLMTask(MaskedLMTask):
             extra["net_input.segments"] = DocumentSegmentsDataset(src_dataset, self.source_dictionary.bos())
         return NestedDictionaryDataset({**dataset.defn, **extra}, sizes=dataset.sizes)
 
-    def masking_options(self):
+    def masking_options(self) -> Optional[dict[str, np.ndarray | bool]]:
         """Options of our masking dataset beyond fairseq's; None: stock fairseq masking (--mask-special-tokens)."""
         # the special-symbol table, computed once for the source and target copies
         return None if self.cfg.mask_special_tokens else {"special": special_symbols(self.source_dictionary)}
 
-    def load_dataset(self, split, epoch=1, combine=False, **kwargs) -> None:
+    def load_dataset(self, split: str, epoch: int = 1, combine: bool = False, **kwargs: Any) -> None:
         blocks, split_path = self._load_blocks(split, epoch, combine)
         masking = self.masking_options()
         # each block is masked by itself (seeded by its index) and then packed, so that it is masked alike in either path

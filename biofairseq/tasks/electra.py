@@ -1,7 +1,10 @@
 """ELECTRA's replaced-token detection on document-level blocks, exactly as document_mlm builds them."""
 
 from dataclasses import dataclass, field
+from typing import Optional
 
+import numpy as np
+from fairseq.data import Dictionary
 from fairseq.tasks import register_task
 
 from biofairseq.criterions.electra import ElectraLoss
@@ -28,7 +31,7 @@ class ElectraTask(DocumentMLMTask):
     CRITERIA = (ElectraLoss,)
     CRITERION_ADVICE = "the model returns both towers' outputs, which only ELECTRA's loss reads; use --criterion electra"
 
-    def __init__(self, cfg: ElectraTaskConfig, dictionary=None) -> None:
+    def __init__(self, cfg: ElectraTaskConfig, dictionary: Optional[Dictionary] = None) -> None:
         if cfg.random_token_prob != 0:
             raise ValueError("--random-token-prob: ELECTRA replaces tokens with generator samples, not random ones; drop the flag")
         if cfg.mask_special_tokens:
@@ -36,5 +39,5 @@ class ElectraTask(DocumentMLMTask):
                              "change the structure of the block); drop the flag")
         super().__init__(cfg, dictionary)
 
-    def masking_options(self):
+    def masking_options(self) -> dict[str, np.ndarray | bool]:
         return {**super().masking_options(), "at_least_one": True}

@@ -15,6 +15,6 @@ _SPACE_BYTES = _SPACE.encode("ascii")
 BLANK_LINE = re.compile(rb"\n[ \t\r\f\v]*\n")
 
 
-def is_blank(line) -> bool:
+def is_blank(line: str | bytes) -> bool:
     """Whether a line (bytes or str, with or without its line end) separates documents."""
     return not line.strip(_SPACE if isinstance(line, str) else _SPACE_BYTES)

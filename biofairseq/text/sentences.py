@@ -65,7 +65,7 @@ def _stripped(text, spans, out) -> None:
             out.append((s, e))
 
 
-def sentence_spans(text):
+def sentence_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) of each sentence of one paragraph, stripped of surrounding whitespace."""
     spans, start = [], 0
     for boundary in _BOUNDARY.finditer(text):
@@ -78,7 +78,7 @@ def sentence_spans(text):
     return stripped
 
 
-def split_sentence_spans(text):
+def split_sentence_spans(text: str) -> list[tuple[int, int]]:
     """(start, end) in ``text`` of each of split_sentences(text): sentence_spans of each line, shifted to where the line
     starts, with one regex pass over the whole text instead of one per line. A match whose whitespace runs over a
     line's end is left out (the line alone has no such match); from where it starts, the rest of its line is
@@ -101,6 +101,6 @@ def split_sentence_spans(text):
     return spans
 
 
-def split_sentences(text):
+def split_sentences(text: str) -> list[str]:
     """The sentences of a document: paragraphs are its lines, and no sentence crosses a line."""
     return [text[s:e] for s, e in split_sentence_spans(text)]

@@ -1,7 +1,9 @@
 """Aligned Markdown tables for the reports the preprocess scripts print."""
 
+from typing import Iterable, Sequence
 
-def markdown_table(header, rows):
+
+def markdown_table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
     """First column left-aligned, the others right-aligned, every column as wide as its widest cell."""
     table = [list(header), *map(list, rows)]
     widths = [max(len(r[i]) for r in table) for i in range(len(header))]

@@ -5,10 +5,12 @@ checkpoint (its model, LayerNorms and vocabulary), and ``inspect`` says, from co
 what keeps it from converting: what from-hf checks first, and the recipes' settings step before any work.
 """
 
+from __future__ import annotations
+
 from argparse import Namespace
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from biofairseq.convert import ConvertError
 from biofairseq.convert.families.base import Family
@@ -17,6 +19,12 @@ from biofairseq.convert.families.electra import ELECTRA
 from biofairseq.convert.families.megatron_bert import MegatronBERT
 from biofairseq.convert.families.modernbert import ModernBERT
 from biofairseq.convert.families.roberta import RoBERTa
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig
+
+    from biofairseq.checkpoints import FairseqRoberta
+    from biofairseq.convert.vocabulary import Vocabulary
 
 FAMILIES = (RoBERTa(), BERT(), MegatronBERT(), ELECTRA(), ModernBERT())
 
@@ -47,12 +55,12 @@ def docs_table() -> str:
     return "\n".join(rows) + "\n"
 
 
-def described():
+def described() -> str:
     """Every family and the transformers model types it reads, for one line."""
     return "; ".join(f"{f.name} ({', '.join(f.model_types)})" for f in FAMILIES)
 
 
-def for_config(config, where):
+def for_config(config: PretrainedConfig | Namespace, where: str | Path) -> Family:
     """The family of a transformers config (by its model_type), or one line naming the families there are."""
     family = next((f for f in FAMILIES if config.model_type in f.model_types), None)
     if family is None:
@@ -62,7 +70,7 @@ def for_config(config, where):
     return family
 
 
-def family_of_class(name):
+def family_of_class(name: str) -> Optional[Family]:
     """The family whose transformers classes include ``name`` (BertForMaskedLM: BERT), or None."""
     return next((f for f in FAMILIES if name in f.classes()), None)
 
@@ -70,7 +78,7 @@ def family_of_class(name):
 WEIGHTS = ("model.safetensors", "pytorch_model.bin", "model.safetensors.index.json", "pytorch_model.bin.index.json")
 
 
-def weights_problem(path):
+def weights_problem(path: str | Path) -> Optional[str]:
     """None, or why a transformers folder holds no weights transformers can load (a download cut short)."""
     if any((Path(path) / name).is_file() for name in WEIGHTS):
         return None
@@ -81,7 +89,7 @@ def weights_problem(path):
 LM_HEAD_PREFIXES = ("cls.predictions.", "lm_head.", "head.", "decoder.", "generator_lm_head.")  # the families' heads
 
 
-def has_lm_head(path):
+def has_lm_head(path: str | Path) -> bool:
     """Whether a transformers folder's weights hold a trained masked-LM head (a BertModel, a sentence-transformers
     folder or a *ForTokenClassification has none: from-hf gives it a random one). Read from the tensors' names
     (a sharded index's or a safetensors header), not the tensors; a fairseq checkpoint (.pt) is ours, with its head."""
@@ -107,7 +115,7 @@ def has_lm_head(path):
     return any(name.startswith(LM_HEAD_PREFIXES) for name in bare + names)
 
 
-def for_fairseq(fairseq, vocabulary):
+def for_fairseq(fairseq: FairseqRoberta, vocabulary: Vocabulary) -> Family:
     """The family a loaded fairseq checkpoint goes back to transformers as: its model's, and among fairseq's RoBERTa
     encoders, BERT or Megatron-BERT where its vocabulary is a WordPiece one (a continued BERT)."""
     family = next((f for f in FAMILIES if f.writes(fairseq, vocabulary)), None)
@@ -119,7 +127,7 @@ def for_fairseq(fairseq, vocabulary):
     return family
 
 
-def inspect(source):
+def inspect(source: Source) -> tuple[Family, PretrainedConfig, list[str]]:
     """(family, config, problems) of a transformers folder, from its config.json (and its generator's) alone."""
     from transformers import AutoConfig
 

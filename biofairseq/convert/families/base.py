@@ -7,9 +7,26 @@ run the same steps for every family and ask it for these; the recipes' settings 
 as INIT_FROM converts, before any work.
 """
 
-from typing import Optional
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
 
 from biofairseq.convert import ConvertError, layouts
+
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+    import torch
+    from fairseq.data import Dictionary
+    from omegaconf import DictConfig
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    from biofairseq.checkpoints import FairseqRoberta
+    from biofairseq.convert.families import Source
+    from biofairseq.convert.layouts import Layout
+    from biofairseq.convert.vocabulary import Vocabulary
 
 
 class Family:
@@ -39,31 +56,33 @@ class Family:
 
     # ---- from-hf: reading a transformers folder
 
-    def misplaced(self, config):
+    def misplaced(self, config: PretrainedConfig) -> Optional[str]:
         """None, or why this folder is the wrong part of a model (an ELECTRA's generator given as the model)."""
         return None
 
-    def problems(self, config, source=None):
+    def problems(self, config: PretrainedConfig, source: Optional[Source] = None) -> list[str]:
         """The settings of a transformers config that no fairseq model of the family computes, each named; [] if none.
         Read from config.json alone, so that the recipes' settings step refuses a folder before any work."""
         return []
 
-    def settings(self, config, source=None, models=()):
+    def settings(self, config: PretrainedConfig, source: Optional[Source] = None,
+                 models: Sequence[tuple[Layout, PreTrainedModel]] = ()) -> dict[str, Any]:
         """The fairseq model's settings (names of its --arch flags) for a transformers config without problems."""
         raise NotImplementedError
 
-    def classes(self):
+    def classes(self) -> list[str]:
         """The transformers classes of its layouts (what from-hf reads, what to-hf writes)."""
         return [c for layout in self.all_layouts() for c in (layout.model_class, *layout.also_reads)]
 
-    def all_layouts(self):
+    def all_layouts(self) -> tuple[Layout, ...]:
         return ()
 
-    def max_length(self, config):
+    def max_length(self, config: PretrainedConfig) -> int:
         """The longest sequence the model embeds (its position table counted from position 0)."""
         return config.max_position_embeddings
 
-    def read(self, hf_dir, config, options):
+    def read(self, hf_dir: str | Path, config: PretrainedConfig,
+             options: Source) -> tuple[list[tuple[Layout, PreTrainedModel]], list[str]]:
         """([(layout, transformers model)], notes): the models of the folder (ELECTRA: both towers) in fp32 eval mode."""
         import transformers
 
@@ -83,41 +102,41 @@ class Family:
             notes.append(type_notes(config))
         return [(layout, model.float().eval())], notes
 
-    def layout_for(self, model_class, config):
+    def layout_for(self, model_class: str, config: PretrainedConfig) -> Optional[Layout]:
         """The layout of a transformers class, or None."""
         return None
 
     # ---- to-hf: writing a fairseq checkpoint as this family
 
-    def writes(self, fairseq, vocabulary) -> bool:
+    def writes(self, fairseq: FairseqRoberta, vocabulary: Vocabulary) -> bool:
         """Whether a loaded fairseq checkpoint (``biofairseq.checkpoints.FairseqRoberta``) with this vocabulary
         (``biofairseq.convert.vocabulary.Vocabulary``) goes back to transformers as this family."""
         return False
 
-    def layouts(self, fairseq, generator=False):
+    def layouts(self, fairseq: FairseqRoberta, generator: bool = False) -> list[tuple[Layout, str]]:
         """[(layout, subfolder)]: what to-hf writes (ELECTRA: the discriminator, and the generator in generator/)."""
         raise NotImplementedError
 
-    def hf_config(self, fairseq, layout, positions, ids):
+    def hf_config(self, fairseq: FairseqRoberta, layout: Layout, positions: int, ids: dict[str, int]) -> dict[str, Any]:
         """The transformers config's settings. ``positions``: the fairseq position table's rows (0 if it has none);
         ``ids``: the transformers ids of pad, bos and eos."""
         raise NotImplementedError
 
-    def view(self, model, layout):
+    def view(self, model: torch.nn.Module, layout: Layout) -> torch.nn.Module:
         """What the parity check calls for this layout: the fairseq model itself, or one tower of it."""
         return model
 
-    def card(self, fairseq):
+    def card(self, fairseq: FairseqRoberta) -> tuple[str, list[str], Optional[str], Optional[str]]:
         """(what the model card calls the model, its tags, its pipeline tag, its usage snippet)."""
         return ("masked language model", ["fill-mask", self.name.lower()], "fill-mask", None)
 
 
-def type_notes(config) -> str:
+def type_notes(config: PretrainedConfig) -> str:
     return (f"type_vocab_size {config.type_vocab_size}: token type 0 is folded into the positions (fairseq has no token "
             "types; transformers adds type 0 to every token given no token_type_ids); the others are not kept")
 
 
-def common_problems(config):
+def common_problems(config: PretrainedConfig) -> list[str]:
     """What no fairseq encoder computes, in any BERT-like config: its activation, positions that are not learned
     absolute ones, causal (decoder) attention."""
     act = getattr(config, "hidden_act", "gelu")
@@ -131,11 +150,11 @@ def common_problems(config):
     ) if wrong]
 
 
-def fairseq_activation(hidden_act):
+def fairseq_activation(hidden_act: object) -> Optional[str]:
     return {v: k for k, v in layouts.ACTIVATIONS.items()}.get(hidden_act) if isinstance(hidden_act, str) else None
 
 
-def encoder_settings(config, max_positions):
+def encoder_settings(config: PretrainedConfig, max_positions: int) -> dict[str, Any]:
     """The settings every BERT-like config gives a fairseq encoder the same way."""
     return {
         "encoder_layers": config.num_hidden_layers, "encoder_embed_dim": config.hidden_size,
@@ -146,7 +165,8 @@ def encoder_settings(config, max_positions):
     }
 
 
-def encoder_config(args, dictionary, layout, ids):
+def encoder_config(args: Namespace | DictConfig, dictionary: Dictionary, layout: Layout,
+                   ids: dict[str, int]) -> dict[str, Any]:
     """The transformers settings of a fairseq encoder that every BERT-like config takes the same way."""
     return dict(
         vocab_size=len(dictionary), num_hidden_layers=args.encoder_layers,
@@ -156,7 +176,7 @@ def encoder_config(args, dictionary, layout, ids):
     )
 
 
-def layer_norm_eps(args):
+def layer_norm_eps(args: Namespace | DictConfig) -> float:
     """A fairseq model's LayerNorm epsilon (fairseq's 1e-5 in a checkpoint from before --layer-norm-eps)."""
     from fairseq.utils import safe_getattr
 

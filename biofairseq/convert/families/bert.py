@@ -8,9 +8,23 @@ dictionary ([CLS] [PAD] [SEP] [UNK] as <s> <pad> </s> <unk> at 0-3, the others i
 model back with its own vocab.txt and ids.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
 from biofairseq.convert import ConvertError
 from biofairseq.convert.families.base import Family, common_problems, encoder_config, encoder_settings
 from biofairseq.convert.layouts import FAIRSEQ_ENCODER, FAIRSEQ_LAYER, Layout
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    from biofairseq.checkpoints import FairseqRoberta
+    from biofairseq.convert.families import Source
+    from biofairseq.convert.vocabulary import Vocabulary
 
 FIXED = (
     (FAIRSEQ_ENCODER + "embed_tokens.weight", "{b}.embeddings.word_embeddings.weight"),
@@ -48,34 +62,36 @@ class BERT(Family):
     vocabulary_doc = "WordPiece `vocab.txt`, renumbered for fairseq, given back as published"
     _layout = LAYOUT  # its one layout (Megatron-BERT: its own)
 
-    def all_layouts(self):
+    def all_layouts(self) -> tuple[Layout, ...]:
         return (self._layout,)
 
-    def problems(self, config, source=None):
+    def problems(self, config: PretrainedConfig, source: Optional[Source] = None) -> list[str]:
         return common_problems(config)
 
-    def settings(self, config, source=None, models=()):
+    def settings(self, config: PretrainedConfig, source: Optional[Source] = None,
+                 models: Sequence[tuple[Layout, PreTrainedModel]] = ()) -> dict[str, Any]:
         return {**encoder_settings(config, config.max_position_embeddings),
                 "encoder_normalize_before": self._layout.normalize_before,
                 "layernorm_embedding": self._layout.layernorm_embedding,
                 "untie_weights_roberta": not config.tie_word_embeddings}
 
-    def read(self, hf_dir, config, options):
+    def read(self, hf_dir: str | Path, config: PretrainedConfig,
+             options: Source) -> tuple[list[tuple[Layout, PreTrainedModel]], list[str]]:
         models, notes = super().read(hf_dir, config, options)
         if "BertForPreTraining" in (config.architectures or []):
             notes.append("BertForPreTraining: its next-sentence head and pooler are left out (masked LM only)")
         return models, notes
 
-    def layout_for(self, model_class, config):
+    def layout_for(self, model_class: str, config: PretrainedConfig) -> Optional[Layout]:
         return self._layout if model_class in (self._layout.model_class, *self._layout.also_reads) else None
 
-    def writes(self, fairseq, vocabulary):
+    def writes(self, fairseq: FairseqRoberta, vocabulary: Vocabulary) -> bool:
         args = fairseq.args
         return (fairseq.model_name in ("roberta", "bio_roberta") and vocabulary.kind == "wordpiece"
                 and (bool(args.encoder_normalize_before), bool(args.layernorm_embedding))
                 == (self._layout.normalize_before, self._layout.layernorm_embedding))
 
-    def layouts(self, fairseq, generator=False):
+    def layouts(self, fairseq: FairseqRoberta, generator: bool = False) -> list[tuple[Layout, str]]:
         from biofairseq.convert.families.roberta import unconvertible
 
         problems = unconvertible(fairseq.args)
@@ -83,12 +99,12 @@ class BERT(Family):
             raise ConvertError(f"{', '.join(problems)}: no transformers class computes this encoder")
         return [(self._layout, "")]
 
-    def hf_config(self, fairseq, layout, positions, ids):
+    def hf_config(self, fairseq: FairseqRoberta, layout: Layout, positions: int, ids: dict[str, int]) -> dict[str, Any]:
         args = fairseq.args
         return dict(**encoder_config(args, fairseq.dictionary, layout, ids), hidden_size=args.encoder_embed_dim,
                     num_attention_heads=args.encoder_attention_heads, intermediate_size=args.encoder_ffn_embed_dim,
                     tie_word_embeddings=not args.untie_weights_roberta, type_vocab_size=2,
                     max_position_embeddings=positions - fairseq.dictionary.pad() - 1)
 
-    def card(self, fairseq):
+    def card(self, fairseq: FairseqRoberta) -> tuple[str, list[str], Optional[str], Optional[str]]:
         return ("masked language model", ["fill-mask", self.name.lower()], "fill-mask", None)

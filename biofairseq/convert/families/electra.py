@@ -9,14 +9,25 @@ without one gets a fresh generator of ``--generator-fraction``'s width. Tables e
 one shared embedding module) become one (``--embedding-sharing tied``), others two (``none``).
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 
 from biofairseq.convert import ConvertError
 from biofairseq.convert.families.base import Family, common_problems, encoder_config, encoder_settings, type_notes
 from biofairseq.convert.layouts import Layout, Transform
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    from biofairseq.checkpoints import FairseqRoberta
+    from biofairseq.convert.families import Source
+    from biofairseq.convert.vocabulary import Vocabulary
+    from biofairseq.models.electra import ElectraModel
 
 GENERATOR_FOLDER = "generator"
 DEFAULT_FRACTION = 1 / 3  # ELECTRA-base's, and BioELECTRA's (256 beside 768)
@@ -35,7 +46,7 @@ def _gdes_positions(shared, delta, pad):
     return (shared + delta)[pad + 1:]  # transformers' ELECTRA counts positions from 0
 
 
-def electra_layouts(sharing):
+def electra_layouts(sharing: str) -> tuple[Layout, Layout]:
     """(discriminator, generator) layouts of an ELECTRA checkpoint with this --embedding-sharing."""
     own = "discriminator_embeddings." if sharing == "none" else "embeddings."
     embedding_norm = "embeddings." if sharing == "tied" else "discriminator_embeddings."  # the others have their own
@@ -50,7 +61,7 @@ def electra_layouts(sharing):
         fixed, embeddings = ((own + "embed_tokens.weight", "electra.embeddings.word_embeddings.weight"),
                              (own + "embed_positions.weight", "electra.embeddings.position_embeddings.weight")), ()
 
-    def tower_norms(tower, embedding_prefix):
+    def tower_norms(tower: str, embedding_prefix: str) -> tuple[tuple[str, str], ...]:
         return ((embedding_prefix + "layernorm_embedding", "electra.embeddings.LayerNorm"),
                 (tower + ".embed_proj", "electra.embeddings_project"),
                 (tower + ".layers.{i}.self_attn_layer_norm", "electra.encoder.layer.{i}.attention.output.LayerNorm"),
@@ -89,16 +100,16 @@ def electra_layouts(sharing):
 class TowerView(torch.nn.Module):
     """One ELECTRA tower called as a fairseq RoBERTa is: ``(logits, None)``, or hidden states with features_only."""
 
-    def __init__(self, electra, tower) -> None:
+    def __init__(self, electra: ElectraModel, tower: str) -> None:
         super().__init__()
         self.electra, self.tower = electra, tower
 
-    def forward(self, tokens, features_only=False):
+    def forward(self, tokens: torch.Tensor, features_only: bool = False) -> tuple[torch.Tensor, None]:
         hidden = getattr(self.electra, f"{self.tower}_features")(tokens)
         return (hidden if features_only else getattr(self.electra, f"{self.tower}_head")(hidden)), None
 
 
-def generator_folder(source):
+def generator_folder(source: Source) -> Optional[Path]:
     """The generator's folder: --generator's, else generator/ inside the discriminator's, else None."""
     if source.generator is not None:
         return Path(source.generator)
@@ -155,10 +166,10 @@ class ELECTRA(Family):
                     "where the folder has none)")
         return None
 
-    def all_layouts(self):
+    def all_layouts(self) -> tuple[Layout, ...]:
         return electra_layouts("tied")
 
-    def problems(self, config, source=None):
+    def problems(self, config: PretrainedConfig, source: Optional[Source] = None) -> list[str]:
         problems = common_problems(config)
         if config.hidden_act != "gelu":
             problems.append(f"hidden_act {config.hidden_act} (transformers' ELECTRA generator head computes gelu "
@@ -169,7 +180,7 @@ class ELECTRA(Family):
             problems += _generator_problems(config, generator)
         return problems
 
-    def misplaced(self, config):
+    def misplaced(self, config: PretrainedConfig) -> Optional[str]:
         if "ElectraForPreTraining" in (config.architectures or ["ElectraForPreTraining"]):
             return None
         return (f"an ELECTRA generator ({', '.join(config.architectures)}), not a discriminator (ElectraForPreTraining): "
@@ -187,7 +198,8 @@ class ELECTRA(Family):
             raise ConvertError(f"{folder}: a {config.model_type} model, not an ELECTRA generator (ElectraForMaskedLM)")
         return config
 
-    def settings(self, config, source=None, models=()):
+    def settings(self, config: PretrainedConfig, source: Optional[Source] = None,
+                 models: Sequence[tuple[Layout, PreTrainedModel]] = ()) -> dict[str, Any]:
         generator = next((m for layout, m in models if layout.tower == "generator"), None)
         if generator is not None:
             fraction = generator.config.hidden_size / config.hidden_size
@@ -197,12 +209,13 @@ class ELECTRA(Family):
         return {**encoder_settings(config, config.max_position_embeddings), "embedding_dim": config.embedding_size,
                 "generator_width_fraction": fraction, "embedding_sharing": sharing}
 
-    def read(self, hf_dir, config, options):
+    def read(self, hf_dir: str | Path, config: PretrainedConfig,
+             options: Source) -> tuple[list[tuple[Layout, PreTrainedModel]], list[str]]:
         import transformers
 
         from biofairseq.arguments import first_line
 
-        def load(cls, folder):
+        def load(cls: str, folder: str | Path) -> PreTrainedModel:
             try:
                 return getattr(transformers, cls).from_pretrained(folder).float().eval()
             except (ValueError, OSError, KeyError) as error:
@@ -227,14 +240,14 @@ class ELECTRA(Family):
     def complete(self, models: list) -> bool:
         return len(models) == 2  # without a generator, the fresh one keeps its initialisation
 
-    def writes(self, fairseq, vocabulary):
+    def writes(self, fairseq: FairseqRoberta, vocabulary: Vocabulary) -> bool:
         return fairseq.model_name == "electra"
 
-    def layouts(self, fairseq, generator=False):
+    def layouts(self, fairseq: FairseqRoberta, generator: bool = False) -> list[tuple[Layout, str]]:
         discriminator, generator_layout = electra_layouts(fairseq.args.embedding_sharing)
         return [(discriminator, "")] + ([(generator_layout, GENERATOR_FOLDER)] if generator else [])
 
-    def hf_config(self, fairseq, layout, positions, ids):
+    def hf_config(self, fairseq: FairseqRoberta, layout: Layout, positions: int, ids: dict[str, int]) -> dict[str, Any]:
         from biofairseq.models.electra import generator_shape
 
         args = fairseq.args
@@ -247,10 +260,10 @@ class ELECTRA(Family):
                     tie_word_embeddings=True, type_vocab_size=ids["types"],
                     max_position_embeddings=positions - fairseq.dictionary.pad() - 1)
 
-    def view(self, model, layout):
+    def view(self, model: torch.nn.Module, layout: Layout) -> TowerView:
         return TowerView(model, layout.tower)
 
-    def card(self, fairseq):
+    def card(self, fairseq: FairseqRoberta) -> tuple[str, list[str], Optional[str], Optional[str]]:
         use = ("```python\nfrom transformers import AutoModelForTokenClassification\n\nmodel = "
                "AutoModelForTokenClassification.from_pretrained(\"PATH/TO/THIS/FOLDER\", num_labels=N)\n```")
         return ("ELECTRA discriminator", ["electra", "electra-discriminator"], None, use)

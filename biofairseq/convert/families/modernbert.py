@@ -5,8 +5,20 @@ biases but the decoder's, every n-th layer global and the others a local window.
 tokens after the vocabulary: the ids are renumbered for fairseq's dictionary. Parity is checked past the window too.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
 from biofairseq.convert.families.base import Family, fairseq_activation, layer_norm_eps
 from biofairseq.convert.layouts import ACTIVATIONS, Layout
+
+if TYPE_CHECKING:
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    from biofairseq.checkpoints import FairseqRoberta
+    from biofairseq.convert.families import Source
+    from biofairseq.convert.vocabulary import Vocabulary
 
 LAYOUT = Layout(
     "ModernBERT", "ModernBertForMaskedLM", "ModernBertConfig", "model",
@@ -39,10 +51,10 @@ class ModernBERT(Family):
     vocabulary_doc = "byte-level BPE, renumbered ([below](#modernbert))"
     eps = "norm_eps"
 
-    def all_layouts(self):
+    def all_layouts(self) -> tuple[Layout, ...]:
         return (LAYOUT,)
 
-    def problems(self, config, source=None):
+    def problems(self, config: PretrainedConfig, source: Optional[Source] = None) -> list[str]:
         rope = config.rope_parameters
         return [name for name, wrong in (
             (f"hidden_activation {config.hidden_activation}", fairseq_activation(config.hidden_activation) is None),
@@ -57,7 +69,8 @@ class ModernBERT(Family):
             ("rope scaling", any(rope[t].get("rope_type", "default") != "default" for t in rope)),
         ) if wrong]
 
-    def settings(self, config, source=None, models=()):
+    def settings(self, config: PretrainedConfig, source: Optional[Source] = None,
+                 models: Sequence[tuple[Layout, PreTrainedModel]] = ()) -> dict[str, Any]:
         rope = config.rope_parameters
         return {
             "encoder_layers": config.num_hidden_layers, "encoder_embed_dim": config.hidden_size,
@@ -70,16 +83,16 @@ class ModernBERT(Family):
             "attention_dropout": float(config.attention_dropout), "layer_norm_eps": float(config.norm_eps),
         }
 
-    def layout_for(self, model_class, config):
+    def layout_for(self, model_class: str, config: PretrainedConfig) -> Optional[Layout]:
         return LAYOUT if model_class == LAYOUT.model_class else None
 
-    def writes(self, fairseq, vocabulary):
+    def writes(self, fairseq: FairseqRoberta, vocabulary: Vocabulary) -> bool:
         return fairseq.model_name == "bio_modernbert"
 
-    def layouts(self, fairseq, generator=False):
+    def layouts(self, fairseq: FairseqRoberta, generator: bool = False) -> list[tuple[Layout, str]]:
         return [(LAYOUT, "")]
 
-    def hf_config(self, fairseq, layout, positions, ids):
+    def hf_config(self, fairseq: FairseqRoberta, layout: Layout, positions: int, ids: dict[str, int]) -> dict[str, Any]:
         args, dictionary = fairseq.args, fairseq.dictionary
         activation = ACTIVATIONS[args.activation_fn]
         return dict(
@@ -94,5 +107,5 @@ class ModernBERT(Family):
             eos_token_id=ids["eos"], cls_token_id=ids["bos"], sep_token_id=ids["eos"], architectures=[layout.model_class],
         )
 
-    def card(self, fairseq):
+    def card(self, fairseq: FairseqRoberta) -> tuple[str, list[str], Optional[str], Optional[str]]:
         return ("masked language model", ["fill-mask", "modernbert"], "fill-mask", None)

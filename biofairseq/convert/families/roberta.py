@@ -5,9 +5,24 @@ transformers counts RoBERTa's positions from padding_idx + 1, as fairseq does, a
 <unk> at 0-3, fairseq's order: weights and ids convert as they are.
 """
 
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Optional
+
 from biofairseq.convert import ConvertError
 from biofairseq.convert.families.base import Family, common_problems, encoder_config, encoder_settings
 from biofairseq.convert.layouts import FAIRSEQ_ENCODER, FAIRSEQ_LAYER, Layout
+
+if TYPE_CHECKING:
+    from argparse import Namespace
+
+    from omegaconf import DictConfig
+    from transformers import PretrainedConfig, PreTrainedModel
+
+    from biofairseq.checkpoints import FairseqRoberta
+    from biofairseq.convert.families import Source
+    from biofairseq.convert.vocabulary import Vocabulary
 
 FIXED = (
     (FAIRSEQ_ENCODER + "embed_tokens.weight", "{b}.embeddings.word_embeddings.weight"),
@@ -51,7 +66,7 @@ PRE_LN_NO_EMBEDDING_LN = Layout(
 LAYOUTS = (POST_LN, PRE_LN, PRE_LN_NO_EMBEDDING_LN)
 
 
-def layout_for_fairseq(args):
+def layout_for_fairseq(args: Namespace | DictConfig) -> Optional[Layout]:
     """The layout of a fairseq RoBERTa's LayerNorms; None for post-LN without an embedding LayerNorm, which no
     transformers class computes."""
     for layout in LAYOUTS:
@@ -61,7 +76,7 @@ def layout_for_fairseq(args):
     return None
 
 
-def unconvertible(args):
+def unconvertible(args: Namespace | DictConfig) -> list[str]:
     """fairseq options of a RoBERTa-like encoder that no transformers class computes, named."""
     from fairseq.utils import safe_getattr
 
@@ -90,10 +105,10 @@ class RoBERTa(Family):
     writes_doc = "`RobertaForMaskedLM`, or the pre-LN class of its LayerNorms ([`to-hf`](#to-hf))"
     vocabulary_doc = "byte-level BPE or SentencePiece, ids as they are"
 
-    def all_layouts(self):
+    def all_layouts(self) -> tuple[Layout, ...]:
         return LAYOUTS
 
-    def problems(self, config, source=None):
+    def problems(self, config: PretrainedConfig, source: Optional[Source] = None) -> list[str]:
         pad, rows = config.pad_token_id, config.max_position_embeddings
         return common_problems(config) + [name for name, wrong in (
             (f"pad_token_id {pad} (RoBERTa's learned positions start at pad_token_id + 1, fairseq's at 2: it needs 1)",
@@ -102,22 +117,23 @@ class RoBERTa(Family):
              pad == 1 and rows <= 2),
         ) if wrong]
 
-    def max_length(self, config):
+    def max_length(self, config: PretrainedConfig) -> int:
         return config.max_position_embeddings - config.pad_token_id - 1
 
-    def settings(self, config, source=None, models=()):
+    def settings(self, config: PretrainedConfig, source: Optional[Source] = None,
+                 models: Sequence[tuple[Layout, PreTrainedModel]] = ()) -> dict[str, Any]:
         layout = {"roberta-prelayernorm": PRE_LN, "xlm-roberta-xl": PRE_LN_NO_EMBEDDING_LN}.get(config.model_type, POST_LN)
         return {**encoder_settings(config, config.max_position_embeddings - config.pad_token_id - 1),
                 "encoder_normalize_before": layout.normalize_before, "layernorm_embedding": layout.layernorm_embedding,
                 "untie_weights_roberta": not config.tie_word_embeddings}
 
-    def layout_for(self, model_class, config):
+    def layout_for(self, model_class: str, config: PretrainedConfig) -> Optional[Layout]:
         return next((l for l in LAYOUTS if model_class in (l.model_class, *l.also_reads)), None)
 
-    def writes(self, fairseq, vocabulary):
+    def writes(self, fairseq: FairseqRoberta, vocabulary: Vocabulary) -> bool:
         return fairseq.model_name in ("roberta", "bio_roberta") and vocabulary.kind != "wordpiece"
 
-    def layouts(self, fairseq, generator=False):
+    def layouts(self, fairseq: FairseqRoberta, generator: bool = False) -> list[tuple[Layout, str]]:
         problems = unconvertible(fairseq.args)
         layout = layout_for_fairseq(fairseq.args)
         if layout is None:
@@ -126,7 +142,7 @@ class RoBERTa(Family):
             raise ConvertError(f"{', '.join(problems)}: no transformers class computes this encoder")
         return [(layout, "")]
 
-    def hf_config(self, fairseq, layout, positions, ids):
+    def hf_config(self, fairseq: FairseqRoberta, layout: Layout, positions: int, ids: dict[str, int]) -> dict[str, Any]:
         args = fairseq.args
         return dict(**encoder_config(args, fairseq.dictionary, layout, ids), hidden_size=args.encoder_embed_dim,
                     num_attention_heads=args.encoder_attention_heads, intermediate_size=args.encoder_ffn_embed_dim,
