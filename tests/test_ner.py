@@ -585,6 +585,56 @@ def test_predict_writes_brat_json_lines_and_conll_that_agree_and_load_in_the_too
     assert sorted(p.name for p in (tmp_path / "json" / "predictions").iterdir()) == ["entities.jsonl"]
 
 
+def test_pre_annotations_round_trip_through_each_tool_format_as_training_data(trained, tmp_path):
+    """The pre-annotation loop: predict writes doccano, Label Studio and Prodigy suggestions; each, accepted as it is
+    (Label Studio's reviewer submits the suggestion: its result becomes the annotation), reads back as training data
+    with the predicted entities at their offsets. Label Studio's suggestions carry the scores of entities.jsonl."""
+    out, dev, _ = trained
+    ner("predict", "--model", out, "--input", dev, "--output-dir", tmp_path / "p", "--window-overlap", 16,
+        "--formats", "brat,jsonl,doccano,labelstudio,prodigy")
+    written = tmp_path / "p" / "predictions"
+    predicted = [json.loads(line) for line in (written / "entities.jsonl").read_text(encoding="utf-8").splitlines()]
+    expected = {(r["file"][:-4], r["start"], r["end"], r["type"]) for r in predicted}
+    assert expected
+    tasks = json.loads((written / "labelstudio.json").read_text(encoding="utf-8"))
+    scores = {(t["data"]["file"][:-4], r["value"]["start"], r["value"]["end"], r["value"]["labels"][0]): r["score"]
+              for t in tasks for r in t["predictions"][0]["result"]}
+    assert scores == {(r["file"][:-4], r["start"], r["end"], r["type"]): r["score"] for r in predicted}
+    for task in tasks:  # what Label Studio exports once each suggestion is submitted unchanged
+        task["annotations"] = [{"result": task.pop("predictions")[0]["result"], "was_cancelled": False}]
+    (written / "labelstudio.json").write_text(json.dumps(tasks, ensure_ascii=False), encoding="utf-8")
+    gold_texts = {d.id: d.text for d in data.read(dev).documents}
+    for name in ("doccano.jsonl", "labelstudio.json", "prodigy.jsonl", "entities.jsonl"):
+        back = training.read_annotated(written / name, "training", warn=lambda line: None)
+        assert {(d.id, e.start, e.end, e.type) for d in back.documents for e in d.entities} == expected, name
+        assert {d.id: d.text for d in back.documents} == gold_texts and not back.problems
+
+
+def test_a_tools_export_trains_and_scores_as_its_brat_folders_do_to_the_digit(trained, model, tmp_path):
+    """PharmaCoNER as Label Studio's export (biofairseq-ner convert --to labelstudio): training on it follows the BRAT
+    run loss for loss, and the fine-tuned model scores the test set's export with BRAT's scores, every digit (nested
+    mentions and a type training never saw included); metrics.json names the format read."""
+    out, _, test = trained
+    root = tmp_path / "brat"
+    sets = {"train": brat_sample(root / "train", "train", 12), "dev": brat_sample(root / "dev", "valid", 3), "test": test}
+    paths = {role: tmp_path / "labelstudio" / f"{role}.json" for role in sets}
+    for role, folder in sets.items():
+        ner("convert", folder, paths[role], "--to", "labelstudio")
+    runs = {}
+    for fmt, given in (("brat", sets), ("labelstudio", paths)):
+        ner("train", "--model", model, *(f"--{role}={path}" for role, path in given.items() if role != "test"),
+            "--output-dir", tmp_path / f"run-{fmt}", "--lr", 3e-3, "--epochs", 1, "--batch-size", 8,
+            "--gradient-accumulation", 1, "--max-length", 64)
+        runs[fmt] = json.loads((tmp_path / f"run-{fmt}" / "metrics.json").read_text())
+        ner("predict", "--model", out, "--input", given["test"], "--output-dir", tmp_path / f"test-{fmt}",
+            "--window-overlap", 16, "--formats", "jsonl", "--allow-unseen-types")
+        runs[fmt]["scored"] = json.loads((tmp_path / f"test-{fmt}" / "metrics.json").read_text())["scores"]
+    brat_run, tool_run = runs["brat"], runs["labelstudio"]
+    assert tool_run["train_loss"] == brat_run["train_loss"] and tool_run["dev"] == brat_run["dev"]
+    assert tool_run["scored"] == brat_run["scored"] and brat_run["scored"]["f1"] > 0
+    assert (tool_run["data_read"]["train"]["format"], brat_run["data_read"]["train"]["format"]) == ("label-studio", "brat")
+
+
 def test_predict_tags_plain_notes_and_a_partly_annotated_folder(trained, tmp_path):
     out, dev, _ = trained
     notes = tmp_path / "notes"
@@ -765,12 +815,12 @@ def test_a_txt_file_is_one_brat_document_and_conll_files_are_conll(tmp_path):
     txt = next(t for t in sorted((PHARMACONER / "valid").glob("*.txt")) if "\nT" in "\n" + t.with_suffix(".ann").read_text(encoding="utf-8"))
     shutil.copy(txt, tmp_path / "note.txt")
     raw = data.read(tmp_path / "note.txt")
-    assert raw.is_brat and not raw.annotated and [d.id for d in raw.documents] == ["note"]
+    assert raw.has_documents and not raw.annotated and [d.id for d in raw.documents] == ["note"]
     annotated = data.read(txt)  # its .ann beside it: gold
     assert annotated.annotated and annotated.types() and [d.id for d in annotated.documents] == [txt.stem]
     for suffix in (".conll", ".tsv", ".bio"):
         shutil.copy(NCBI / "devel.tsv", tmp_path / f"devel{suffix}")
-        assert not data.read(tmp_path / f"devel{suffix}").is_brat
+        assert not data.read(tmp_path / f"devel{suffix}").has_documents
     with pytest.raises(NERFormatError, match="has no annotations .a CoNLL file\\? name it .conll, .tsv or .bio"):
         training.read_annotated(tmp_path / "note.txt", "training")
 
@@ -940,6 +990,7 @@ def test_brat_folders_with_stray_files_are_read_and_wrong_inputs_refused(tmp_pat
     # refused, in one line naming the path and the fix
     (tmp_path / "empty").mkdir()
     (tmp_path / "data.json").write_text("{}")
+    (tmp_path / "data.xml").write_text("<doc/>")
     ann = tmp_path / "alone" / "x.ann"
     ann.parent.mkdir()
     ann.write_text("T1\tX 0 1\ta\n")
@@ -949,7 +1000,8 @@ def test_brat_folders_with_stray_files_are_read_and_wrong_inputs_refused(tmp_pat
         shutil.copytree(clean, tmp_path / "splits" / split)
     for path, named, message in [
         (tmp_path / "empty", tmp_path / "empty", "no .txt files (it is empty)"),
-        (tmp_path / "data.json", tmp_path / "data.json", "not NER data (.json); give a BRAT folder"),
+        (tmp_path / "data.xml", tmp_path / "data.xml", "not NER data (.xml); give a BRAT folder"),
+        (tmp_path / "data.json", tmp_path / "data.json", "its records are none of the JSON read here (the first has no keys); give span JSON"),
         (tmp_path / "x.ann", tmp_path / "x.ann", "a BRAT annotation file alone; give its text x.txt"),
         (ann.parent, ann, "BRAT file without its .txt"),
         (tmp_path / "splits", tmp_path / "splits", "holds the splits train/, test/ of a data set; give one of them"),

@@ -32,6 +32,16 @@ def brat(folder, split, documents=2):
         shutil.copy(txt.with_suffix(".ann"), folder)
 
 
+def tool_exports(folder):
+    """train.jsonl (doccano's export) and valid.json (Label Studio's) of two PharmaCoNER documents each."""
+    from biofairseq.finetune import data, json_formats, outputs
+
+    for split, name, fmt in (("train", "train.jsonl", "doccano"), ("valid", "valid.json", "labelstudio")):
+        brat(folder / "brat" / split, split)
+        json_formats.write(folder / name, fmt, outputs.tool_documents(data.read(folder / "brat" / split)), gold=True)
+    shutil.rmtree(folder / "brat")
+
+
 # layout: what DIR holds (BRAT folders from the PharmaCoNER excerpt, CoNLL files from NCBI-disease's excerpt)
 LAYOUTS = {
     "train valid test": lambda d: [brat(d / s, s) for s in ("train", "valid", "test")],
@@ -40,6 +50,7 @@ LAYOUTS = {
     "conll train.tsv devel.tsv test.tsv": lambda d: shutil.copytree(NCBI, d),
     "conll train.conll valid.bio": lambda d: [d.mkdir(), shutil.copy(NCBI / "train.tsv", d / "train.conll"),
                                               shutil.copy(NCBI / "devel.tsv", d / "valid.bio")],
+    "json train.jsonl valid.json": tool_exports,
     "splits and a README.md": lambda d: [LAYOUTS["train valid test"](d), (d / "README.md").write_text("PharmaCoNER\n")],
     # splits that are links to the folders of a release unpacked beside them (train -> release/train-set/ner)
     "train and valid links to BRAT folders": lambda d: [
@@ -57,6 +68,7 @@ EXPECTED = {
     "train test": "error: NER_DATA: 'x=ner': ner has no valid (or dev, devel) split beside train; add one",
     "conll train.tsv devel.tsv test.tsv": "train ner/train.tsv, valid ner/devel.tsv, test ner/test.tsv",
     "conll train.conll valid.bio": "train ner/train.conll, valid ner/valid.bio, test none",
+    "json train.jsonl valid.json": "train ner/train.jsonl, valid ner/valid.json, test none",
     "splits and a README.md": "train ner/train, valid ner/valid, test ner/test",
     "train and valid links to BRAT folders": "train ner/train, valid ner/valid, test none",
     "no splits, BRAT files alone": "error: NER_DATA: 'x=ner': ner has no train split; it needs train and valid (or dev)",

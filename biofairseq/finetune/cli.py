@@ -1,27 +1,36 @@
-"""biofairseq-ner: NER from BRAT or CoNLL data to the papers' tables.
+"""biofairseq-ner: NER from BRAT, CoNLL or the annotation tools' data to the papers' tables.
 
-  biofairseq-ner convert INPUT OUTPUT.conll
+  biofairseq-ner convert INPUT OUTPUT.conll [--to conll|doccano|labelstudio|prodigy]
   biofairseq-ner train --model HF_DIR --train PATH --dev PATH [--test PATH] --output-dir DIR [--lr --seed --epochs ...]
   biofairseq-ner predict --model DIR --input PATH --output-dir DIR
   biofairseq-ner sweep --model HF_DIR --train PATH --dev PATH [--test PATH] --output-dir DIR [--lrs ... --seeds ...]
   biofairseq-ner report RUN_DIR [RUN_DIR ...] [--output-dir DIR]
 
-PATH is a BRAT folder (X.txt + X.ann) or a CoNLL file (token<TAB>tag, blank line between sentences).
+PATH is a BRAT folder (X.txt + X.ann), a CoNLL file (token<TAB>tag, blank line between sentences), or JSON (.jsonl,
+.json): doccano's, Label Studio's or Prodigy's export, our predict's entities.jsonl, or token lists (tokens + ner_tags).
 """
+
+from __future__ import annotations
 
 import argparse
 import json
 import os
 import sys
 import time
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import fields
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from biofairseq.arguments import DefaultsHelp, OneLineParser, add_fields
+from biofairseq.finetune.json_formats import WRITTEN
+
+if TYPE_CHECKING:
+    from biofairseq.finetune.training import TrainOptions
 
 
-def _numbers(kind, example):
-    def parse(text):
+def _numbers(kind: Callable[[str], float], example: str) -> Callable[[str], list[float]]:
+    def parse(text: str) -> list[float]:
         values = []
         for x in text.split(","):
             try:
@@ -40,14 +49,14 @@ _floats = _numbers(float, "2e-5,5e-5")
 _ints = _numbers(int, "1,2,3")
 
 
-def _devices(text):
+def _devices(text: str) -> tuple[str, ...]:
     devices = text.split(",") if text else []
     if not all(d.isdigit() for d in devices) or len(set(devices)) != len(devices):
         raise argparse.ArgumentTypeError(f"{text!r}: give distinct GPU numbers separated by commas, as 0,1,2,3")
     return tuple(devices)
 
 
-def _listed(values):
+def _listed(values: Iterable[float]) -> str:
     return ",".join(f"{v:g}" for v in values)
 
 
@@ -74,7 +83,8 @@ def _data_flags(parser, output_help) -> None:
     parser.add_argument("--model", required=True,
                         help="transformers encoder folder (biofairseq-convert to-hf output), or a Hugging Face Hub id such as "
                         "PlanTL-GOB-ES/bsc-bio-es (offline: from the cache)")
-    parser.add_argument("--train", required=True, type=Path, help="training data: BRAT folder or .txt (X.txt + X.ann), or CoNLL file (.conll, .tsv, .bio)")
+    parser.add_argument("--train", required=True, type=Path, help="training data: BRAT folder or .txt (X.txt + X.ann), CoNLL file (.conll, .tsv, .bio), "
+                        "or JSON (.jsonl, .json: an annotation tool's export, token lists)")
     parser.add_argument("--dev", required=True, type=Path, help="development data, for checkpoint selection")
     parser.add_argument("--test", type=Path, default=None, help="test data, scored with the best-on-dev checkpoint (default: none)")
     parser.add_argument("--output-dir", required=True, type=Path, help=output_help)
@@ -87,9 +97,14 @@ def _parser():
                      formatter_class=argparse.RawDescriptionHelpFormatter, epilog=__doc__.split("\n", 2)[2])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     command = lambda name, text: commands.add_parser(name, help=text, description=text, formatter_class=DefaultsHelp)
-    convert = command("convert", "BRAT folder or CoNLL file -> BIO CoNLL, with conversion statistics")
-    convert.add_argument("input", type=Path, help="a BRAT folder (X.txt + X.ann), a .txt with its .ann, or a CoNLL file (.conll, .tsv, .bio)")
-    convert.add_argument("output", type=Path, help="CoNLL file to write; its statistics go beside it as OUTPUT.stats.json")
+    convert = command("convert", "NER data -> BIO CoNLL or an annotation tool's format, with conversion statistics")
+    convert.add_argument("input", type=Path, help="a BRAT folder (X.txt + X.ann), a .txt with its .ann, a CoNLL file (.conll, .tsv, .bio) "
+                         "or JSON (.jsonl, .json: an annotation tool's export, token lists)")
+    convert.add_argument("output", type=Path, help="file to write; its statistics go beside it as OUTPUT.stats.json")
+    convert.add_argument("--to", choices=("conll", *WRITTEN), default=None,
+                         help="the output's format: conll (for a .conll, .tsv or .bio OUTPUT, the default), doccano or prodigy "
+                              "(.jsonl), labelstudio (.json: tasks with the entities as annotations); JSON keeps every "
+                              "mention as read, nested and overlapping ones too")
     train = command("train", "fine-tune one configuration; writes metrics.json, predictions, the best model and its card")
     _data_flags(train, "run folder to create (resumed if it holds checkpoints of an unfinished run)")
     train.add_argument("--overwrite", action="store_true", help="replace a finished run in --output-dir")
@@ -106,7 +121,8 @@ def _parser():
     predict = command("predict", "tag a folder of .txt notes, a .txt file, BRAT or CoNLL data with a fine-tuned model")
     predict.add_argument("--model", required=True, help="a train output folder, its model/ folder, or a Hub id of a token-classification model")
     predict.add_argument("--input", required=True, type=Path,
-                         help="a .txt file or a folder of them (raw text; scored where X.ann is beside X.txt), or a CoNLL file (.conll, .tsv, .bio)")
+                         help="a .txt file or a folder of them (raw text; scored where X.ann is beside X.txt), a CoNLL file (.conll, .tsv, .bio) "
+                              "or JSON (.jsonl, .json: an annotation tool's export, scored where annotated)")
     predict.add_argument("--output-dir", required=True, type=Path,
                          help="folder to create: predictions/ (the --formats chosen) and metrics.json")
     _option_flags(predict, prediction_only=True)
@@ -115,7 +131,9 @@ def _parser():
     predict.add_argument("--formats", type=_formats, default="brat,jsonl,conll",
                          help="comma-separated: brat (X.txt + X.ann and annotation.conf, for notes), jsonl "
                               "(entities.jsonl: file, start, end, type, text, score per entity), conll (predictions.conll: "
-                              "token, character offsets, tag; -DOCSTART- naming each note); default: all")
+                              "token, character offsets, tag; -DOCSTART- naming each note); pre-annotations to import as "
+                              "suggestions: doccano (doccano.jsonl), labelstudio (labelstudio.json: predictions with their "
+                              "scores), prodigy (prodigy.jsonl)")
     predict.add_argument("--overwrite", action="store_true", help="replace --output-dir if it exists")
     report = command("report", "the bsc-bio-es Table 2 layout (+ median over seeds, per-type scores) as Markdown, JSON and a plot")
     report.add_argument("runs", nargs="+", type=Path, help="sweep folders (one per model) or run folders")
@@ -123,7 +141,7 @@ def _parser():
     return parser
 
 
-def _formats(text):
+def _formats(text: str) -> list[str]:
     from biofairseq.finetune.outputs import FORMATS
 
     chosen = [f for f in text.split(",") if f]
@@ -133,7 +151,7 @@ def _formats(text):
     return chosen
 
 
-def _options(args):
+def _options(args: argparse.Namespace) -> TrainOptions:
     from biofairseq.finetune.training import TrainOptions
 
     values = {f.name: getattr(args, f.name) for f in fields(TrainOptions) if hasattr(args, f.name)}
@@ -142,7 +160,7 @@ def _options(args):
     return TrainOptions(**values)
 
 
-def _card(args):
+def _card(args: argparse.Namespace) -> dict[str, str | None]:
     return {"language": args.language, "license": args.license, "dataset": args.dataset}
 
 
@@ -161,15 +179,21 @@ def _quiet_libraries() -> None:
         transformers.utils.logging.disable_progress_bar()
 
 
-def _convert(args, log):
+def _convert(args: argparse.Namespace, log: Callable[[str], None]) -> None:
     from biofairseq.text.tables import markdown_table
-    from biofairseq.finetune import NERFormatError, conll, data
+    from biofairseq.finetune import NERFormatError, conll, data, json_formats, outputs
     from biofairseq.atomic import write_text
 
     if args.output.is_dir():
-        raise NERFormatError(f"{args.output}: is a folder; give the CoNLL file to write")
-    if args.output.suffix.lower() not in data.CONLL_SUFFIXES:
-        raise NERFormatError(f"{args.output}: give the CoNLL file to write a .conll, .tsv or .bio name (biofairseq-ner reads those as CoNLL)")
+        raise NERFormatError(f"{args.output}: is a folder; give the file to write")
+    to = args.to or ("conll" if args.output.suffix.lower() in data.CONLL_SUFFIXES else None)
+    if to is None:
+        raise NERFormatError(f"{args.output}: give the CoNLL file to write a .conll, .tsv or .bio name (biofairseq-ner reads those "
+                             f"as CoNLL), or pass --to {', '.join(json_formats.WRITTEN)}")
+    wanted = data.CONLL_SUFFIXES if to == "conll" else (Path(json_formats.WRITTEN[to]).suffix,)
+    if args.output.suffix.lower() not in wanted:
+        raise NERFormatError(f"{args.output}: --to {to} writes a {' or '.join(wanted)} file (biofairseq-ner reads it back by that "
+                             "name); rename the output")
     dataset = data.read(args.input)
     for line in dataset.warnings("input")[1:] if dataset.problems else dataset.warnings("input"):  # problems: listed below
         print(f"biofairseq-ner: {line}", file=sys.stderr)
@@ -179,7 +203,10 @@ def _convert(args, log):
     if args.output.resolve() == Path(args.input).resolve():
         raise NERFormatError(f"{args.output}: is the input; give another file to write")
     args.output.parent.mkdir(parents=True, exist_ok=True)
-    conll.write_file(args.output, [(s.tokens, s.tags) for s in dataset.sentences])
+    if to == "conll":
+        conll.write_file(args.output, [(s.tokens, s.tags) for s in dataset.sentences])
+    else:
+        json_formats.write(args.output, to, outputs.tool_documents(dataset), gold=True)
     write_text(args.output.with_suffix(".stats.json"), json.dumps(stats, indent=1, ensure_ascii=False) + "\n")
     rows = [[k, f"{v:,}"] for k, v in stats.items() if isinstance(v, int) and v is not None]
     rows += [[f"entities: {k}", f"{v:,}"] for k, v in stats["entities_per_type"].items()]
@@ -192,7 +219,7 @@ def _convert(args, log):
     log(f"wrote {args.output} and {args.output.with_suffix('.stats.json')}")
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     _quiet_libraries()
     from biofairseq.finetune import NERFormatError, sweep, training

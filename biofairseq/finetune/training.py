@@ -14,18 +14,27 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from biofairseq.arguments import first_line
 from biofairseq.atomic import staged_folder, write_text
 from biofairseq.finetune import NERFormatError, brat, conll, data, head, iob2, metrics, sweep_folder, windows
 from biofairseq.finetune.fingerprint import model_fingerprint
 
+if TYPE_CHECKING:
+    import numpy as np
+    import torch
+    from torch import nn
+    from transformers import (EvalPrediction, PretrainedConfig, PreTrainedModel, PreTrainedTokenizerBase, Trainer,
+                              TrainerCallback, TrainerControl, TrainerState, TrainingArguments)
+
 ROBERTA_POSITIONS = ("roberta", "xlm-roberta", "camembert", "roberta-prelayernorm", "xlm-roberta-xl")
 
 
-def option(default, help, prediction=False, **flag):
+def option(default: Any, help: str, prediction: bool = False, **flag: Any) -> Any:
     """A field of TrainOptions with what its biofairseq-ner flag says (biofairseq.finetune.cli makes the flags from
     them); prediction: predict takes it too."""
     return field(default=default, metadata={"help": help, "prediction": prediction, **flag})
@@ -79,7 +88,7 @@ class TrainOptions:
                                       prediction=True)
 
 
-def load_tokenizer(model_dir):
+def load_tokenizer(model_dir: str | Path) -> "PreTrainedTokenizerBase":
     """The model's tokenizer, with a space before every word as RoBERTa saw words inside sentences in pretraining."""
     from transformers import AutoTokenizer
 
@@ -95,7 +104,7 @@ def load_tokenizer(model_dir):
     return tokenizer
 
 
-def position_limit(config, asked):
+def position_limit(config: "PretrainedConfig", asked: int) -> int:
     """The longest input the model can embed: RoBERTa-family positions start after the padding index."""
     limit = config.max_position_embeddings
     if config.model_type in ROBERTA_POSITIONS:
@@ -103,7 +112,7 @@ def position_limit(config, asked):
     return min(asked, limit)
 
 
-def model_folder(path):
+def model_folder(path: str | Path) -> Path:
     """A transformers folder: the given one, or the ``model/`` that ``biofairseq-ner train`` saves."""
     path = Path(path)
     for candidate in (path, path / "model"):
@@ -122,7 +131,7 @@ def model_folder(path):
 HUB_ID = re.compile(r"[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?(?:/[A-Za-z0-9](?:[\w.-]*[A-Za-z0-9])?)?")
 
 
-def resolve_model(text):
+def resolve_model(text: str) -> Path | str:
     """What transformers loads for ``--model``: a local folder (a train output folder: its ``model/``), or a Hugging
     Face Hub id, passed to transformers as it is (offline, from the cache). Anything else stops here in one line, before
     a model is loaded or a folder is made."""
@@ -149,7 +158,7 @@ def resolve_model(text):
     return text
 
 
-def check_options(options):
+def check_options(options: TrainOptions) -> None:
     """One line naming the flag for a value that cannot train: found here, before anything loads."""
     rules = [
         ("lr", options.lr > 0, "a positive learning rate, as 5e-5"),
@@ -177,13 +186,13 @@ def check_options(options):
             raise NERFormatError(f"--{name.replace('_', '-')} {value}: must be {rule}")
 
 
-def check_output_dir(output_dir):
+def check_output_dir(output_dir: str | Path) -> None:
     if Path(output_dir).exists() and not Path(output_dir).is_dir():
         raise NERFormatError(f"--output-dir {output_dir}: a file; give a folder (it is created)")
 
 
 @contextlib.contextmanager
-def created_folder(folder, keep=lambda: False):
+def created_folder(folder: str | Path, keep: Callable[[], bool] = lambda: False) -> Iterator[Path]:
     """Makes ``folder`` (and its missing parents); an error inside the block removes what it made, unless ``keep()``
     (a checkpoint to resume from), so that a rerun finds nothing half-made in its way."""
     folder = Path(folder)
@@ -197,11 +206,11 @@ def created_folder(folder, keep=lambda: False):
         raise
 
 
-def stderr(line) -> None:
+def stderr(line: str) -> None:
     print(f"biofairseq-ner: {line}", file=sys.stderr, flush=True)
 
 
-def precision_flags(precision):
+def precision_flags(precision: str) -> tuple[str, dict[str, bool]]:
     import torch
 
     cuda = torch.cuda.is_available()
@@ -212,7 +221,7 @@ def precision_flags(precision):
     return precision, {"fp16": precision == "fp16", "bf16": precision == "bf16", "use_cpu": not cuda}
 
 
-def _trainer_class():
+def _trainer_class() -> "type[Trainer]":
     import torch
     from transformers import Trainer
 
@@ -222,7 +231,8 @@ def _trainer_class():
         layerwise_lr_decay = 1.0
         warmup_ratio = 0.0
 
-        def create_scheduler(self, num_training_steps, optimizer=None):
+        def create_scheduler(self, num_training_steps: int, optimizer: "torch.optim.Optimizer | None" = None
+                             ) -> "torch.optim.lr_scheduler.LRScheduler":
             # transformers reads warmup_steps below 1 as a ratio and 1 and above as steps: 1.0 would be one step.
             self.args.warmup_steps = math.ceil(self.warmup_ratio * num_training_steps)
             return super().create_scheduler(num_training_steps, optimizer)
@@ -231,7 +241,7 @@ def _trainer_class():
             # Predictions are matched to windows by position; length grouping would shuffle them.
             return torch.utils.data.SequentialSampler(eval_dataset)
 
-        def create_optimizer(self, model=None):
+        def create_optimizer(self, model: "nn.Module | None" = None) -> "torch.optim.Optimizer":
             if self.optimizer is not None or self.layerwise_lr_decay == 1.0:
                 return super().create_optimizer(model)
             model = model or self.model
@@ -242,7 +252,8 @@ def _trainer_class():
     return NERTrainer
 
 
-def layerwise_groups(model, args, decay, decay_names):
+def layerwise_groups(model: "PreTrainedModel", args: "TrainingArguments", decay: float,
+                     decay_names: Collection[str]) -> list[dict[str, Any]]:
     """Parameter groups whose learning rate is ``lr * decay ** (layers + 2 - depth)``: ELECTRA's reference
     (google-research/electra, ``_get_layer_lrs``), which puts the embeddings (and their projection) at depth 0, layer
     i at depth i + 1 and the task head at depth layers + 2. So the head gets the full rate, the last layer
@@ -266,7 +277,8 @@ def layerwise_groups(model, args, decay, decay_names):
 class Predictor:
     """Word-level predictions of a data set through a ``Trainer``: windows in, one tag per word out."""
 
-    def __init__(self, dataset, tokenizer, labels, max_length, options) -> None:
+    def __init__(self, dataset: data.NERData, tokenizer: "PreTrainedTokenizerBase", labels: Sequence[str],
+                 max_length: int, options: TrainOptions) -> None:
         self.data, self.labels = dataset, labels
         ids = {l: i for i, l in enumerate(labels)}
         # gold of a type the model has no label for (--allow-unseen-types): no loss on it; it stays gold in the scores
@@ -276,18 +288,20 @@ class Predictor:
         self.windows.sort(key=lambda w: -len(w.input_ids))
         self.inputs = [{"input_ids": w.input_ids, "attention_mask": [1] * len(w.input_ids), "labels": w.labels} for w in self.windows]
 
-    def tags(self, predictions):
+    def tags(self, predictions: "Sequence[Sequence[Sequence[float]]] | np.ndarray") -> list[list[str]]:
         """Predicted tags per word, repaired by conlleval's rule so that seqeval and the BRAT files read the same entities."""
         return self.tagged(predictions)[0]
 
-    def tagged(self, predictions):
+    def tagged(self, predictions: "Sequence[Sequence[Sequence[float]]] | np.ndarray"
+               ) -> tuple[list[list[str]], list[list[float]]]:
         """(the tags per word, as ``tags``; the probability of each word's predicted label), from the (label index,
         probability) of each window position (``_best_label``)."""
         per_word = windows.word_values(self.windows, predictions, len(self.data.sentences))  # (index, probability)
         tags = [iob2.repair([self.labels[int(i)] for i, _ in s]) for s in per_word]
         return tags, [[float(p) for _, p in s] for s in per_word]
 
-    def predict(self, trainer, callbacks=()):
+    def predict(self, trainer: "Trainer",
+                callbacks: "Sequence[TrainerCallback]" = ()) -> tuple[list[list[str]], list[list[float]]]:
         """(tags, probabilities) of every word; ``callbacks``: the Trainer's for this prediction alone (progress)."""
         if not self.inputs:  # empty or whitespace-only notes: no window, and Trainer.predict has no predictions to give
             return self.tagged([])
@@ -302,7 +316,7 @@ class Predictor:
             for callback in callbacks:
                 trainer.remove_callback(callback)
 
-    def scores(self, tags, written=None):
+    def scores(self, tags: Sequence[Sequence[str]], written: str | Path | None = None) -> dict[str, Any] | None:
         """Scores of the annotated sentences (None when there are none).
 
         BRAT data are scored as the shared tasks' official scorers do, from the BRAT predictions ``written``
@@ -312,17 +326,17 @@ class Predictor:
         if not annotated:
             return None
         seqeval = metrics.scores(*map(list, zip(*annotated)))
-        if not self.data.is_brat or written is None:
+        if not self.data.has_documents or written is None:
             return seqeval
         gold = brat.mentions(self.data.documents)  # as read, before flattening
         documents = {d.id for d in self.data.documents if d.annotated}
         predicted = {m for m in brat.mentions(brat.read_folder(written, [])) if m[0] in documents}
         return {**metrics.mention_scores(gold, predicted), "scorer": "brat", "seqeval": seqeval}
 
-    def write(self, tags, out) -> None:
+    def write(self, tags: Sequence[Sequence[str]], out: Path) -> None:
         """BRAT ``.ann`` files (character offsets) for BRAT input, a CoNLL file otherwise."""
         out.mkdir(parents=True, exist_ok=True)
-        if self.data.is_brat:
+        if self.data.has_documents:
             entities = {}
             for sentence, predicted in zip(self.data.sentences, tags):
                 entities.setdefault(sentence.doc, []).extend(data.entity_offsets(sentence, predicted))
@@ -331,7 +345,7 @@ class Predictor:
             conll.write_file(out / "predictions.conll", [(s.tokens, t) for s, t in zip(self.data.sentences, tags)])
 
 
-def _best_label(logits, labels):
+def _best_label(logits: "torch.Tensor", labels: "torch.Tensor") -> "torch.Tensor":
     """Each position's most probable label and its probability, in place of the logits: what tags and confidences
     need, in a sliver of the logits' memory (the Trainer gathers every evaluation window's)."""
     import torch
@@ -340,23 +354,29 @@ def _best_label(logits, labels):
     return torch.stack([best.indices.float(), best.values], dim=-1)
 
 
-def read_annotated(path, role, warn=stderr):
+def read_annotated(path: str | Path, role: str, warn: Callable[[str], None] = stderr) -> data.NERData:
     """An annotated data set, its reading problems said on stderr (``warn``)."""
     dataset = data.read(path)
-    if dataset.is_brat and not dataset.annotated:
+    if dataset.has_documents and not dataset.annotated:
         bare = [d.id for d in dataset.documents if not d.annotated]
-        if len(bare) < len(dataset.documents):
+        if len(bare) < len(dataset.documents) and dataset.format != "brat":  # a tool's export of a project half done
+            warn(f"note: {role} {path}: {len(bare)} of {len(dataset.documents)} documents not annotated (yet), left out: "
+                 f"{', '.join(bare[:3])}{', ...' if len(bare) > 3 else ''}")
+            dataset = dataset.annotated_only()
+        elif len(bare) < len(dataset.documents):
             raise NERFormatError(f"{path}: {len(bare)} of {len(dataset.documents)} .txt files have no .ann beside them "
                                  f"({', '.join(bare[:3])}{', ...' if len(bare) > 3 else ''}); the {role} set needs X.ann beside every X.txt: add them or move those out")
     if not dataset.annotated:
         conll_hint = " (a CoNLL file? name it .conll, .tsv or .bio)" if Path(path).suffix.lower() == ".txt" else ""
-        raise NERFormatError(f"{path}: the {role} set has no annotations{conll_hint}; give annotated data (X.ann beside each X.txt, or a CoNLL file token<TAB>tag)")
+        raise NERFormatError(f"{path}: the {role} set has no annotations{conll_hint}; give annotated data (X.ann beside each X.txt, a CoNLL file token<TAB>tag, or an annotation tool's export with annotations)")
     for line in dataset.warnings(role):
         warn(line)
     return dataset
 
 
-def unseen_types(sets, paths, allowed, warn=stderr, accept="pass --allow-unseen-types"):
+def unseen_types(sets: Mapping[str, data.NERData], paths: Mapping[str, str | Path], allowed: bool,
+                 warn: Callable[[str], None] = stderr,
+                 accept: str = "pass --allow-unseen-types") -> dict[str, list[str]]:
     """{split: its gold entity types that no training entity has}. The model gets labels for the types it trains on
     only; the others' mentions stay gold, so they count as missed, as the official scorers count them. Unasked for, such
     types are a typo or another data set's, which would be scored 0 in silence: they stop here, before any training,
@@ -377,7 +397,11 @@ def unseen_types(sets, paths, allowed, warn=stderr, accept="pass --allow-unseen-
     return unseen
 
 
-def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inputs=None, compute_metrics=None, callbacks=()):
+def make_trainer(model: "PreTrainedModel", tokenizer: "PreTrainedTokenizerBase", options: TrainOptions,
+                 checkpoints: str | Path, train_inputs: list[dict[str, list[int]]] | None,
+                 eval_inputs: list[dict[str, list[int]]] | None = None,
+                 compute_metrics: "Callable[[EvalPrediction], dict[str, float]] | None" = None,
+                 callbacks: "Iterable[TrainerCallback]" = ()) -> "Trainer":
     """The ``Trainer`` ``train`` uses: length-grouped batches, and best-on-dev checkpoints when ``compute_metrics`` is given."""
     from transformers import DataCollatorForTokenClassification, TrainingArguments
 
@@ -408,7 +432,7 @@ def make_trainer(model, tokenizer, options, checkpoints, train_inputs, eval_inpu
     return trainer
 
 
-def drop_cut_checkpoints(checkpoints, log) -> None:
+def drop_cut_checkpoints(checkpoints: str | Path, log: Callable[[str], None]) -> None:
     """transformers writes a checkpoint-N folder in place, trainer_state.json last: one without it (or with it cut
     short) was being saved when the run was killed, and resuming from it fails ("Can't find a valid checkpoint"), at
     every rerun. It is removed: the run resumes from the checkpoint before, or starts afresh."""
@@ -420,7 +444,9 @@ def drop_cut_checkpoints(checkpoints, log) -> None:
             shutil.rmtree(checkpoint)
 
 
-def train(model_dir, train_path, dev_path, test_path, output_dir, options, overwrite=False, log=print, warn=stderr, card=None):
+def train(model_dir: str | Path, train_path: str | Path, dev_path: str | Path, test_path: str | Path | None,
+          output_dir: str | Path, options: TrainOptions, overwrite: bool = False, log: Callable[[str], None] = print,
+          warn: Callable[[str], None] = stderr, card: Mapping[str, str | None] | None = None) -> dict[str, Any]:
     """Fine-tunes, keeps the best-on-dev model, scores dev and test with it, and returns ``metrics.json``'s content.
 
     ``model_dir``: a local folder or a Hub id (``resolve_model``). ``card``: the model card's language, license and
@@ -455,7 +481,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     train_windows = predictors["train"].inputs
     train_tokens = sum(len(w["input_ids"]) for w in train_windows)
     for name, p in predictors.items():
-        log(f"{name}: {len(p.data.sentences):,} {'documents' if options.context == 'document' else 'sentences'}, {len(p.windows):,} windows of at most {max_length} tokens, "
+        log(f"{name}: {p.data.format_name}, {len(p.data.sentences):,} {'documents' if options.context == 'document' else 'sentences'}, {len(p.windows):,} windows of at most {max_length} tokens, "
             f"{sum(len(s.tokens) for s in p.data.sentences):,} words, {sum(p.data.statistics()['entities_per_type'].values()):,} entities")
 
     recorded = output_dir / "model.sha256"
@@ -469,7 +495,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
         write_text(recorded, fingerprint + "\n")
         predictor = predictors["dev"]
 
-        def compute_metrics(prediction):
+        def compute_metrics(prediction: "EvalPrediction") -> dict[str, float]:
             s = predictor.scores(predictor.tags(prediction.predictions))
             return {"f1": s["f1"], "precision": s["precision"], "recall": s["recall"]}
 
@@ -498,6 +524,7 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
             "train_tokens_per_epoch": train_tokens, "train_tokens_per_second": round(train_tokens * options.epochs / result.metrics["train_runtime"], 1),
             # what reading the data changed (entities dropped, kept by their offsets, trimmed...), as the warnings said
             "data_problems": {name: d.problem_counts() for name, d in sets.items()},
+            "data_read": {name: d.reading() for name, d in sets.items()},  # each set's format and what reading counted
             "unseen_types": unseen,  # dev and test types training never saw (--allow-unseen-types): never predicted
         }
         predictions_dir = output_dir / "predictions"
@@ -519,14 +546,16 @@ def train(model_dir, train_path, dev_path, test_path, output_dir, options, overw
     return report
 
 
-def _tagging_progress(windows, log, every=0.1, least=2000):
+def _tagging_progress(windows: int, log: Callable[[str], None], every: float = 0.1,
+                      least: int = 2000) -> "TrainerCallback":
     """A callback that says how far tagging is, every tenth of an input of many windows (a note of megabytes)."""
     from transformers import TrainerCallback
 
     class Progress(TrainerCallback):
         done, said = 0, 0.0
 
-        def on_prediction_step(self, args, state, control, **kwargs) -> None:
+        def on_prediction_step(self, args: "TrainingArguments", state: "TrainerState", control: "TrainerControl",
+                               **kwargs: Any) -> None:
             self.done += args.per_device_eval_batch_size
             if windows >= least and self.done / windows >= self.said + every:
                 self.said = min(1.0, self.done / windows)
@@ -535,19 +564,20 @@ def _tagging_progress(windows, log, every=0.1, least=2000):
     return Progress()
 
 
-def _progress(log):
+def _progress(log: Callable[[str], None]) -> "TrainerCallback":
     """A callback that prints each dev evaluation."""
     from transformers import TrainerCallback
 
     class Progress(TrainerCallback):
-        def on_evaluate(self, args, state, control, metrics=None, **kwargs) -> None:
+        def on_evaluate(self, args: "TrainingArguments", state: "TrainerState", control: "TrainerControl",
+                        metrics: dict[str, float] | None = None, **kwargs: Any) -> None:
             log(f"epoch {state.epoch:.2f}, step {state.global_step}: dev F1 {100 * metrics['eval_f1']:.2f} "
                 f"(P {100 * metrics['eval_precision']:.2f}, R {100 * metrics['eval_recall']:.2f})")
 
     return Progress()
 
 
-def _trained_windows(source):
+def _trained_windows(source: str | Path) -> tuple[str, int | None] | None:
     """(context, max length) a ``biofairseq-ner train`` run fine-tuned its model with (its metrics.json beside the
     model/ folder), or None."""
     recorded = Path(str(source)).parent / "metrics.json"
@@ -557,10 +587,11 @@ def _trained_windows(source):
     return run.get("options", {}).get("context", "sentence"), run.get("max_length")
 
 
-def predict(model_dir, input_path, output_dir, options, overwrite=False, log=print, warn=stderr, formats=None,
-            max_length_given=True):
-    """Tags a BRAT folder, a .txt file or a CoNLL file with a fine-tuned model; scores it too when it is annotated.
-    ``formats``: of ``outputs.FORMATS`` (default all); ``max_length_given``: --max-length was given (else the model's
+def predict(model_dir: str | Path, input_path: str | Path, output_dir: str | Path, options: TrainOptions,
+            overwrite: bool = False, log: Callable[[str], None] = print, warn: Callable[[str], None] = stderr,
+            formats: Sequence[str] | None = None, max_length_given: bool = True) -> dict[str, Any]:
+    """Tags a BRAT folder, a .txt file, a CoNLL file or JSON (``data.read``) with a fine-tuned model; scores it too when it is annotated.
+    ``formats``: of ``outputs.FORMATS`` (default brat, jsonl, conll); ``max_length_given``: --max-length was given (else the model's
     own fine-tuning length, where its run recorded one)."""
     from biofairseq.finetune import outputs
     import transformers
@@ -577,6 +608,8 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
         raise NERFormatError(f"--model {model_dir}: its labels ({', '.join(labels[:4])}{', ...' if len(labels) > 4 else ''}) are not BIO tags, "
                              f"so it is not a fine-tuned NER model; give a biofairseq-ner train output folder (or its model/)")
     dataset = data.read(input_path)
+    log(f"input: {dataset.format_name}, {len(dataset.documents) if dataset.has_documents else len(dataset.sentences):,} "
+        f"{'documents' if dataset.has_documents else 'sentences'}")
     for line in dataset.warnings("input"):
         warn(line)
     if options.context == "document":
@@ -610,15 +643,16 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
         seconds = time.time() - started
         shutil.rmtree(staging / "unused", ignore_errors=True)
         types = sorted({l[2:] for l in labels if l != "O"})
-        written = outputs.write(staging / "predictions", dataset, tags, probabilities, formats or outputs.FORMATS, types)
+        written = outputs.write(staging / "predictions", dataset, tags, probabilities, formats or outputs.DEFAULT_FORMATS, types,
+                                Path(str(model_dir)).name)
         sub_tokens = sum(len(w.input_ids) for w in predictor.windows)
         report = {"model": str(source), "input": str(input_path), "seconds": round(seconds, 2),
                   "words": sum(len(s.tokens) for s in dataset.sentences), "windows": len(predictor.windows),
                   "sub_tokens": sub_tokens, "sub_tokens_per_second": round(sub_tokens / max(seconds, 1e-9), 1),
                   "max_length": limit, "max_length_from": said, "outputs": written,
-                  "data_problems": dataset.problem_counts(), "unseen_types": unknown}
+                  "data_problems": dataset.problem_counts(), "data_read": dataset.reading(), "unseen_types": unknown}
         scored = staging / "predictions"  # BRAT gold is scored from BRAT predictions, as the official scorers read them
-        if dataset.is_brat and "brat" not in (formats or outputs.FORMATS):
+        if dataset.has_documents and "brat" not in (formats or outputs.DEFAULT_FORMATS):
             scored = staging / "brat-scored"
             outputs.write(scored, dataset, tags, probabilities, ["brat"], types)
         scores = predictor.scores(tags, scored)
@@ -626,7 +660,7 @@ def predict(model_dir, input_path, output_dir, options, overwrite=False, log=pri
             shutil.rmtree(scored)
         if scores is not None:
             report["scores"] = scores
-            report["scored_documents"] = sum(d.annotated for d in dataset.documents) if dataset.is_brat else None
+            report["scored_documents"] = sum(d.annotated for d in dataset.documents) if dataset.has_documents else None
             log(metrics.line("input" if dataset.annotated else "the annotated part of the input", scores))
         write_text(staging / "metrics.json", json.dumps(report, indent=1) + "\n")
     return report

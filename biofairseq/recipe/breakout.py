@@ -21,7 +21,7 @@ def read_ner(path: Path) -> tuple:
     from biofairseq.finetune import data, iob2
 
     dataset = data.read(path)
-    if dataset.is_brat:
+    if dataset.has_documents:
         mentions = [(e.type, doc.text[e.start : e.end]) for doc in dataset.documents for e in doc.entities]
         lines = [line for doc in dataset.documents for line in doc.text.splitlines() if line.strip()]
     else:

@@ -188,14 +188,14 @@ def ner_data(values: dict, say: Callable[[str], None], given: bool = True) -> di
                                 "valid (or dev)")
         train, dev, test = (splits.find(folder, role) for role in ("train", "dev", "test"))
         misnamed = sorted(p for p in Path(folder).iterdir() if p.is_file() and p.stem in splits.NAMES
-                          and p.suffix not in splits.CONLL_SUFFIXES)
+                          and p.suffix not in splits.FILE_SUFFIXES)
         if misnamed and not (train and dev):  # train.txt, dev.txt: CoNLL files under a name no reader takes
             raise SettingsError(f"NER_DATA: '{dataset}': {misnamed[0]}: a split as a {misnamed[0].suffix or 'bare'} file; "
                                 f"name a CoNLL file {misnamed[0].stem}.conll, .tsv or .bio, or give a BRAT split as a "
                                 "folder (X.txt beside X.ann)")
         if not train:
             raise SettingsError(f"NER_DATA: '{dataset}': {folder} has no train split; it needs train and valid (or dev), "
-                                "each a BRAT folder or a CoNLL file (.conll, .tsv, .bio)")
+                                "each a BRAT folder, a CoNLL file (.conll, .tsv, .bio) or JSON (.jsonl, .json)")
         if not dev:
             raise SettingsError(f"NER_DATA: '{dataset}': {folder} has no valid (or dev, devel) split beside train; add one "
                                 "(a BRAT folder or a .conll, .tsv, .bio file), e.g. documents moved out of train")
@@ -206,7 +206,7 @@ def ner_data(values: dict, say: Callable[[str], None], given: bool = True) -> di
                 raise SettingsError(f"NER_DATA: '{dataset}': {split}: a folder without .txt files; a split is a BRAT "
                                     "folder (X.txt beside X.ann) or a CoNLL file")
             # a CoNLL file does not say where its documents end (biofairseq-ner refuses it), so say so before pretraining
-            if Path(split).is_file() and context_document:
+            if Path(split).is_file() and Path(split).suffix in splits.CONLL_SUFFIXES and context_document:
                 raise SettingsError(f"NER_DATA: '{dataset}': {split}: a CoNLL file, and NER_EXTRA asks for --context "
                                     "document, which needs BRAT folders (X.txt beside X.ann); give BRAT data or drop "
                                     "--context document")
