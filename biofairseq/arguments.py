@@ -5,7 +5,9 @@ paths must not cost an import of torch or fairseq."""
 
 import argparse
 from dataclasses import MISSING, Field, fields
-from typing import Callable, NoReturn, Optional
+from typing import Callable, NoReturn, Optional, TypeVar
+
+_Fields = TypeVar("_Fields")
 
 
 class DefaultsHelp(argparse.ArgumentDefaultsHelpFormatter, argparse.RawDescriptionHelpFormatter):
@@ -95,6 +97,6 @@ def add_fields(parser: argparse.ArgumentParser, cls: type, keep: Callable[[Field
         where.add_argument(flag, dest=f.name, **meta)
 
 
-def fields_from(cls: type, args: argparse.Namespace) -> object:
+def fields_from(cls: type[_Fields], args: argparse.Namespace) -> _Fields:
     """The dataclass ``cls`` of the parsed ``args`` (as add_fields made its flags)."""
     return cls(**{f.name: getattr(args, f.name) for f in fields(cls)})

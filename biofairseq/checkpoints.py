@@ -69,15 +69,15 @@ def load_dictionary(path: str | Path) -> Dictionary:
 
 @dataclass
 class FairseqRoberta:
-    model: RobertaModel
+    model: BaseFairseqModel  # a RobertaModel, or electra's, bio_modernbert's
     args: object  # the model's configuration (cfg.model)
     dictionary: Dictionary
-    data_dir: str  # the data-bin the checkpoint names (as recorded: see ``locate``), or None
+    data_dir: Optional[str]  # the data-bin the checkpoint names (as recorded: see ``locate``), or None
     bpe: object  # the checkpoint's --bpe settings, or None
     heads: list  # classification heads the checkpoint holds (fine-tuning), left out of the model
     model_name: str = "bio_roberta"  # the registered fairseq model: roberta, bio_roberta, electra, bio_modernbert
-    training: dict = None  # what the checkpoint records of its training (``training_summary``)
-    continued_from: dict = None  # the conversion it started from (``continued_from``), or None
+    training: Optional[dict] = None  # what the checkpoint records of its training (``training_summary``)
+    continued_from: Optional[dict] = None  # the conversion it started from (``continued_from``), or None
 
     @property
     def electra(self) -> bool:

@@ -1038,7 +1038,7 @@ USER_MISTAKES = [  # (arguments, exit status, a fragment of the one line on stde
     (["predict", "--model", "{m}", "--input", "{d}/valid", "--output-dir", "{o}"], 1, "are not BIO tags, so it is not a fine-tuned NER model"),
     (["predict", "--model", "{m}", "--input", "{d}/valid", "--output-dir", "{d}"], 1, "already exists; choose another or pass --overwrite"),
     (["report", "{o}"], 1, "no finished run"),
-    (["convert", "{d}/valid", "{o}.txt"], 1, "give the CoNLL file to write a .conll, .tsv or .bio name"),
+    (["convert", "{d}/valid", "{o}.txt"], 1, "name a CoNLL output .conll, .tsv or .bio"),
 ]
 
 

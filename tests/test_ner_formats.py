@@ -78,17 +78,22 @@ def test_label_studio_export_keeps_one_annotation_a_task_and_skips_what_is_not_g
                                  ("1", *ACIDO)}
     assert [d.annotated for d in dataset.documents] == [True, False]
     assert dataset.counts["label_studio_cancelled_annotations_skipped"] == 1
-    assert dataset.counts["label_studio_tasks_with_several_annotations_first_kept"] == 1
+    assert dataset.counts["label_studio_tasks_with_several_annotations_one_kept"] == 1
     assert dataset.counts["label_studio_results_not_labels_skipped"] == 1
     assert [k for k, _ in dataset.problems] == ["flattened"]  # two labels on Hb: one kept in the BIO tags
 
 
 def test_label_studio_json_min_reads_the_regions_under_the_labels_tag(tmp_path):
+    """JSON-MIN: the text under the Text tag's value name, the regions under the Labels tag's; an annotation without
+    regions has no key for them; a byte-order mark is read past."""
     regions = [{"start": s, "end": e, "text": TEXT[s:e], "labels": [t]} for s, e, t in (ANEMIA, HB, ACIDO)]
-    path = write(tmp_path / "min.json", [{"text": TEXT, "id": 3, "entidad": regions, "annotator": 1,
-                                          "annotation_id": 9, "lead_time": 4.2}], lines=False)
+    meta = {"annotator": "ana@hospital.org", "annotation_id": 9, "created_at": "2026-12-01T10:00:00Z", "lead_time": 4.2}
+    path = write(tmp_path / "min.json", [{"nota": TEXT, "id": 3, "entidad": regions, **meta},
+                                         {"nota": "Sin hallazgos.", "id": 4, **meta}], lines=False)
+    path.write_bytes("\ufeff".encode() + path.read_bytes())
     dataset = data.read(path)
     assert dataset.format == "label-studio-min" and entities(dataset) == {("3", *ANEMIA), ("3", *HB), ("3", *ACIDO)}
+    assert [d.text for d in dataset.documents] == [TEXT, "Sin hallazgos."] and dataset.annotated
 
 
 def test_prodigy_spans_train_on_accepted_answers_only(tmp_path):
@@ -146,8 +151,13 @@ def test_token_lists_with_tag_strings_or_ids_named_by_dataset_info(tmp_path):
     ([{"title": "x", "body": "y"}], r"none of the JSON read here \(the first has body, title\); give span JSON"),
     ([{"text": "a", "label": [[0, 1, "X"]]}, {"tokens": ["a"], "ner_tags": ["O"]}],
      r"record 2 is token lists \(tokens \+ ner_tags\), the first doccano JSONL; give one kind a file"),
-    ([{"text": "abc", "label": [[0, "2", "X"]]}], r"doc.jsonl:1: an entity needs integer start and end and a label"),
-    ([{"tokens": ["a", "b"], "ner_tags": ["O"]}], r"doc.jsonl:1: tokens and ner_tags must be lists of one length"),
+    ([{"text": "abc", "label": [[0, "2", "X"]]}], r"doc.jsonl:1, label 1: an entity needs integer start and end and a label"),
+    ([{"text": "abc", "label": [{"start": 0, "end": 2, "label": "X"}]}],
+     r"doc.jsonl:1: label .* is neither \[start, end, TYPE\] nor \{start_offset, end_offset, label\}"),
+    ([{"id": 1, "data": {"image": "/data/upload/1/xray.png"}, "annotations": [{"result": [
+        {"type": "rectanglelabels", "value": {"x": 1, "y": 2, "rectanglelabels": ["Mass"]}}]}]}],
+     r"doc.jsonl: its annotations hold no text spans \(Labels\), only rectanglelabels; export a text project"),
+    ([{"tokens": ["a", "b"], "ner_tags": ["O"]}], r"doc.jsonl:1: 2 tokens and 1 ner_tags; give one tag a token"),
     ([{"tokens": ["a"], "ner_tags": ["S-X"]}], r"doc.jsonl:1: tag 'S-X' is not IOB2"),
 ])
 def test_json_of_no_kind_read_or_with_bad_records_is_refused_in_one_line(tmp_path, records, message):
@@ -160,6 +170,12 @@ def test_broken_json_and_empty_files_are_refused_naming_the_line(tmp_path):
     (tmp_path / "broken.jsonl").write_text('{"text": "a", "label": []}\n{"text": \n', encoding="utf-8")
     with pytest.raises(NERFormatError, match=r"broken.jsonl:2: not a JSON line"):
         data.read(tmp_path / "broken.jsonl")
+    (tmp_path / "comma.json").write_text('[{"data": {"text": "a"}},\n]\n', encoding="utf-8")
+    with pytest.raises(NERFormatError, match=r"comma.json:2: not JSON \(Expecting value at column 1: a trailing comma"):
+        data.read(tmp_path / "comma.json")
+    (tmp_path / "table.json").write_text("text,label\nfiebre,SINTOMA\n", encoding="utf-8")
+    with pytest.raises(NERFormatError, match=r"table.json: not JSON \(it starts with 'text,label.*', a CSV\?\); export JSON"):
+        data.read(tmp_path / "table.json")
     (tmp_path / "empty.json").write_text("\n", encoding="utf-8")
     with pytest.raises(NERFormatError, match=r"empty.json: no records; give span JSON"):
         data.read(tmp_path / "empty.json")
@@ -192,3 +208,25 @@ def test_pharmaconer_converted_to_each_format_reads_back_the_same_entities_and_t
     back = data.read(path)
     assert brat.mentions(back.documents) == brat.mentions(gold.documents)
     assert tagged(back) == tagged(gold) and back.annotated
+
+
+def test_convert_leaves_out_what_a_half_done_project_has_not_annotated_and_says_so(tmp_path, capsys):
+    """convert of a Label Studio export with a task not annotated yet: converted without it, with a note; --to
+    labelstudio writes the project's labelling config beside the tasks, naming the data's types."""
+    from biofairseq.finetune import cli
+
+    tasks = [{"id": 1, "data": {"text": TEXT}, "annotations": [{"result": [
+                {"type": "labels", "value": {"start": s, "end": e, "labels": [t]}} for s, e, t in (ANEMIA, HB, ACIDO)]}]},
+             {"id": 2, "data": {"text": "Pendiente."}, "annotations": []}]
+    export = write(tmp_path / "export.json", tasks, lines=False)
+    assert cli.main(["convert", str(export), str(tmp_path / "out.conll")]) == 0
+    out, err = capsys.readouterr()
+    assert "note: input " in err and "1 of 2 documents not annotated (yet), left out: 2" in err
+    assert f"read {export}: Label Studio JSON" in out + err
+    assert json.loads((tmp_path / "out.stats.json").read_text())["documents_not_annotated_left_out"] == 1
+    assert cli.main(["convert", str(export), str(tmp_path / "again.json"), "--to", "labelstudio"]) == 0
+    config = (tmp_path / "again.xml").read_text()
+    assert '<Labels name="label" toName="text">' in config and '<Text name="text" value="$text"/>' in config
+    assert [line.strip() for line in config.splitlines() if "<Label " in line] == [
+        f'<Label value="{t}"/>' for t in ("ENFERMEDAD", "NORMALIZABLES", "PROTEINAS")]
+    assert [t["data"]["file"] for t in json.loads((tmp_path / "again.json").read_text())] == ["1.txt"]

@@ -188,17 +188,17 @@ def _convert(args: argparse.Namespace, log: Callable[[str], None]) -> None:
         raise NERFormatError(f"{args.output}: is a folder; give the file to write")
     to = args.to or ("conll" if args.output.suffix.lower() in data.CONLL_SUFFIXES else None)
     if to is None:
-        raise NERFormatError(f"{args.output}: give the CoNLL file to write a .conll, .tsv or .bio name (biofairseq-ner reads those "
-                             f"as CoNLL), or pass --to {', '.join(json_formats.WRITTEN)}")
+        raise NERFormatError(f"{args.output}: name a CoNLL output .conll, .tsv or .bio (biofairseq-ner reads those as CoNLL), "
+                             f"or pass --to {'|'.join(json_formats.WRITTEN)} for an annotation tool's JSON")
     wanted = data.CONLL_SUFFIXES if to == "conll" else (Path(json_formats.WRITTEN[to]).suffix,)
     if args.output.suffix.lower() not in wanted:
         raise NERFormatError(f"{args.output}: --to {to} writes a {' or '.join(wanted)} file (biofairseq-ner reads it back by that "
                              "name); rename the output")
-    dataset = data.read(args.input)
+    say = lambda line: print(f"biofairseq-ner: {line}", file=sys.stderr)
+    dataset = data.annotated_part(data.read(args.input), args.input, "input", say)
+    log(f"read {args.input}: {dataset.format_name}")
     for line in dataset.warnings("input")[1:] if dataset.problems else dataset.warnings("input"):  # problems: listed below
-        print(f"biofairseq-ner: {line}", file=sys.stderr)
-    if not dataset.annotated:
-        raise NERFormatError(f"{args.input}: has no annotations (.ann files or a tag column); nothing to convert")
+        say(line)
     stats = dataset.statistics()
     if args.output.resolve() == Path(args.input).resolve():
         raise NERFormatError(f"{args.output}: is the input; give another file to write")
@@ -207,6 +207,9 @@ def _convert(args: argparse.Namespace, log: Callable[[str], None]) -> None:
         conll.write_file(args.output, [(s.tokens, s.tags) for s in dataset.sentences])
     else:
         json_formats.write(args.output, to, outputs.tool_documents(dataset), gold=True)
+    if to == "labelstudio":  # the project's labelling config, with the data's types
+        write_text(args.output.with_suffix(".xml"), json_formats.label_studio_config(dataset.gold_types()))
+        log(f"wrote {args.output.with_suffix('.xml')}: the Label Studio project's labelling config for it")
     write_text(args.output.with_suffix(".stats.json"), json.dumps(stats, indent=1, ensure_ascii=False) + "\n")
     rows = [[k, f"{v:,}"] for k, v in stats.items() if isinstance(v, int) and v is not None]
     rows += [[f"entities: {k}", f"{v:,}"] for k, v in stats["entities_per_type"].items()]

@@ -10,7 +10,7 @@ dropped ones are counted and listed.
 
 import bisect
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -155,6 +155,27 @@ def read(path: str | Path) -> NERData:
     if suffix == ".ann":
         raise NERFormatError(f"{path}: a BRAT annotation file alone; give its text {path.with_suffix('.txt').name} (read with its .ann) or the folder holding both")
     raise NERFormatError(f"{path}: not NER data ({path.suffix or 'no suffix'}); give {KINDS}")
+
+
+def annotated_part(dataset: NERData, path: str | Path, role: str, note: Callable[[str], None]) -> NERData:
+    """The annotated data set to train, score or convert: a tool's export of a project half done without the
+    documents not annotated yet (said in a ``note``); a BRAT folder missing an .ann, or data without any annotation,
+    refused in one line."""
+    if dataset.has_documents and not dataset.annotated:
+        bare = [d.id for d in dataset.documents if not d.annotated]
+        listed = f"{', '.join(bare[:3])}{', ...' if len(bare) > 3 else ''}"
+        if len(bare) < len(dataset.documents) and dataset.format != "brat":
+            note(f"note: {role} {path}: {len(bare)} of {len(dataset.documents)} documents not annotated (yet), left "
+                 f"out: {listed}")
+            dataset = dataset.annotated_only()
+        elif len(bare) < len(dataset.documents):
+            raise NERFormatError(f"{path}: {len(bare)} of {len(dataset.documents)} .txt files have no .ann beside them "
+                                 f"({listed}); the {role} set needs X.ann beside every X.txt: add them or move those out")
+    if not dataset.annotated:
+        conll_hint = " (a CoNLL file? name it .conll, .tsv or .bio)" if Path(path).suffix.lower() == ".txt" else ""
+        raise NERFormatError(f"{path}: the {role} set has no annotations{conll_hint}; give annotated data (X.ann beside "
+                             "each X.txt, a CoNLL file token<TAB>tag, or an annotation tool's export with annotations)")
+    return dataset
 
 
 def _tagged(data: NERData, sentences: Iterable[tuple[list[str], list[str] | None]], kind: str) -> NERData:

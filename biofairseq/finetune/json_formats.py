@@ -23,6 +23,8 @@ model's entities as ``predictions`` with their scores, gold ones as ``annotation
 import json
 import re
 from collections import Counter
+from collections.abc import Iterable
+from html import escape
 from pathlib import Path
 from typing import Any
 
@@ -36,22 +38,27 @@ NAMES = {
     "predict": "biofairseq-ner predict's entities.jsonl", "text": "JSON lines of text to tag",
     "tokens": "token lists (tokens + ner_tags)",
 }
-KINDS = ("span JSON (doccano's JSONL export, Label Studio's JSON export, Prodigy's spans, biofairseq-ner predict's "
+KINDS = ("span JSON (doccano's JSONL export, Label Studio's JSON or JSON-MIN export, Prodigy's spans, biofairseq-ner predict's "
          "entities.jsonl beside its .txt files) or token lists (tokens + ner_tags, as datasets' to_json writes them)")
 WRITTEN = {"doccano": "doccano.jsonl", "labelstudio": "labelstudio.json", "prodigy": "prodigy.jsonl"}
+LABEL_STUDIO_CONFIG = "labelstudio.xml"  # written beside labelstudio.json: the project's labelling config
 # Label Studio's NER template names its tags so: <Labels name="label" toName="text"> over <Text name="text" value="$text">
 LABEL_STUDIO_FROM, LABEL_STUDIO_TO = "label", "text"
 
 
 def records(path: Path) -> list[dict]:
     """The JSON records of a file: a JSON array (Label Studio's export), one object, or JSON lines."""
-    text = brat.read_text(path)
+    text = brat.read_text(path).removeprefix("\ufeff")  # a byte-order mark, as Windows tools write
     head = text.lstrip()[:1]
+    if head and head not in "[{":
+        raise NERFormatError(f"{path}: not JSON (it starts with {text.lstrip()[:20]!r}{', a CSV?' if ',' in text.split(chr(10))[0] else ''}); "
+                             f"export JSON from the tool, or give {KINDS}")
     if head == "[" or (head == "{" and "\n" not in text.strip()):
         try:
             found = json.loads(text)
-        except ValueError as error:
-            raise NERFormatError(f"{path}: not JSON ({error}); give {KINDS}") from None
+        except json.JSONDecodeError as error:
+            raise NERFormatError(f"{path}:{error.lineno}: not JSON ({error.msg} at column {error.colno}: a trailing comma, "
+                                 f"a missing quote?); give {KINDS}") from None
         found = found if isinstance(found, list) else [found]
     else:
         found = []
@@ -81,9 +88,9 @@ def kind(record: dict) -> str | None:
         return "tokens"
     if {"file", "start", "end", "type"} <= record.keys():
         return "predict"
+    if _min_regions(record) is not None and _text_key(record, _MIN_META) is not None:
+        return "label-studio-min"
     if isinstance(record.get("text"), str):
-        if _min_regions(record) is not None:
-            return "label-studio-min"
         if "spans" in record:
             return "prodigy"
         if record.keys() & {"label", "labels", "entities"}:
@@ -105,6 +112,8 @@ def read(path: str | Path, problems: list, counts: Counter) -> tuple[str, list |
     first = next((k for k in kinds if k != "text"), "text")
     mixes = {first, "text"} if first in ("doccano", "label-studio-min") else {first}
     for n, other in enumerate(kinds, 1):
+        if first == "label-studio-min" and other is None and _text_key(found[n - 1], _MIN_META):
+            continue  # an annotation without regions, its text under the Text tag's own name
         if other not in mixes:
             raise NERFormatError(f"{path}: record {n} is {NAMES.get(other, 'of no kind read here')}, the first "
                                  f"{NAMES[first]}; give one kind a file")
@@ -150,13 +159,14 @@ def _doccano(path: Path, found: list, problems: list, counts: Counter) -> list:
         where = f"{path}:{n}"
         spans = next((r[k] for k in ("label", "labels", "entities") if k in r), None)
         doc = _document(r.get("text"), [r.get("file"), r.get("id")], n, seen, where, spans is not None)
-        for span in spans or []:
-            if isinstance(span, dict):  # a project with relations: {id, label, start_offset, end_offset}
-                _entity(doc, span.get("start_offset"), span.get("end_offset"), span.get("label"), None, where, problems)
+        for i, span in enumerate(spans or [], 1):
+            if isinstance(span, dict) and {"start_offset", "end_offset", "label"} <= span.keys():  # with relations
+                _entity(doc, span["start_offset"], span["end_offset"], span["label"], None, f"{where}, label {i}", problems)
             elif isinstance(span, list) and len(span) == 3:
-                _entity(doc, *span, None, where, problems)
+                _entity(doc, *span, None, f"{where}, label {i}", problems)
             else:
-                raise NERFormatError(f"{where}: label {span!r} is not [start, end, TYPE]; fix or remove it")
+                raise NERFormatError(f"{where}: label {span!r} is neither [start, end, TYPE] nor {{start_offset, end_offset, "
+                                     "label}; fix or remove it")
         documents.append(doc)
     return documents
 
@@ -169,39 +179,56 @@ def _prodigy(path: Path, found: list, problems: list, counts: Counter) -> list:
         counts["prodigy_answers_not_accept"] += not accepted
         meta = r.get("meta") if isinstance(r.get("meta"), dict) else {}
         doc = _document(r.get("text"), [meta.get("file"), meta.get("id")], n, seen, where, accepted)
-        for span in (r.get("spans") or []) if accepted else []:
+        for i, span in enumerate((r.get("spans") or []) if accepted else [], 1):
             if not isinstance(span, dict):
                 raise NERFormatError(f"{where}: span {span!r} is not {{start, end, label}}; fix or remove it")
-            _entity(doc, span.get("start"), span.get("end"), span.get("label"), None, where, problems)
+            _entity(doc, span.get("start"), span.get("end"), span.get("label"), None, f"{where}, span {i}", problems)
         documents.append(doc)
     return documents
 
 
 def _label_studio(path: Path, found: list, problems: list, counts: Counter) -> list:
-    documents, seen = [], set()
+    documents, seen, types = [], set(), set()
     for n, task in enumerate(found, 1):
         where = f"{path}: task {task.get('id', n)}"
         data = task["data"]
-        key = "text" if "text" in data else next((k for k, v in data.items() if isinstance(v, str) and k != "file"), None)
+        key = _text_key(data)
         if key is None:
             raise NERFormatError(f"{where}: its data holds no text ({', '.join(sorted(data)) or 'nothing'}); export "
                                  "a text project")
         given = task.get("annotations") or []
         annotations = [a for a in given if isinstance(a, dict) and not a.get("was_cancelled")]
         counts["label_studio_cancelled_annotations_skipped"] += len(given) - len(annotations)
-        counts["label_studio_tasks_with_several_annotations_first_kept"] += len(annotations) > 1
+        counts["label_studio_tasks_with_several_annotations_one_kept"] += len(annotations) > 1
         doc = _document(data[key], [data.get("file"), task.get("id")], n, seen, where, bool(annotations))
         if annotations:
             chosen = next((a for a in annotations if a.get("ground_truth")), annotations[0])
-            for result in chosen.get("result") or []:
+            for i, result in enumerate(chosen.get("result") or [], 1):
                 value = result.get("value") or {}
+                types.add(result.get("type"))
                 if result.get("type") != "labels" or "labels" not in value:
                     counts["label_studio_results_not_labels_skipped"] += 1  # relations, choices, text areas
                     continue
                 for label in value["labels"]:  # one region may carry several labels: each an entity
-                    _entity(doc, value.get("start"), value.get("end"), label, value.get("text"), where, problems)
+                    _entity(doc, value.get("start"), value.get("end"), label, value.get("text"), f"{where}, region {i}",
+                            problems)
         documents.append(doc)
+    if types and "labels" not in types:
+        raise NERFormatError(f"{path}: its annotations hold no text spans (Labels), only {', '.join(sorted(map(str, types)))}; "
+                             "export a text project labelled with <Labels> over <Text>")
     return documents
+
+
+# JSON-MIN's own keys beside the task's data
+_MIN_META = {"id", "annotator", "annotation_id", "created_at", "updated_at", "lead_time", "file"}
+
+
+def _text_key(data: dict, skip: set = frozenset({"file"})) -> str | None:
+    """Where a task's text is: ``text``, else its longest string value (a note, not a date or a name)."""
+    if isinstance(data.get("text"), str):
+        return "text"
+    strings = [k for k, v in data.items() if isinstance(v, str) and k not in skip]
+    return max(strings, key=lambda k: len(data[k]), default=None)
 
 
 def _min_regions(record: dict) -> list | None:
@@ -216,10 +243,10 @@ def _label_studio_min(path: Path, found: list, problems: list, counts: Counter) 
     documents, seen = [], set()
     for n, r in enumerate(found, 1):
         where = f"{path}: task {r.get('id', n)}"
-        doc = _document(r.get("text"), [r.get("file"), r.get("id")], n, seen, where, True)
-        for value in _min_regions(r) or []:
+        doc = _document(r.get(_text_key(r, _MIN_META)), [r.get("file"), r.get("id")], n, seen, where, True)
+        for i, value in enumerate(_min_regions(r) or [], 1):
             for label in value.get("labels") or []:
-                _entity(doc, value.get("start"), value.get("end"), label, value.get("text"), where, problems)
+                _entity(doc, value.get("start"), value.get("end"), label, value.get("text"), f"{where}, region {i}", problems)
         documents.append(doc)
     return documents
 
@@ -266,10 +293,10 @@ def _token_lists(path: Path, found: list, counts: Counter) -> list:
     names, sentences = None, []
     for n, r in enumerate(found, 1):
         tokens, tags = r["tokens"], r["ner_tags"]
-        if not (isinstance(tokens, list) and isinstance(tags, list) and len(tokens) == len(tags)
-                and all(isinstance(t, str) for t in tokens)):
-            raise NERFormatError(f"{path}:{n}: tokens and ner_tags must be lists of one length, tokens strings; fix "
-                                 "the record")
+        if not (isinstance(tokens, list) and isinstance(tags, list) and all(isinstance(t, str) for t in tokens)):
+            raise NERFormatError(f"{path}:{n}: tokens must be a list of strings and ner_tags a list; fix the record")
+        if len(tokens) != len(tags):
+            raise NERFormatError(f"{path}:{n}: {len(tokens)} tokens and {len(tags)} ner_tags; give one tag a token")
         if any(isinstance(t, int) for t in tags):
             names = names or _tag_names(path)
             if names is None:
@@ -288,6 +315,13 @@ def _token_lists(path: Path, found: list, counts: Counter) -> list:
             continue
         sentences.append((tokens, tags))
     return sentences
+
+
+def label_studio_config(types: Iterable[str]) -> str:
+    """The labelling config (Label Studio's NER template) whose tag names the written tasks use, with these types."""
+    labels = "".join(f'    <Label value="{escape(t, quote=True)}"/>\n' for t in sorted(types))
+    return (f'<View>\n  <Labels name="{LABEL_STUDIO_FROM}" toName="{LABEL_STUDIO_TO}">\n{labels}  </Labels>\n'
+            f'  <Text name="{LABEL_STUDIO_TO}" value="$text"/>\n</View>\n')
 
 
 def write(path: Path, fmt: str, documents: list, gold: bool, model: str | None = None) -> None:

@@ -100,6 +100,9 @@ def write(out: str | Path, dataset: NERData, tags: Sequence[Sequence[str]], scor
         if fmt in formats:
             json_formats.write(out / name, fmt, tool_documents(dataset, found), gold=False, model=model)
             written.append(name)
+    if "labelstudio" in formats:
+        write_text(out / json_formats.LABEL_STUDIO_CONFIG, json_formats.label_studio_config(types))
+        written.append(json_formats.LABEL_STUDIO_CONFIG)
     return written
 
 

@@ -356,19 +356,7 @@ def _best_label(logits: "torch.Tensor", labels: "torch.Tensor") -> "torch.Tensor
 
 def read_annotated(path: str | Path, role: str, warn: Callable[[str], None] = stderr) -> data.NERData:
     """An annotated data set, its reading problems said on stderr (``warn``)."""
-    dataset = data.read(path)
-    if dataset.has_documents and not dataset.annotated:
-        bare = [d.id for d in dataset.documents if not d.annotated]
-        if len(bare) < len(dataset.documents) and dataset.format != "brat":  # a tool's export of a project half done
-            warn(f"note: {role} {path}: {len(bare)} of {len(dataset.documents)} documents not annotated (yet), left out: "
-                 f"{', '.join(bare[:3])}{', ...' if len(bare) > 3 else ''}")
-            dataset = dataset.annotated_only()
-        elif len(bare) < len(dataset.documents):
-            raise NERFormatError(f"{path}: {len(bare)} of {len(dataset.documents)} .txt files have no .ann beside them "
-                                 f"({', '.join(bare[:3])}{', ...' if len(bare) > 3 else ''}); the {role} set needs X.ann beside every X.txt: add them or move those out")
-    if not dataset.annotated:
-        conll_hint = " (a CoNLL file? name it .conll, .tsv or .bio)" if Path(path).suffix.lower() == ".txt" else ""
-        raise NERFormatError(f"{path}: the {role} set has no annotations{conll_hint}; give annotated data (X.ann beside each X.txt, a CoNLL file token<TAB>tag, or an annotation tool's export with annotations)")
+    dataset = data.annotated_part(data.read(path), path, role, warn)
     for line in dataset.warnings(role):
         warn(line)
     return dataset
