@@ -67,7 +67,9 @@ def run_recipe(run_dir, settings, again=True):
     """The recipe run into run_dir (resuming what is there), or with again=False its report as it stands."""
     if not again:
         return json.loads((run_dir / "report.json").read_text())
-    environ = {**os.environ, **settings, "RUN_DIR": str(run_dir)}
+    # the recipe's commands are this Python's (its venv need not be active)
+    path = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+    environ = {**os.environ, **settings, "RUN_DIR": str(run_dir), "PATH": path}
     print(f"+ {' '.join(f'{k}={v}' for k, v in settings.items())} bash recipes/bsc_bio_es.sh", file=sys.stderr)
     subprocess.run(["bash", str(REPO / "recipes" / "bsc_bio_es.sh")], env=environ, check=True)
     return json.loads((run_dir / "report.json").read_text())
