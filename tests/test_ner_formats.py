@@ -166,19 +166,16 @@ def test_json_of_no_kind_read_or_with_bad_records_is_refused_in_one_line(tmp_pat
     assert "\n" not in str(error.value)
 
 
-def test_broken_json_and_empty_files_are_refused_naming_the_line(tmp_path):
-    (tmp_path / "broken.jsonl").write_text('{"text": "a", "label": []}\n{"text": \n', encoding="utf-8")
-    with pytest.raises(NERFormatError, match=r"broken.jsonl:2: not a JSON line"):
-        data.read(tmp_path / "broken.jsonl")
-    (tmp_path / "comma.json").write_text('[{"data": {"text": "a"}},\n]\n', encoding="utf-8")
-    with pytest.raises(NERFormatError, match=r"comma.json:2: not JSON \(Expecting value at column 1: a trailing comma"):
-        data.read(tmp_path / "comma.json")
-    (tmp_path / "table.json").write_text("text,label\nfiebre,SINTOMA\n", encoding="utf-8")
-    with pytest.raises(NERFormatError, match=r"table.json: not JSON \(it starts with 'text,label.*', a CSV\?\); export JSON"):
-        data.read(tmp_path / "table.json")
-    (tmp_path / "empty.json").write_text("\n", encoding="utf-8")
-    with pytest.raises(NERFormatError, match=r"empty.json: no records; give span JSON"):
-        data.read(tmp_path / "empty.json")
+@pytest.mark.parametrize("name, text, message", [
+    ("broken.jsonl", '{"text": "a", "label": []}\n{"text": \n', r"broken.jsonl:2: not a JSON line"),
+    ("comma.json", '[{"data": {"text": "a"}},\n]\n', r"comma.json:2: not JSON \(Expecting value at column 1: a trailing comma"),
+    ("table.json", "text,label\nfiebre,SINTOMA\n", r"table.json: not JSON \(it starts with 'text,label.*', a CSV\?\); export JSON"),
+    ("empty.json", "\n", r"empty.json: no records; give span JSON"),
+])
+def test_broken_json_and_empty_files_are_refused_naming_the_line(tmp_path, name, text, message):
+    (tmp_path / name).write_text(text, encoding="utf-8")
+    with pytest.raises(NERFormatError, match=message):
+        data.read(tmp_path / name)
 
 
 def test_problems_are_those_of_brat_and_counted_as_brat_counts_them(tmp_path):

@@ -41,18 +41,17 @@ def read_folder(folder: str | Path, problems: list[tuple[str, str]], texts: Sequ
     folder = Path(folder)
     if texts is None:
         files = [p for p in sorted(folder.rglob("*")) if p.is_file()]
-        hidden = lambda p: any(part.startswith(".") for part in p.relative_to(folder).parts)
-        texts = [p for p in files if p.suffix == ".txt" and not hidden(p)]
+        texts = [p for p in files if p.suffix == ".txt" and not hidden(p, folder)]
         if ignored is not None:
-            ignored += [p for p in files if hidden(p) or p.suffix not in (".txt", ".ann")]
-        for ann in (p for p in files if p.suffix == ".ann" and not hidden(p)):
+            ignored += [p for p in files if hidden(p, folder) or p.suffix not in (".txt", ".ann")]
+        for ann in (p for p in files if p.suffix == ".ann" and not hidden(p, folder)):
             if not ann.with_suffix(".txt").is_file():
                 raise NERFormatError(f"{ann}: BRAT file without its .txt; add it or remove the .ann")
         splits = [name for name in split_names.NAMES if any(p.relative_to(folder).parts[0] == name for p in texts if len(p.relative_to(folder).parts) > 1)]
         if len(splits) > 1:
             raise NERFormatError(f"{folder}: holds the splits {', '.join(s + '/' for s in splits)} of a data set; give one of them (e.g. {folder / splits[0]}), not their parent")
         if not texts:
-            found = sorted({p.suffix for p in files if not hidden(p)} - {""})
+            found = sorted({p.suffix for p in files if not hidden(p, folder)} - {""})
             has = f" (it has {', '.join(found)} files)" if found else " (it is empty)" if not files else ""
             raise NERFormatError(f"{folder}: no .txt files{has}; give a BRAT folder (X.txt + X.ann) or a CoNLL file (.conll, .tsv, .bio)")
     documents = []
@@ -63,6 +62,11 @@ def read_folder(folder: str | Path, problems: list[tuple[str, str]], texts: Sequ
             doc.entities = _entities(ann, doc.text, problems)
         documents.append(doc)
     return documents
+
+
+def hidden(path: Path, folder: Path) -> bool:
+    """A file or folder that tools and systems leave (macOS's ``._X.txt``, ``.ipynb_checkpoints/``), not data."""
+    return any(part.startswith(".") for part in path.relative_to(folder).parts)
 
 
 def read_text(path: str | Path) -> str:

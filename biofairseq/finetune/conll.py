@@ -4,7 +4,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from biofairseq.atomic import write_text
-from biofairseq.finetune import NERFormatError
+from biofairseq.finetune import NERFormatError, iob2
 
 
 def read_file(path: str | Path) -> list[tuple[list[str], list[str] | None]]:
@@ -28,7 +28,7 @@ def read_file(path: str | Path) -> list[tuple[list[str], list[str] | None]]:
         elif width != columns:
             raise NERFormatError(f"{path}:{n}: {len(fields)} column(s) where earlier lines have {columns}; use token<TAB>tag on every line")
         tag = fields[-1]
-        if width > 1 and tag != "O" and not (tag[:2] in ("B-", "I-") and len(tag) > 2):
+        if width > 1 and not iob2.is_tag(tag):
             raise NERFormatError(f"{path}:{n}: tag {tag!r} is not IOB2 (O, B-TYPE, I-TYPE); convert the file to BIO tags")
         tokens.append(fields[0])
         tags.append(tag)

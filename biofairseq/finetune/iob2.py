@@ -7,6 +7,11 @@ same rule to the tags themselves, so seqeval's strict IOB2 mode, the BRAT files 
 from collections.abc import Iterable, Sequence
 
 
+def is_tag(tag: object) -> bool:
+    """An IOB2 tag: O, B-TYPE or I-TYPE."""
+    return tag == "O" or (isinstance(tag, str) and tag[:2] in ("B-", "I-") and len(tag) > 2)
+
+
 def spans(tags: Sequence[str]) -> list[tuple[int, int, str]]:
     """[(first token, last token + 1, type)] of the entities in ``tags``."""
     found, start, kind = [], None, None

@@ -28,7 +28,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from biofairseq.finetune import NERFormatError, brat, splits
+from biofairseq.finetune import NERFormatError, brat, iob2, splits
 
 SUFFIXES = splits.JSON_SUFFIXES
 # what each kind is called in the log and in metrics.json
@@ -47,19 +47,18 @@ LABEL_STUDIO_FROM, LABEL_STUDIO_TO = "label", "text"
 
 
 def records(path: Path) -> list[dict]:
-    """The JSON records of a file: a JSON array (Label Studio's export), one object, or JSON lines."""
+    """The JSON records of a file: a JSON array (Label Studio's export), JSON lines, or one object."""
     text = brat.read_text(path).removeprefix("\ufeff")  # a byte-order mark, as Windows tools write
     head = text.lstrip()[:1]
     if head and head not in "[{":
         raise NERFormatError(f"{path}: not JSON (it starts with {text.lstrip()[:20]!r}{', a CSV?' if ',' in text.split(chr(10))[0] else ''}); "
                              f"export JSON from the tool, or give {KINDS}")
-    if head == "[" or (head == "{" and "\n" not in text.strip()):
+    if head == "[":
         try:
             found = json.loads(text)
         except json.JSONDecodeError as error:
             raise NERFormatError(f"{path}:{error.lineno}: not JSON ({error.msg} at column {error.colno}: a trailing comma, "
                                  f"a missing quote?); give {KINDS}") from None
-        found = found if isinstance(found, list) else [found]
     else:
         found = []
         for n, line in enumerate(text.splitlines(), 1):
@@ -258,9 +257,8 @@ def _predicted(path: Path, found: list, problems: list, counts: Counter) -> list
         raise NERFormatError(f"{path}: predictions of a CoNLL file (token positions, not character offsets); read "
                              "predictions.conll beside it instead")
     folder = path.parent
-    texts = sorted(p for p in folder.rglob("*.txt") if not any(x.startswith(".") for x in p.relative_to(folder).parts))
-    documents = {str(p.relative_to(folder).with_suffix("")): brat.Document(str(p.relative_to(folder).with_suffix("")),
-                                                                           brat.read_text(p)) for p in texts}
+    names = {str(p.relative_to(folder).with_suffix("")): p for p in sorted(folder.rglob("*.txt")) if not brat.hidden(p, folder)}
+    documents = {name: brat.Document(name, brat.read_text(p)) for name, p in names.items()}
     for n, r in enumerate(found, 1):
         doc = documents.get(str(r["file"]).removesuffix(".txt"))
         if doc is None:
@@ -307,7 +305,7 @@ def _token_lists(path: Path, found: list, counts: Counter) -> list:
                 raise NERFormatError(f"{path}:{n}: a tag id outside the {len(names)} names of dataset_info.json; fix "
                                      "the record or the names")
             tags = [names[t] for t in tags]
-        bad = next((t for t in tags if t != "O" and not (isinstance(t, str) and t[:2] in ("B-", "I-") and len(t) > 2)), None)
+        bad = next((t for t in tags if not iob2.is_tag(t)), None)
         if bad is not None:
             raise NERFormatError(f"{path}:{n}: tag {bad!r} is not IOB2 (O, B-TYPE, I-TYPE); convert the tags to BIO")
         if not tokens:

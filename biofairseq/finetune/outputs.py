@@ -96,10 +96,11 @@ def write(out: str | Path, dataset: NERData, tags: Sequence[Sequence[str]], scor
     if "conll" in formats or ("brat" in formats and not dataset.has_documents):
         write_text(out / "predictions.conll", _conll(dataset, tags))
         written.append("predictions.conll")
-    for fmt, name in json_formats.WRITTEN.items():
-        if fmt in formats:
-            json_formats.write(out / name, fmt, tool_documents(dataset, found), gold=False, model=model)
-            written.append(name)
+    tools = [fmt for fmt in json_formats.WRITTEN if fmt in formats]
+    documents = tool_documents(dataset, found) if tools else []
+    for fmt in tools:
+        json_formats.write(out / json_formats.WRITTEN[fmt], fmt, documents, gold=False, model=model)
+        written.append(json_formats.WRITTEN[fmt])
     if "labelstudio" in formats:
         write_text(out / json_formats.LABEL_STUDIO_CONFIG, json_formats.label_studio_config(types))
         written.append(json_formats.LABEL_STUDIO_CONFIG)

@@ -592,7 +592,7 @@ def predict(model_dir: str | Path, input_path: str | Path, output_dir: str | Pat
     source = resolve_model(str(model_dir))
     labels = AutoConfig.from_pretrained(source).id2label
     labels = [labels[i] for i in range(len(labels))]
-    if not all(l == "O" or (l[:2] in ("B-", "I-") and len(l) > 2) for l in labels):
+    if not all(iob2.is_tag(l) for l in labels):
         raise NERFormatError(f"--model {model_dir}: its labels ({', '.join(labels[:4])}{', ...' if len(labels) > 4 else ''}) are not BIO tags, "
                              f"so it is not a fine-tuned NER model; give a biofairseq-ner train output folder (or its model/)")
     dataset = data.read(input_path)

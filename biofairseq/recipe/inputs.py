@@ -191,8 +191,8 @@ def ner_data(values: dict, say: Callable[[str], None], given: bool = True) -> di
                           and p.suffix not in splits.FILE_SUFFIXES)
         if misnamed and not (train and dev):  # train.txt, dev.txt: CoNLL files under a name no reader takes
             raise SettingsError(f"NER_DATA: '{dataset}': {misnamed[0]}: a split as a {misnamed[0].suffix or 'bare'} file; "
-                                f"name a CoNLL file {misnamed[0].stem}.conll, .tsv or .bio, or give a BRAT split as a "
-                                "folder (X.txt beside X.ann)")
+                                f"name a CoNLL file {misnamed[0].stem}.conll, .tsv or .bio (JSON: .jsonl, .json), or give "
+                                "a BRAT split as a folder (X.txt beside X.ann)")
         if not train:
             raise SettingsError(f"NER_DATA: '{dataset}': {folder} has no train split; it needs train and valid (or dev), "
                                 "each a BRAT folder, a CoNLL file (.conll, .tsv, .bio) or JSON (.jsonl, .json)")
