@@ -145,6 +145,18 @@ def markdown(args, model, reports, runs):
     return "\n".join(lines) + "\n"
 
 
+def minilm_runs(work, model, ner_seeds, ner=True):
+    """(work folder, model folder, text, the settings every run shares): all-MiniLM-L6-v2 continued by
+    recipes/bsc_bio_es.sh on NCBI-disease's train and dev text, fine-tuned on NCBI-disease where ``ner``."""
+    work = work.resolve()
+    work.mkdir(parents=True, exist_ok=True)
+    model, ncbi = model_folder(work, model), ncbi_folder()
+    text = task_text(ncbi, work / "text" / "ncbi_train_dev.txt")
+    common = {"PRESET": "pilot", "INIT_FROM": str(model), "SOURCES": f"ncbi={text}", "TEXT_DOCS": "line",
+              "CORPUS_LANG": "en", "NER_DATA": f"ncbi={ncbi}" if ner else "", "NER_SEEDS": ner_seeds}
+    return work, model, text, common
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--work", type=Path, required=True, help="a folder for the model, the text and the two runs")
@@ -157,12 +169,7 @@ def main():
     p.add_argument("--report-only", action="store_true", help="write the result file from the runs as they stand")
     p.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "continuation_minilm.md")
     args = p.parse_args()
-    work = args.work.resolve()
-    work.mkdir(parents=True, exist_ok=True)
-    model, ncbi = model_folder(work, args.model), ncbi_folder()
-    text = task_text(ncbi, work / "text" / "ncbi_train_dev.txt")
-    common = {"PRESET": "pilot", "INIT_FROM": str(model), "SOURCES": f"ncbi={text}", "TEXT_DOCS": "line",
-              "CORPUS_LANG": "en", "NER_DATA": "" if args.no_ner else f"ncbi={ncbi}", "NER_SEEDS": args.ner_seeds}
+    work, model, text, common = minilm_runs(args.work, args.model, args.ner_seeds, not args.no_ner)
     if args.no_ner:
         common["BASELINE"] = "none"
     if args.updates:

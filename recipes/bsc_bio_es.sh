@@ -34,6 +34,7 @@
 #   NUM_GPUS       GPUs per machine (default: all that torch sees; 0: CPU); NUM_NODES above 1: Slurm (docs/recipes.md)
 #   INIT_FROM      continual pretraining from a transformers RoBERTa or BERT folder (bsc-bio-es, BETO, PubMedBERT,
 #                  BioBERT) or a fairseq checkpoint (.pt); docs/recipes.md
+#   VOCAB_EXTEND   with INIT_FROM: add up to this many of the corpus's words its vocabulary cuts most (default 0)
 #
 # recipes/lib/recipe.sh renders the run as one bash script, RUN_DIR/run.sh, and runs it (STOP_AFTER=settings prints it).
 [ -n "${BASH_VERSION:-}" ] || { echo "bsc_bio_es.sh: error: a bash script; run it with bash: bash $0" >&2; exit 1; }

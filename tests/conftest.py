@@ -168,7 +168,7 @@ LONGEST_FIRST = (
     "test_modernbert.py", "test_dedup_bound.py", "test_presets.py", "test_quick_starts.py", "test_electra_convert.py",
     "test_families.py", "test_packing.py", "test_cleaning_identical.py", "test_host_syncs.py", "test_document_blocks.py",
     "test_earlier_checkpoints.py", "test_index_cache.py", "test_mistakes.py", "test_recipe_settings.py", "test_docs.py",
-    "test_recipe_inputs.py", "test_langid_mixture.py", "test_ner_formats.py",
+    "test_recipe_inputs.py", "test_langid_mixture.py", "test_ner_formats.py", "test_vocab_extension.py",
 )
 
 

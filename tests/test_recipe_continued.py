@@ -226,20 +226,29 @@ def test_beto_sh_continues_a_bert_through_ner_and_gives_back_a_bert(beto, standi
     assert pretrained_arch({"ARCH": "beto_base"}, {"fairseq_flags": ["--arch", "bio_megatron_tiny"]}) == "bio_megatron_tiny"
 
 
-def test_a_model_without_a_trained_lm_head_gets_its_head_trained_alone_first(sample, standins, tmp_path):
+@pytest.fixture(scope="module")
+def headless(sample, standins, tmp_path_factory):
+    """A sentence-embedding model's route (all-MiniLM-L6-v2's): a BertModel folder (tokenizer.json alone), its
+    vocabulary extended by the corpus's words (VOCAB_EXTEND), its head warmed, then continued."""
+    run_dir = tmp_path_factory.mktemp("headless") / "run"
+    proc = recipe(run_dir, script=REPO / "recipes" / "beto.sh", served=True,
+                  **{**continuing(sample), "SEQUENCES_PER_UPDATE": "32", "INIT_FROM": str(standins["bert-headless"]),
+                     "HEAD_WARMUP_UPDATES": "3", "CONTINUE_EPOCHS": "0.5", "VOCAB_EXTEND": "200", "NER_SEEDS": "1",
+                     "NER_LRS": "5e-5", "NER_MAX_LENGTH": "128", "BASELINE": "none"})
+    return run_dir, proc
+
+
+def test_a_model_without_a_trained_lm_head_gets_its_head_trained_alone_first(headless):
     """A BertModel folder (tokenizer.json alone): HEAD_WARMUP_UPDATES of the LM head with every other weight held,
     then the whole model from there, for CONTINUE_EPOCHS of the text (biofairseq-train --fit-epochs); the original is
     the original encoder with that head, validated as fairseq validated it; the report says so."""
     from biofairseq.training_state import load_state
 
-    run_dir = tmp_path / "headless"
-    proc = recipe(run_dir, script=REPO / "recipes" / "beto.sh", served=True,
-                  **{**continuing(sample), "SEQUENCES_PER_UPDATE": "32", "INIT_FROM": str(standins["bert-headless"]),
-                     "HEAD_WARMUP_UPDATES": "3", "CONTINUE_EPOCHS": "0.5", "NER_DATA": "", "BASELINE": "none"})
+    run_dir, proc = headless
     head_run, main_run = [c for c in commands(proc.stderr) if c[0] == "biofairseq-train"]
     assert "--lm-head-only" in head_run and value(head_run, "--max-update") == "3"
     assert value(main_run, "--finetune-from-model") == str(run_dir / "pretrain" / "head" / "checkpoints" / "checkpoint_last.pt")
-    init = load_state(run_dir / "init" / "model.pt")["model"]
+    init = load_state(run_dir / "init_extended" / "model.pt")["model"]
     head = load_state(run_dir / "pretrain" / "head" / "checkpoints" / "checkpoint_last.pt")["model"]
     last = load_state(run_dir / "pretrain" / "checkpoints" / "checkpoint_last.pt")["model"]
     moved = sorted(k for k in init if not torch.equal(init[k], head[k]))
@@ -256,6 +265,31 @@ def test_a_model_without_a_trained_lm_head_gets_its_head_trained_alone_first(sam
     # the same weights and masks: equal but for the order fairseq sums the batches' losses in (its ppl has 2 decimals)
     assert original["head_warmup_updates"] == 3 and original["ppl"] == pytest.approx(float(head_valid["valid_ppl"]), rel=1e-4)
     assert "the head was trained alone first, for 3 updates with the encoder held fixed" in (run_dir / "report.md").read_text()
+
+
+def test_vocab_extend_adds_the_corpus_words_through_every_stage_and_the_report_measures_them(headless, standins):
+    """The new words after the published vocab.txt's, binarized, continued, given back in the BERT's vocab.txt that
+    AutoTokenizer loads, named on the card; the report's break-out table has the vocabulary before and after."""
+    from transformers import AutoTokenizer
+
+    run_dir, proc = headless
+    extend = next(c for c in commands(proc.stderr) if c[:2] == ["biofairseq-convert", "extend-vocab"])
+    assert extend[2:4] == [str(run_dir / "init"), str(run_dir / "init_extended")] and value(extend, "--size") == "200"
+    assert value(extend, "--text") == str(run_dir / "clean" / "train.txt")
+    record = json.loads((run_dir / "data-bin" / "vocab_info.json").read_text())["extension"]
+    assert record["added"] == record["words"] == 200 and record["unchanged_text"]["max_abs_diff_logits"] <= 1e-5
+    published = AutoTokenizer.from_pretrained(standins["bert-headless"]).get_vocab()
+    vocab = (run_dir / "hf" / "beto" / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert vocab[:len(published)] == sorted(published, key=published.get) and len(vocab) == len(published) + 200
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "hf" / "beto")
+    assert [tokenizer.tokenize(w) for w in vocab[-3:]] == [[w] for w in vocab[-3:]]
+    assert "| vocabulary extended | 200 tokens (200 words)" in (run_dir / "hf" / "beto" / "README.md").read_text()
+    report = json.loads((run_dir / "report.json").read_text())
+    rates = report["breakout"]["pharmaconer"]
+    assert rates["all mentions"]["extended"] < rates["all mentions"]["original"]
+    assert rates["all text"]["extended"] < rates["all text"]["original"]
+    said = (run_dir / "report.md").read_text()
+    assert "### Vocabulary extension (`init_extended/`)" in said and "| original | extended |" in said.replace("  ", "")
 
 
 def test_bioelectra_sh_continues_an_electra_pair_and_gives_back_both_towers(sample, standins, tmp_path):

@@ -107,6 +107,7 @@ WRONG = {
     "RANDOM_TOKEN_PROB": "x", "DISCRIMINATOR_WEIGHT": "0", "SEED": "-1", "DATA_WORKERS": "two",
     "KEEP_INTERVAL_UPDATES": "0", "CORPUS_LAUNCHER": "sbatch", "CORPUS_SLURM_PARTITION": "cpu long", "CORPUS_SLURM_TIME": "4h",
     "CORPUS_SLURM_MEM_GB": "0", "CONTINUE_EPOCHS": "0", "HEAD_WARMUP_UPDATES": "-3", "HEAD_WARMUP_LR": "fast",
+    "VOCAB_EXTEND": "5k",
 }
 WRONG_FOR = {
     ("bioelectra", "ARCH"): "bio_roberta_tiny",  # a shape, but not an ELECTRA one

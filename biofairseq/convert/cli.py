@@ -4,6 +4,7 @@ RoBERTa, BERT, Megatron-BERT, ELECTRA and ModernBERT (docs/conversion.md).
 
   biofairseq-convert to-hf CHECKPOINT OUTPUT_DIR [--dict dict.txt] [--vocab VOCAB_DIR] [--generator]
   biofairseq-convert from-hf HF_DIR OUTPUT_DIR [--generator GENERATOR_DIR] [--generator-fraction F]
+  biofairseq-convert extend-vocab FROM_HF_DIR OUTPUT_DIR --text TRAIN.txt --size N [--valid VALID.txt]
 
 OUTPUT_DIR appears only when the conversion and its parity check have passed.
 """
@@ -66,6 +67,21 @@ def _parser() -> OneLineParser:
     from_hf.add_argument("--generator-fraction", type=float, default=None,
                          help="ELECTRA without a generator: a fresh one this fraction of the discriminator's width "
                          "(default 1/3, ELECTRA-base's)")
+    extend = commands.add_parser(
+        "extend-vocab", help="a from-hf folder with its vocabulary extended by the words of your text it cuts most",
+        description="Adds up to --size new tokens to the vocabulary of a folder of from-hf (WordPiece: whole words; "
+        "byte-level BPE: merges after the existing ones), the words of --text that the vocabulary cuts into several "
+        "pieces and that shorten the text most, each new row of the model the mean of its old pieces' rows; every old "
+        "id keeps its row. With --valid, checks that lines without a new token give the original's logits and "
+        "measures the new tokens' masked-LM loss before any training.",
+    )
+    extend.add_argument("init", type=Path, help="a folder of biofairseq-convert from-hf (model.pt, dict.txt, vocabulary)")
+    extend.add_argument("output", type=Path, help="folder to create")
+    extend.add_argument("--text", type=Path, required=True, help="the training text the new words are counted in")
+    extend.add_argument("--size", type=int, required=True, help="the most new tokens to add")
+    extend.add_argument("--valid", type=Path, default=None, help="held-out text for the checks (default: none)")
+    extend.add_argument("--min-count", type=int, default=2, help="a new word's fewest occurrences in --text (default 2)")
+    extend.add_argument("--overwrite", action="store_true", help="replace OUTPUT_DIR if it exists")
     for command in (to_hf, from_hf):
         command.add_argument("--no-verify", action="store_true",
                              help="skip the parity check (same ids, logits and hidden states within 1e-4)")
@@ -94,9 +110,21 @@ def _inside(path: Path, folder: Path) -> bool:
 
 def check_arguments(args: Namespace) -> str | None:
     """Mistakes found from the arguments alone, before torch, fairseq and transformers load: one line, or None."""
-    source = args.checkpoint if args.command == "to-hf" else args.hf_dir
+    source = {"to-hf": "checkpoint", "from-hf": "hf_dir", "extend-vocab": "init"}[args.command]
+    source = getattr(args, source)
     output = args.output.resolve()
-    if args.command == "to-hf":
+    if args.command == "extend-vocab":
+        for name in ("model.pt", "dict.txt", "conversion.json"):
+            if not (args.init / name).is_file():
+                return f"{args.init}: no {name}; give a folder of biofairseq-convert from-hf"
+        for flag, path in (("--text", args.text), ("--valid", args.valid)):
+            if path is not None and not path.is_file():
+                return f"{flag} {path}: no such file; give a text file, a document a line (clean_corpus.py's train.txt)"
+        if args.size < 1:
+            return f"--size {args.size}: give the most new tokens to add, at least 1"
+        if args.min_count < 1:
+            return f"--min-count {args.min_count}: give at least 1"
+    elif args.command == "to-hf":
         if args.checkpoint.is_dir():
             return f"{args.checkpoint}: a folder; give the checkpoint file in it (for example checkpoint_best.pt)"
         if not args.checkpoint.is_file():
@@ -124,7 +152,7 @@ def check_arguments(args: Namespace) -> str | None:
         return f"{output}: already exists; choose another output or pass --overwrite"
     if output.exists() and not output.is_dir():
         return f"{output}: a file; the output is a folder to create: choose another path"
-    if _inside(source.resolve(), output) or (args.command == "from-hf" and _inside(output, args.hf_dir.resolve())):
+    if _inside(source.resolve(), output) or (args.command != "to-hf" and _inside(output, source.resolve())):
         return f"{args.output}: holds (or is inside) the input {source}; choose an output folder elsewhere"
     return None
 
@@ -149,11 +177,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "datasets": args.datasets}
                 report = to_hf.convert(args.checkpoint, staging, args.dict_path, args.vocab, not args.no_verify, log,
                                        args.generator, card)
+            elif args.command == "extend-vocab":
+                from biofairseq.convert import extend
+
+                report = extend.extend(args.init, staging, args.output.resolve(), args.text, args.size, args.valid,
+                                       args.min_count, log)
             else:
                 report = from_hf.convert(args.hf_dir, staging, args.output.resolve(), not args.no_verify, log,
                                          args.generator, args.generator_fraction)
             report["seconds"] = round(time.time() - start, 1)
-            (staging / "conversion.json").write_text(json.dumps(report, indent=1) + "\n")
+            if args.command != "extend-vocab":  # it writes its own: the from-hf record it extends
+                (staging / "conversion.json").write_text(json.dumps(report, indent=1) + "\n")
     except (ConvertError, CheckpointError) as error:
         print(f"biofairseq-convert: error: {error}", file=sys.stderr)
         return 1

@@ -95,6 +95,11 @@ def _card(report: dict[str, Any], fairseq: checkpoints.FairseqRoberta, family: F
     rows = [("architecture", f"fairseq `{arch}` ({report['layout']}) as transformers `{cls}`: {shape}"),
             ("vocabulary", f"{found.kind}, {report['dictionary_size']:,} entries" +
              (" (the published vocab.txt and ids)" if found.kind == "wordpiece" else " (fairseq's dict.txt order)"))]
+    extension = _extension(found)
+    if extension:
+        rows.append(("vocabulary extended", f"{extension['added']:,} tokens ({extension['words']:,} words) after the "
+                     f"published vocabulary's, the words of `{Path(extension['from']).name}` it cut into the most pieces "
+                     "(`biofairseq-convert extend-vocab`), each initialised as the mean of its pieces' rows"))
     if fairseq.continued_from:
         start = fairseq.continued_from
         rows.append(("continued from", f"`{start['source']}` ({start.get('family', 'RoBERTa')}, "
@@ -136,6 +141,17 @@ Fine-tune it for NER with `biofairseq-ner sweep --model PATH/TO/THIS/FOLDER ...`
 holds the conversion's full record.
 """
     return metadata, body
+
+
+def _extension(found: vocabulary.Vocabulary) -> Optional[dict[str, Any]]:
+    """What ``biofairseq-convert extend-vocab`` added to this vocabulary (its vocab_info.json's record), or None."""
+    import json
+
+    info = Path(next(iter(found.files.values()))).parent / "vocab_info.json"
+    try:
+        return json.loads(info.read_text()).get("extension") if info.is_file() else None
+    except ValueError:
+        return None
 
 
 def convert(checkpoint: str | Path, output: Path, dict_path: Optional[str | Path] = None,

@@ -4,6 +4,7 @@ splits, types and language). Each returns None or the one line that says what is
 SettingsError with it)."""
 
 import functools
+import json
 import os
 import re
 from pathlib import Path
@@ -140,6 +141,44 @@ def init_weights_problem(values: dict) -> Optional[str]:
     generator = Path(init) / "generator"
     missing = families.weights_problem(init) or ((generator / "config.json").is_file() and families.weights_problem(generator))
     return f"INIT_FROM={init}: {missing.split(': ', 1)[1]} in {missing.split(': ', 1)[0]}" if missing else None
+
+
+def init_vocabulary_kind(init: str) -> str:
+    """The kind of INIT_FROM's vocabulary (biofairseq.corpus.vocab.TYPES, or what else its tokenizer is), from its
+    files alone: a transformers folder's tokenizer.json (else vocab.txt, vocab.json + merges.txt, a .model), a fairseq
+    checkpoint's --bpe."""
+    path = Path(init)
+    if init.endswith(".pt"):
+        from biofairseq.training_state import load_state
+
+        bpe = (load_state(path).get("cfg") or {}).get("bpe") or {}
+        return {"hf_byte_bpe": "bytelevel-bpe", "gpt2": "bytelevel-bpe", "bert": "wordpiece"}.get(
+            bpe.get("_name"), bpe.get("_name") or "unknown")
+    if (path / "tokenizer.json").is_file():
+        try:
+            backend = json.loads((path / "tokenizer.json").read_text(encoding="utf-8"))
+        except ValueError:
+            return "unknown"
+        model = (backend.get("model") or {}).get("type", "unknown")
+        if model == "BPE":
+            return "bytelevel-bpe" if '"ByteLevel"' in json.dumps(backend.get("pre_tokenizer") or {}) else "sentencepiece"
+        return {"WordPiece": "wordpiece", "Unigram": "sentencepiece"}.get(model, model)
+    if (path / "vocab.txt").is_file():
+        return "wordpiece"
+    if (path / "vocab.json").is_file() and (path / "merges.txt").is_file():
+        return "bytelevel-bpe"
+    return "sentencepiece" if any(path.glob("*.model")) else "unknown"
+
+
+def init_extension_problem(values: dict) -> Optional[str]:
+    """None, or why VOCAB_EXTEND cannot extend INIT_FROM's vocabulary (its kind: SentencePiece is not extended)."""
+    if not int(values.get("VOCAB_EXTEND") or 0):
+        return None
+    from biofairseq.corpus.vocab_extension import refusal
+
+    problem = refusal(init_vocabulary_kind(values["INIT_FROM"]))
+    return f"VOCAB_EXTEND={values['VOCAB_EXTEND']}: INIT_FROM={values['INIT_FROM']} has {problem}; unset VOCAB_EXTEND" \
+        if problem else None
 
 
 UNKNOWN_SHARE = 0.01  # of the corpus's tokens that INIT_FROM's vocabulary may leave unknown

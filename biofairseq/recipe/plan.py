@@ -49,6 +49,7 @@ class Data:
     data_bin: Path
     name: str = ""  # of one of several vocabularies: vocab/NAME, data-bin/NAME, the report's name
     init: Optional[Path] = None
+    extends: Optional[Path] = None  # the vocabulary VOCAB_EXTEND extended (INIT_FROM's), for the break-out rates
 
 
 @dataclass(frozen=True)
@@ -119,7 +120,8 @@ class Plan:
         """Stages 1-3 of a recipe with one vocabulary: learned, or INIT_FROM's (from_hf, to_hf: more flags of its
         conversion). Returns the Data."""
         self.clean()
-        data = self.init_from(from_hf, to_hf) if self.v.get("INIT_FROM") else self.vocabulary(vocab_type)
+        data = self.extend_vocabulary(self.init_from(from_hf, to_hf)) if self.v.get("INIT_FROM") else \
+            self.vocabulary(vocab_type)
         self.binarize(data)
         return data
 
@@ -166,10 +168,27 @@ class Plan:
             self.script.command("biofairseq-convert", "from-hf", init, folder, *from_hf)
         return Data(folder, self.run_dir / "data-bin", init=folder)
 
+    def extend_vocabulary(self, data: Data) -> Data:
+        """VOCAB_EXTEND new tokens for INIT_FROM's vocabulary from the cleaned training text, each initialised from its
+        pieces (biofairseq-convert extend-vocab): the Data continuing the extended model; ``data`` where there are none."""
+        size = self.v.get("VOCAB_EXTEND") or "0"
+        if not int(size):
+            return data
+        folder = self.run_dir / "init_extended"
+        self.script.stage("vocabulary", "2b", f"extend INIT_FROM's vocabulary by up to {int(size):,} words of the "
+                          "training text", folder)
+        self.script.command("biofairseq-convert", "extend-vocab", data.init, folder, "--text", self.clean_dir / "train.txt",
+                            "--size", size, "--valid", self.clean_dir / "valid.txt")
+        return Data(folder, data.data_bin, data.name, init=folder, extends=data.vocab)
+
     def breakout(self, datas: Sequence[Data]) -> list:
         """Each vocabulary's entity break-out rate on each NER training set (BioMegatron's Table 3), for the report:
-        its arguments."""
-        vocabs = [f"{data.name or 'vocabulary'}={data.vocab}" for data in datas]
+        its arguments. An extended vocabulary is measured beside the one it extended."""
+        vocabs = []
+        for data in datas:
+            if data.extends:
+                vocabs.append(f"original={data.extends}")
+            vocabs.append(f"{'extended' if data.extends else data.name or 'vocabulary'}={data.vocab}")
         args = []
         for name, train, _, _ in self.run.ner_sets:
             out = self.run_dir / "breakout" / name
@@ -377,8 +396,9 @@ class Plan:
         s.show(report)
         s.say(f"{self.run.recipe}.sh: done [elapsed]; the report is {report} (and .json, .png)")
 
-    def finish(self, model: Model, data: Data, convert_flags: Sequence = (), to_hf: Sequence = ()) -> None:
-        """Stages 5-8 of a recipe with one model."""
+    def finish(self, model: Model, data: Data, convert_flags: Sequence = (), to_hf: Sequence = (),
+               breakouts: Sequence = ()) -> None:
+        """Stages 5-8 of a recipe with one model; breakouts: the report's arguments of ``breakout``."""
         self.pick_checkpoint(model, data)
         hf = self.convert(model, *convert_flags)
-        self.report(self.ner([hf, *self.baseline(hf, to_hf)]))
+        self.report(self.ner([hf, *self.baseline(hf, to_hf)]), breakouts=breakouts)

@@ -666,7 +666,7 @@ def continuation(recipe: str) -> dict:
 for _recipe in (r for r in RECIPES.values() if "INIT_FROM" not in r.fixed):
     _recipe.defaults["CONTINUE_EPOCHS"] = ""
 for _name in HEAD_WARMUP_RECIPES:
-    RECIPES[_name].defaults.update({"HEAD_WARMUP_UPDATES": "0", "HEAD_WARMUP_LR": (
+    RECIPES[_name].defaults.update({"VOCAB_EXTEND": "0", "HEAD_WARMUP_UPDATES": "0", "HEAD_WARMUP_LR": (
         "1e-3", "a from-scratch rate (the pilots'): the head alone, from its random start")})
 
 

@@ -7,11 +7,13 @@ from biofairseq.recipe.table import flags
 
 
 def masked_lm(p: Plan, vocab_type: str, *task_flags: str, **model: object) -> None:
-    """One model pretrained with document-level masked LM from the corpus (or INIT_FROM), then stages 5-8."""
+    """One model pretrained with document-level masked LM from the corpus (or INIT_FROM, its vocabulary extended with
+    VOCAB_EXTEND), then stages 5-8."""
     data = p.corpus(vocab_type)
+    breakouts = p.breakout([data]) if data.extends else []  # VOCAB_EXTEND's vocabulary beside INIT_FROM's
     m = Model(p.mlm_task(*task_flags), p.model_flags(), p.optimizer(), arch=p.v.get("ARCH", ""), **model)
     p.pretrain(m, data)
-    p.finish(m, data)
+    p.finish(m, data, breakouts=breakouts)
 
 
 def bsc_bio_es(p: Plan) -> None:
@@ -50,7 +52,7 @@ def biomegatron(p: Plan) -> None:
     v = p.v
     p.clean()
     if v["INIT_FROM"]:
-        datas = [p.init_from()]
+        datas = [p.extend_vocabulary(p.init_from())]
         p.binarize(datas[0])
     else:
         datas = []

@@ -147,7 +147,8 @@ def markdown(run_dir: Path, found: dict) -> str:
               f"{c['train_docs']:,} documents for training, {c['valid_docs']:,} held out for validation.", "",
               "## Vocabulary and data-bin", ""]
     for name, v in d.items():
-        where = f"vocab/{name}/" if name else "init/" if s.get("INIT_FROM") else "vocab/"
+        where = f"vocab/{name}/" if name else ("init_extended/" if found.get("extension") else "init/") \
+            if s.get("INIT_FROM") else "vocab/"
         lines += [f"{f'`{name}`: ' if name else ''}{v.get('vocabulary', 'Byte-level BPE')} of {v['dictionary']:,} entries (`{where}`). "
                   f"`data-bin/{name + '/' if name else ''}`: "
                   + ", ".join(f"{split} {t['tokens']:,} tokens in {t['lines']:,} lines" for split, t in v.items() if isinstance(t, dict))
@@ -157,7 +158,8 @@ def markdown(run_dir: Path, found: dict) -> str:
         what = f", {with_article(start['family'])} model (`{start['transformers_class']}`)" if start.get("family") else ""
         lines += [f"Continual pretraining: the weights and the vocabulary are those of `INIT_FROM={s['INIT_FROM']}`{what} "
                   "(converted to fairseq in `init/`, parity-checked: `init/conversion.json`); no vocabulary was learned on "
-                  "the corpus.", ""]
+                  "the corpus" + ("; VOCAB_EXTEND added words of it to INIT_FROM's (below)." if found.get("extension") else "."), ""]
+    lines += extension_lines(found.get("extension"), s)
     for name, rows in found["breakout"].items():
         from biofairseq.recipe.breakout import format_rates
 
@@ -174,7 +176,7 @@ def markdown(run_dir: Path, found: dict) -> str:
         for name, p in models.items():
             lines += [f"### {name} (`pretrain/{name}/`)", "", *_pretraining_lines(p, f"pretrain/{name}")]
     if s.get("INIT_FROM"):
-        lines += continuation_lines(models, found["ner"])
+        lines += continuation_lines(models, found["ner"], bool(found.get("extension")))
     for name, (_, summaries) in found["ner"].items():
         lines += [f"## NER: {name} (`ner/{name}/`)", "", sweep_report.markdown(summaries), "", *sweep_report.best_lines(summaries, run_dir), ""]
         lines += _labelling_lines(summaries)
@@ -216,8 +218,8 @@ def continuation_rows(models: dict, ner: dict) -> tuple:
     return headers, rows, verdicts
 
 
-def continuation_lines(models: dict, ner: dict) -> list:
-    """The section that says, in words, whether continuing INIT_FROM helped."""
+def continuation_lines(models: dict, ner: dict, extended: bool = False) -> list:
+    """The section that says, in words, whether continuing INIT_FROM helped (extended: by VOCAB_EXTEND too)."""
     if len(models) != 1:
         return []
     headers, rows, verdicts = continuation_rows(models, ner)
@@ -226,6 +228,10 @@ def continuation_lines(models: dict, ner: dict) -> list:
     lines = ["## The original model against the continued one", "",
              "The model of `INIT_FROM` as given and after the continued pretraining, on the same held-out documents "
              "(the same masks) and NER data:", "", markdown_table(headers, rows), ""]
+    if extended:
+        lines += ["With `VOCAB_EXTEND` the original's perplexity is INIT_FROM's with the new tokens' rows (their pieces' "
+                  "means), on the same tokens as the continued model; its NER is INIT_FROM's as given, with its own "
+                  "vocabulary.", ""]
     said = []
     for what, difference, beyond, spread in verdicts:
         if beyond is None:
@@ -319,6 +325,32 @@ def plot(found: dict, path: Path) -> None:
     sweep_report.save_figure(fig, path)
 
 
+def extension_lines(record: Optional[dict], s: dict) -> list:
+    """What VOCAB_EXTEND added (``init_extended/conversion.json``), and its two checks."""
+    if not record:
+        return []
+    lines = ["### Vocabulary extension (`init_extended/`)", "",
+             f"`VOCAB_EXTEND={s.get('VOCAB_EXTEND')}`: {record['added']:,} new tokens "
+             + (f"({record['words']:,} of them words, the rest steps of byte-level BPE merges) "
+                if record["words"] != record["added"] else "")
+             + f"after INIT_FROM's own, chosen from the {record['candidates']:,} "
+             f"words of the training text it cut into several pieces and seen at least {record['min_count']} times, by "
+             f"{record['selection']}; they save {record['tokens_saved']:,} tokens of the training text. Each new row is "
+             "the mean of the rows of the pieces INIT_FROM's vocabulary cut the token into; every old id keeps its row.", ""]
+    same, loss = record.get("unchanged_text"), record.get("update_0")
+    if same:
+        lines += [f"On {same['lines']} validation lines holding no new token the ids are "
+                  f"{'the same' if same['ids_identical'] else 'not the same'} and the logits over the old vocabulary differ "
+                  f"by at most {same['max_abs_diff_logits']:.1e} from the original's.", ""]
+    if loss and loss["new_tokens"]["masked"]:
+        new, old = loss["new_tokens"], loss["old_tokens"]
+        lines += [f"Before any training (update 0), on {loss['lines']} validation lines that hold new tokens: masked-LM "
+                  f"loss {new['loss']:.2f} (base 2) on the {new['masked']:,} new tokens masked, accuracy "
+                  f"{new['accuracy']:.1%}; {old['loss']:.2f}, accuracy {old['accuracy']:.1%}, on as many old tokens of the "
+                  "same lines, masked with them.", ""]
+    return lines
+
+
 def write(run_dir: Path, ner_pairs: list, pretrain_pairs: tuple = (), data_bin_pairs: tuple = (),
           breakout_pairs: tuple = ()) -> str:
     """pretrain_pairs: (name, folder) of each model a recipe pretrained; none: the one model in RUN_DIR/pretrain.
@@ -332,6 +364,9 @@ def write(run_dir: Path, ner_pairs: list, pretrain_pairs: tuple = (), data_bin_p
     conversion = run_dir / "init" / "conversion.json"  # INIT_FROM's: what the pretraining continued
     if conversion.is_file():
         found["init"] = {k: json.loads(conversion.read_text()).get(k) for k in ("family", "transformers_class", "fairseq_flags")}
+    extended = run_dir / "init_extended" / "conversion.json"  # VOCAB_EXTEND's
+    if extended.is_file():
+        found["extension"] = json.loads(extended.read_text()).get("vocabulary_extension")
     arch = pretrained_arch(found["settings"], found.get("init"))
     found["pretrainings"] = ({name: pretraining(Path(folder), arch) for name, folder in pretrain_pairs} if pretrain_pairs
                              else {"": pretraining(run_dir / "pretrain", arch)})

@@ -10,8 +10,9 @@ from typing import Callable, Union
 from biofairseq.atomic import write_text
 from biofairseq.corpus.checks import source_problem
 from biofairseq.recipe.hardware import devices, preview
-from biofairseq.recipe.inputs import (init_from_problem, init_vocabulary_problem, init_weights_problem, ner_data,
-                                      notes_read_as_paragraphs, source_language_problem, valid_docs_problem)
+from biofairseq.recipe.inputs import (init_extension_problem, init_from_problem, init_vocabulary_problem,
+                                      init_weights_problem, ner_data, notes_read_as_paragraphs, source_language_problem,
+                                      valid_docs_problem)
 from biofairseq.recipe.plan import Plan, Run
 from biofairseq.recipe.presets import CONTINUATION_CEILINGS, RECIPES, continuation
 from biofairseq.recipe.recipes import BUILDERS
@@ -38,7 +39,7 @@ def resolve(recipe: str, environ: dict, repo: PathLike, script: str = "recipe") 
         if "INIT_FROM" in own and values["INIT_FROM"]:
             given = {name: value for name, value in environ.items() if name in own}
             problem = (init_from_problem(recipe, values, given) or init_vocabulary_problem(values)
-                       or init_weights_problem(values))
+                       or init_weights_problem(values) or init_extension_problem(values))
             if problem:
                 raise SettingsError(problem)
     return {name: values[name] for name in ["RECIPE", *own, *r.fixed]}

@@ -23,7 +23,7 @@ SEEDS = 2**32 - 1  # the largest seed numpy takes
 # yet run may.
 STAGES = {
     "clean": ("1", "clean the sources", ("clean",)),
-    "vocabulary": ("2", "the vocabulary", ("vocab", "init")),
+    "vocabulary": ("2", "the vocabulary", ("vocab", "init", "init_extended")),
     "binarize": ("3", "encode and binarize", ("data-bin",)),
     "pretrain": ("4", "pretrain", ("pretrain/**/*.pt",)),
     "ner": ("7", "fine-tune on NER", ("ner/*/*", "breakout/*.json")),
@@ -32,7 +32,7 @@ STAGES = {
 # outputs under RUN_DIR, in the recipes' order (the break-out rates of the NER data go with NER)
 FORCED = {
     "clean": ("clean",),
-    "vocabulary": ("vocab", "init", "init.hf"),
+    "vocabulary": ("vocab", "init", "init.hf", "init_extended"),
     "binarize": ("data-bin",),
     "pretrain": ("pretrain",),
     "convert": ("hf",),
@@ -210,6 +210,10 @@ SETTINGS = [  # recipe.env's order
     Setting("INIT_FROM", kinds.or_empty(kinds.init_from), "vocabulary",
             help="continual pretraining: a transformers folder or a fairseq checkpoint (.pt), whose weights start and "
                  "whose vocabulary replaces the learned one"),
+    Setting("VOCAB_EXTEND", kinds.whole, "vocabulary",
+            help="continual pretraining: up to this many new tokens for INIT_FROM's vocabulary, the words of the "
+                 "training text it cuts into several pieces that shorten the text most (WordPiece or byte-level BPE), "
+                 "each initialised from its pieces; 0: none"),
     Setting("ARCH", kinds.architecture("BIO_ROBERTA"), "pretrain", help="the model's shape (biofairseq/model_shapes.py)"),
     Setting("TOKENS_PER_SAMPLE", SAMPLE, "pretrain", help="tokens per sequence",
             flags={"length": "--tokens-per-sample"}),
@@ -481,6 +485,10 @@ def merge(recipe: str, environ: dict, repo: object, script: str = "recipe") -> "
     if values.get("CONTINUE_EPOCHS") and values.get("PHASE2_SHARE", "0") != "0":
         raise SettingsError(f"CONTINUE_EPOCHS={values['CONTINUE_EPOCHS']}: a run in two length phases counts updates; "
                             "give MAX_UPDATE (or CONTINUE_EPOCHS= empty), or PHASE2_SHARE=0")
+    if int(values.get("VOCAB_EXTEND") or 0) and not values.get("INIT_FROM"):
+        raise SettingsError(f"VOCAB_EXTEND={values['VOCAB_EXTEND']}: extends the vocabulary of INIT_FROM's model, and "
+                            "there is none (a run from scratch learns its own: VOCAB_SIZE); set INIT_FROM or unset "
+                            "VOCAB_EXTEND")
     if "original" in values["BASELINE"].split() and not values.get("INIT_FROM"):
         raise SettingsError(f"BASELINE={values['BASELINE']}: original fine-tunes INIT_FROM's model as it was given, and "
                             "there is none; set INIT_FROM or drop original")
