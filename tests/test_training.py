@@ -54,9 +54,14 @@ def test_resuming_from_checkpoint_last_compiled_or_not_gives_the_same_losses(byt
     resumed = inprocess.run("biofairseq-train", *common, "--save-dir", tmp_path / "halves", "--compile", "aot_eager", cwd=REPO)
     assert "Loaded checkpoint" in resumed.stderr
     assert "compiling 2 encoder layers with torch.compile (backend aot_eager)" in resumed.stderr
-    losses = lambda ran: [(r["num_updates"], r["loss"], r["accuracy"]) for r in json_logs(ran.stderr, "train_inner")]
+    losses = lambda ran: [(int(r["num_updates"]), float(r["loss"]), float(r["accuracy"])) for r in json_logs(ran.stderr, "train_inner")]
     assert len(losses(whole)) == 6
-    assert losses(resumed) == losses(whole)[3:]
+    # bf16 autocast: a traced layer may round differently in the last place (seen: 10.818 against 10.819 at update 5);
+    # a resume on the wrong batches or from a reset optimizer moves it by a tenth or more. One masked token of the
+    # about 38 an update is 2.6 points of accuracy.
+    assert [u for u, _, _ in losses(resumed)] == [4, 5, 6]
+    for (_, loss, accuracy), (_, loss_whole, accuracy_whole) in zip(losses(resumed), losses(whole)[3:]):
+        assert loss == pytest.approx(loss_whole, abs=0.005) and accuracy == pytest.approx(accuracy_whole, abs=3)
     state = torch.load(tmp_path / "halves" / "checkpoint_last.pt", weights_only=False)
     assert state["cfg"]["model"].attention == "sdpa" and state["last_optimizer_state"]["param_groups"][0]["fused"]
     assert state["cfg"]["model"].amp_bf16 and {w.dtype for w in state["model"].values()} == {torch.float32}
