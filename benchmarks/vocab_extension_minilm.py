@@ -67,7 +67,7 @@ def markdown(shown, runs, rates, times, device, ncbi_words):
              "with `INIT_FROM`, `CORPUS_LANG=en`, `TEXT_DOCS=line`, and each run's `VOCAB_EXTEND`; the same values "
              "otherwise:", "", "| setting | value |", "|---|---|"]
     lines += [f"| `{n}` | {f'`{s[n]}`' if s.get(n) else '*empty*'} |" for n in SHOWN]
-    lines += ["", "## Entity break-out rate (sub-tokens per word, Moses words)", "",
+    lines += ["", "## Entity break-out rate (sub-tokens per word, words as the Moses tokenizer splits them)", "",
               "| run | new tokens | train mentions | train text | test mentions | test text |", "|---|---|---|---|---|---|"]
     original = rates[0]
     lines.append(f"| original vocabulary | 0 | {original['train']['all mentions']['original']:.3f} | "
@@ -115,9 +115,9 @@ def markdown(shown, runs, rates, times, device, ncbi_words):
                 difference = 100 * (r["f1"]["mean"] - plain["f1"]["mean"])
                 spread = 100 * max(r["f1"]["std"], plain["f1"]["std"])
                 lines += ["", f"{name} against the continuation without extension: {difference:+.2f} points, "
-                          f"{'more' if abs(difference) > spread else 'no more'} than the seeds' spread ({spread:.2f})."]
+                          f"{'more' if abs(difference) > spread else 'no more'} than the seeds' spread ({spread:.2f}, the larger standard deviation of the two)."]
     if times:
-        lines += ["", "## Time of the extension (`biofairseq-convert extend-vocab`, --size 5000, with its checks off)", "",
+        lines += ["", "## Time of the extension (`biofairseq-convert extend-vocab`, --size 5000, without `--valid`)", "",
                   "| text | size | seconds |", "|---|---|---|"]
         lines += [f"| {what} | {size / 2**20:.1f} MB | {seconds:.1f} |" for what, size, seconds in times]
     return "\n".join(lines) + "\n"

@@ -493,5 +493,5 @@ def test_user_mistakes_fail_in_one_line_before_loading_anything(converted, check
         convert("to-hf", checkpoint)
     assert exit.value.code == 2
     assert capsys.readouterr().err.strip().splitlines() == [
-        "biofairseq-convert to-hf: error: the following arguments are required: output; "
+        "biofairseq-convert to-hf: error: the following arguments are required: OUTPUT_DIR; "
         "see biofairseq-convert to-hf --help"]

@@ -95,6 +95,7 @@ def test_old_ids_keep_their_rows_and_each_new_row_is_the_mean_of_its_pieces(mode
             assert len(pieces) > 1, text
             torch.testing.assert_close(new[k][rows + j], old[k][pieces].mean(0), rtol=0, atol=1e-6)
     assert "ids identical, max |logit difference| over the old vocabulary" in said
+    assert f"--restore-file {extended.resolve()}/model.pt" in said  # the next step, as from-hf prints it
 
 
 @pytest.mark.parametrize("kind", ["wordpiece", "bytelevel-bpe"])

@@ -35,7 +35,7 @@ def _parser() -> OneLineParser:
         "(bio_modernbert_*) into ModernBertForMaskedLM.",
     )
     to_hf.add_argument("checkpoint", type=Path, help="fairseq checkpoint (.pt)")
-    to_hf.add_argument("output", type=Path, help="transformers directory to create")
+    to_hf.add_argument("output", type=Path, metavar="OUTPUT_DIR", help="transformers directory to create")
     to_hf.add_argument("--dict", type=Path, dest="dict_path", default=None,
                        help="dict.txt the model was trained with (default: the data-bin named in the checkpoint)")
     to_hf.add_argument("--generator", action="store_true",
@@ -60,7 +60,7 @@ def _parser() -> OneLineParser:
         "from it, as a recipe's INIT_FROM does.",
     )
     from_hf.add_argument("hf_dir", type=Path, help="transformers model directory")
-    from_hf.add_argument("output", type=Path, help="folder to create")
+    from_hf.add_argument("output", type=Path, metavar="OUTPUT_DIR", help="folder to create")
     from_hf.add_argument("--generator", type=Path, default=None,
                          help="ELECTRA: the generator's folder (ElectraForMaskedLM; default: HF_DIR/generator, as to-hf "
                          "--generator writes it)")
@@ -75,8 +75,8 @@ def _parser() -> OneLineParser:
         "id keeps its row. With --valid, checks that lines without a new token give the original's logits and "
         "measures the new tokens' masked-LM loss before any training.",
     )
-    extend.add_argument("init", type=Path, help="a folder of biofairseq-convert from-hf (model.pt, dict.txt, vocabulary)")
-    extend.add_argument("output", type=Path, help="folder to create")
+    extend.add_argument("init", type=Path, metavar="FROM_HF_DIR", help="a folder of biofairseq-convert from-hf (model.pt, dict.txt, vocabulary)")
+    extend.add_argument("output", type=Path, metavar="OUTPUT_DIR", help="folder to create")
     extend.add_argument("--text", type=Path, required=True, help="the training text the new words are counted in")
     extend.add_argument("--size", type=int, required=True, help="the most new tokens to add")
     extend.add_argument("--valid", type=Path, default=None, help="held-out text for the checks (default: none)")
@@ -197,9 +197,12 @@ def main(argv: Sequence[str] | None = None) -> int:
               "(the output goes to a folder beside OUTPUT_DIR, renamed at the end)", file=sys.stderr)
         return 1
     log(f"wrote {args.output} in {time.time() - start:.1f} s")
-    if args.command == "from-hf":
+    if args.command in ("from-hf", "extend-vocab"):
         out = args.output
         from biofairseq.convert import families
+
+        if args.command == "extend-vocab":  # the from-hf record it extends: the family and its flags
+            report = json.loads((out / "conversion.json").read_text())
 
         task = families.named(report["family"]).continue_task
         package = Path(__file__).resolve().parents[1]  # biofairseq/, the user dir; preprocess/ beside it in a clone
