@@ -22,6 +22,7 @@ from pathlib import Path
 
 from continuation_minilm import REPO, minilm_runs, ncbi_folder, ner_rows, run_recipe
 
+OUTPUT = REPO / "benchmarks" / "results" / "vocab_extension_minilm.md"
 SHOWN = ("PEAK_LR", "SEQUENCES_PER_UPDATE", "TOKENS_PER_SAMPLE", "MAX_UPDATE", "CONTINUE_EPOCHS", "WARMUP_UPDATES",
          "HEAD_WARMUP_UPDATES", "NER_LRS", "NER_EPOCHS", "NER_BATCH", "NER_SEEDS")
 
@@ -136,7 +137,7 @@ def main():
     p.add_argument("--no-original", action="store_true", help="do not fine-tune the original as downloaded")
     p.add_argument("--timing-mb", type=float, default=100, help="also time the extension on this much text (0: not)")
     p.add_argument("--report-only", action="store_true", help="write the result file from the runs as they stand")
-    p.add_argument("--output", type=Path, default=REPO / "benchmarks" / "results" / "vocab_extension_minilm.md")
+    p.add_argument("--output", type=Path, default=OUTPUT)
     args = p.parse_args()
     work, _, text, common = minilm_runs(args.work, args.model, args.ner_seeds)
     ncbi = ncbi_folder()
@@ -170,11 +171,18 @@ def main():
                               ("sizes", "updates", "head_updates", "sequences", "ner_epochs")
                               if getattr(args, k) and not (k == "sizes" and args.sizes == "1000,5000")),
              *(["--ner-seeds", args.ner_seeds] if args.ner_seeds != "1,2,3" else []),
-             *(["--no-original"] if args.no_original else [])]
+             *(["--no-original"] if args.no_original else []),
+             *([f"--timing-mb {args.timing_mb:g}"] if args.timing_mb != 100 else []),
+             *([f"--output {_shown_path(args.output)}"] if args.output != OUTPUT else [])]
     words = runs[0]["corpus"]["total"]["tokens_out"]
     device = "a GPU" if _has_gpu() else f"a CPU ({os.cpu_count()} cores)"
     args.output.write_text(markdown(shown, runs, rates, times, device, words), encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
+
+
+def _shown_path(path):
+    path = path.resolve()
+    return path.relative_to(REPO) if path.is_relative_to(REPO) else path.name
 
 
 def _has_gpu():
