@@ -328,7 +328,7 @@ def test_an_interrupted_biofairseq_train_ends_in_one_line_without_the_noise_of_i
         assert proc.poll() is None and time.monotonic() < deadline, "".join(lines)[-3000:]
         time.sleep(0.05)
     os.killpg(proc.pid, signal.SIGINT)
-    assert proc.wait(60) == 130
+    assert proc.wait(60) == 130, "".join(lines)[-3000:]
     reader.join(10)
     assert lines[-1].strip() == ("biofairseq-train: interrupted; the checkpoints saved so far are kept "
                                  "(checkpoint_last.pt is the latest); the same command resumes from it")
