@@ -37,6 +37,47 @@ def test_rates(run_dir, ncbi):
     return breakout_rates(vocabs, ncbi / "test.tsv", "en")
 
 
+def by_new_tokens(run_dirs, extended, added, ncbi):
+    """{run: {group: [(R, P, F1) of each seed]}}: the continued model's test predictions scored apart on the mentions
+    that hold a word the extended vocabulary keeps whole (a new token) and on those that hold none (every word cut as
+    the original vocabulary cuts it); a predicted mention counts for precision in the group its words put it in."""
+    from transformers import AutoTokenizer
+
+    from biofairseq.finetune import conll, iob2
+
+    tokenizer = AutoTokenizer.from_pretrained(str(extended))
+    old_size, memo = len(tokenizer) - added, {}
+
+    def group(words):
+        for word in words:
+            if word not in memo:
+                memo[word] = any(i >= old_size for i in tokenizer(word, add_special_tokens=False)["input_ids"])
+            if memo[word]:
+                return "new"
+        return "old"
+
+    gold = conll.read_file(ncbi / "test.tsv")
+    scores = {}
+    for run_dir in run_dirs:
+        for predicted in sorted(run_dir.glob("ner/*/model=bsc_bio_es/lr=*/seed=*/predictions/test/predictions.conll")):
+            counts = {g: {"gold": 0, "found": 0, "predicted": 0, "right": 0} for g in ("new", "old")}
+            for (words, tags), (same, guessed) in zip(gold, conll.read_file(predicted), strict=True):
+                assert words == same, predicted
+                truth, guess = set(iob2.spans(tags)), set(iob2.spans(guessed))
+                for span in truth:
+                    c = counts[group(words[span[0]:span[1]])]
+                    c["gold"] += 1
+                    c["found"] += span in guess
+                for span in guess:
+                    c = counts[group(words[span[0]:span[1]])]
+                    c["predicted"] += 1
+                    c["right"] += span in truth
+            for g, c in counts.items():
+                r, p = c["found"] / max(c["gold"], 1), c["right"] / max(c["predicted"], 1)
+                scores.setdefault(run_dir.name, {}).setdefault(g, []).append((r, p, 2 * p * r / (p + r or 1), c["gold"]))
+    return scores
+
+
 def timing(work, init, megabytes):
     """Seconds biofairseq-convert extend-vocab takes (--size 5000) on about ``megabytes`` MB of text: the clinical
     cases' paragraphs (BIOFAIRSEQ_SHARED's, else the sample's), repeated."""
@@ -57,7 +98,7 @@ def timing(work, init, megabytes):
     return time.perf_counter() - start, text.stat().st_size
 
 
-def markdown(shown, runs, rates, times, device, ncbi_words):
+def markdown(shown, runs, rates, times, device, ncbi_words, groups):
     base = runs[0]
     s = base["settings"]
     lines = ["# Extending all-MiniLM-L6-v2's vocabulary with NCBI-disease's words (VOCAB_EXTEND)", "",
@@ -117,6 +158,20 @@ def markdown(shown, runs, rates, times, device, ncbi_words):
                 spread = 100 * max(r["f1"]["std"], plain["f1"]["std"])
                 lines += ["", f"{name} against the continuation without extension: {difference:+.2f} points, "
                           f"{'more' if abs(difference) > spread else 'no more'} than the seeds' spread ({spread:.2f}, the larger standard deviation of the two)."]
+    if groups:
+        lines += ["", "## NER by whether a test mention holds a new token (F1 %, mean over seeds)", "",
+                  "The test mentions split by the largest extension's vocabulary: those with a word it keeps whole (a "
+                  "new token) and those whose every word it cuts as the original vocabulary does; each run's "
+                  "predictions scored on each part (exact spans, as the table above).", "",
+                  "| run | part | test mentions | R | P | F1 |", "|---|---|---|---|---|---|"]
+        for run in runs:
+            name = f"vocab_extend_{run['settings']['VOCAB_EXTEND']}"
+            for part, label in (("new", "holds a new token"), ("old", "holds none")):
+                seeds = groups.get(name, {}).get(part)
+                if seeds:
+                    mean = [100 * sum(s[i] for s in seeds) / len(seeds) for i in range(3)]
+                    lines.append(f"| `VOCAB_EXTEND={run['settings']['VOCAB_EXTEND']}` | {label} | {seeds[0][3]:,} | "
+                                 f"{mean[0]:.2f} | {mean[1]:.2f} | {mean[2]:.2f} |")
     if times:
         lines += ["", "## Time of the extension (`biofairseq-convert extend-vocab`, --size 5000, without `--valid`)", "",
                   "| text | size | seconds |", "|---|---|---|"]
@@ -174,9 +229,12 @@ def main():
              *(["--no-original"] if args.no_original else []),
              *([f"--timing-mb {args.timing_mb:g}"] if args.timing_mb != 100 else []),
              *([f"--output {_shown_path(args.output)}"] if args.output != OUTPUT else [])]
+    largest = work / f"vocab_extend_{sizes[-1]}"
+    groups = by_new_tokens([work / f"vocab_extend_{n}" for n in sizes], largest / "hf" / "bsc_bio_es",
+                           runs[-1]["extension"]["added"], ncbi) if runs[-1].get("extension") else {}
     words = runs[0]["corpus"]["total"]["tokens_out"]
     device = "a GPU" if _has_gpu() else f"a CPU ({os.cpu_count()} cores)"
-    args.output.write_text(markdown(shown, runs, rates, times, device, words), encoding="utf-8")
+    args.output.write_text(markdown(shown, runs, rates, times, device, words, groups), encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
 
 
