@@ -38,8 +38,10 @@ def init_from(bytebpe_corpus, tmp_path_factory):
 @pytest.fixture(scope="module")
 def modernbert(sample, init_from, tmp_path_factory):
     run_dir = tmp_path_factory.mktemp("modernbert") / "tiny"
-    # 10 updates: 8 at 128 tokens (batch 8), then 2 at 512 (batch 4); one NER run of one epoch
+    # 10 updates: 8 at 128 tokens (batch 8), then 2 at 512 (batch 4); one NER run of one epoch; 100 new tokens
+    # on ModernBERT's own layout of ids (renumbered by from-hf)
     return run_dir, recipe(run_dir, script=MODERNBERT, served=True, **{
+        "VOCAB_EXTEND": "100",
         **{k: v for k, v in sample.items() if k != "VOCAB_SIZE"},  # continuing: no vocabulary learned (a size is refused)
         "INIT_FROM": str(init_from), "MAX_UPDATE": "10", "WARMUP_UPDATES": "2", "SEQUENCES_PER_UPDATE": "8",
         "BATCH_PER_DEVICE": "8", "PHASE2_SHARE": "0.2", "PHASE2_SEQUENCES_PER_UPDATE": "4", "PHASE2_BATCH_PER_DEVICE": "4",
@@ -49,7 +51,7 @@ def modernbert(sample, init_from, tmp_path_factory):
 def test_continual_pretraining_from_a_modernbert_folder_on_packed_rows_in_two_lengths(modernbert, init_from):
     run_dir, proc = modernbert
     printed = commands(proc.stderr)
-    assert [c[1] for c in printed if c[0] == "biofairseq-convert"] == ["from-hf", "to-hf"]
+    assert [c[1] for c in printed if c[0] == "biofairseq-convert"] == ["from-hf", "extend-vocab", "to-hf"]
     init = json.loads((run_dir / "init" / "conversion.json").read_text())
     assert init["transformers_class"] == "ModernBertForMaskedLM" and any("renumbered" in n for n in init["notes"])
     phase1, phase2 = [c for c in printed if c[0] == "biofairseq-train"]
@@ -57,13 +59,15 @@ def test_continual_pretraining_from_a_modernbert_folder_on_packed_rows_in_two_le
         assert value(c, "--arch") == "bio_modernbert_tiny" and value(c, "--mask-prob") == "0.3"
         assert "--pack-documents" in c and "--attention" not in c  # unpadded rows; ModernBERT's attention is SDPA
         assert value(c, "--optimizer") == "fused_adamw" and value(c, "--weight-decay") == "1e-5"
-    assert value(phase1, "--finetune-from-model") == str(run_dir / "init" / "model.pt")
+    assert value(phase1, "--finetune-from-model") == str(run_dir / "init_extended" / "model.pt")
     assert (value(phase1, "--tokens-per-sample"), value(phase2, "--tokens-per-sample")) == ("128", "512")
-    # the data-bin was binarized with ModernBERT's vocabulary, renumbered: the mask token is fairseq's <mask>
+    # the data-bin was binarized with ModernBERT's vocabulary, renumbered (the mask token is fairseq's <mask>), and
+    # extended: the old symbols in their places, the 100 new ones after them
     from biofairseq.corpus.vocab import read_dict
 
-    symbols = read_dict(run_dir / "data-bin" / "dict.txt")[0]
-    assert symbols[-1] == "<mask>" and symbols == read_dict(run_dir / "init" / "dict.txt")[0]  # the model's, in its order
+    symbols, old = read_dict(run_dir / "data-bin" / "dict.txt")[0], read_dict(run_dir / "init" / "dict.txt")[0]
+    assert old[-1] == "<mask>" and symbols == read_dict(run_dir / "init_extended" / "dict.txt")[0]
+    assert symbols[:len(old)] == old and len(symbols) == len(old) + 100
     assert not [c for c in printed if c[1:2] and c[1].endswith("train_vocab.py")]  # no vocabulary learned
     assert "Continual pretraining: the weights and the vocabulary are those of `INIT_FROM=" in proc.stdout
 
@@ -74,6 +78,20 @@ def test_the_model_converts_with_parity_past_the_window_and_fine_tunes_as_modern
     parity = conversion["parity"]
     assert conversion["transformers_class"] == "ModernBertForMaskedLM" and parity["batch_shape"][1] > LOCAL_WINDOW
     assert parity["ids_identical"] and max(parity["max_abs_diff_logits"], parity["max_abs_diff_hidden"]) < 1e-4
+    # the extended tokenizer, offline, encodes the validation text as the data-bin holds it, new tokens included
+    from fairseq.data import data_utils
+    from transformers import AutoTokenizer
+
+    from biofairseq.checkpoints import load_dictionary
+
+    tokenizer = AutoTokenizer.from_pretrained(run_dir / "hf" / "modernbert")
+    dictionary = load_dictionary(run_dir / "data-bin" / "dict.txt")
+    assert len(tokenizer) == len(dictionary)
+    data = data_utils.load_indexed_dataset(str(run_dir / "data-bin" / "valid"), dictionary)
+    lines = (run_dir / "clean" / "valid.txt").read_text().splitlines()  # a blank line (a document's end): </s> alone
+    ids = [tokenizer(line, add_special_tokens=False)["input_ids"] + [dictionary.eos()] for line in lines]
+    assert [data[k].tolist() for k in range(len(data))] == ids
+    assert sum(i >= len(dictionary) - 100 for line in ids for i in line) > 0
     run = next((run_dir / "ner" / "pharmaconer" / "model=modernbert").glob("lr=*/seed=*/metrics.json"))
     assert json.loads(run.read_text())["train_loss"] > 0
     tagger = json.loads((run.parent / "model" / "config.json").read_text())
