@@ -23,6 +23,7 @@ from pathlib import Path
 from continuation_minilm import REPO, minilm_runs, ncbi_folder, ner_rows, run_recipe
 
 OUTPUT = REPO / "benchmarks" / "results" / "vocab_extension_minilm.md"
+PROBE = "extended and continued, fine-tuned with the original tokenizer"
 SHOWN = ("PEAK_LR", "SEQUENCES_PER_UPDATE", "TOKENS_PER_SAMPLE", "MAX_UPDATE", "CONTINUE_EPOCHS", "WARMUP_UPDATES",
          "HEAD_WARMUP_UPDATES", "NER_LRS", "NER_EPOCHS", "NER_BATCH", "NER_SEEDS")
 
@@ -37,8 +38,8 @@ def test_rates(run_dir, ncbi):
     return breakout_rates(vocabs, ncbi / "test.tsv", "en")
 
 
-def by_new_tokens(run_dirs, extended, added, ncbi):
-    """{run: {group: [(R, P, F1) of each seed]}}: the continued model's test predictions scored apart on the mentions
+def by_new_tokens(sweeps, extended, added, ncbi):
+    """{name: {group: [(R, P, F1, mentions) of each seed]}}: each NER sweep's test predictions scored apart on the mentions
     that hold a word the extended vocabulary keeps whole (a new token) and on those that hold none (every word cut as
     the original vocabulary cuts it); a predicted mention counts for precision in the group its words put it in."""
     from transformers import AutoTokenizer
@@ -58,8 +59,8 @@ def by_new_tokens(run_dirs, extended, added, ncbi):
 
     gold = conll.read_file(ncbi / "test.tsv")
     scores = {}
-    for run_dir in run_dirs:
-        for predicted in sorted(run_dir.glob("ner/*/model=bsc_bio_es/lr=*/seed=*/predictions/test/predictions.conll")):
+    for name, sweep in sweeps.items():
+        for predicted in sorted(sweep.glob("lr=*/seed=*/predictions/test/predictions.conll")):
             counts = {g: {"gold": 0, "found": 0, "predicted": 0, "right": 0} for g in ("new", "old")}
             for (words, tags), (same, guessed) in zip(gold, conll.read_file(predicted), strict=True):
                 assert words == same, predicted
@@ -74,8 +75,34 @@ def by_new_tokens(run_dirs, extended, added, ncbi):
                     c["right"] += span in truth
             for g, c in counts.items():
                 r, p = c["found"] / max(c["gold"], 1), c["right"] / max(c["predicted"], 1)
-                scores.setdefault(run_dir.name, {}).setdefault(g, []).append((r, p, 2 * p * r / (p + r or 1), c["gold"]))
+                scores.setdefault(name, {}).setdefault(g, []).append((r, p, 2 * p * r / (p + r or 1), c["gold"]))
     return scores
+
+
+def original_tokenizer_sweep(work, extended_run, plain_run, settings, again):
+    """The sweep of the largest extension's continued model fine-tuned with INIT_FROM's own tokenizer (its new rows
+    never read): the same flags as the recipe's stage 7. Level with the continuation without extension, the extended
+    model's loss is the cutting's at fine-tuning; below it, the continued weights'."""
+    import shutil
+    import subprocess
+
+    model, sweep = work / "probe" / "extended_body_original_tokenizer", work / "probe" / "ner"
+    if not again:
+        return sweep if (sweep / "report.json").is_file() else None
+    if not model.is_dir():
+        model.mkdir(parents=True)
+        for name in ("config.json", "model.safetensors", "README.md"):
+            shutil.copy(extended_run / "hf" / "bsc_bio_es" / name, model)
+        for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):  # INIT_FROM's, as from-hf wrote it back
+            shutil.copy(plain_run / "hf" / "bsc_bio_es" / name, model)
+    ncbi = Path(settings["NER_DATA"].split("=", 1)[1])
+    subprocess.run([str(Path(sys.executable).parent / "biofairseq-ner"), "sweep", "--model", str(model),
+                    "--train", str(ncbi / "train.tsv"), "--dev", str(ncbi / "devel.tsv"), "--test", str(ncbi / "test.tsv"),
+                    "--output-dir", str(sweep), "--lrs", settings["NER_LRS"], "--seeds", settings["NER_SEEDS"],
+                    "--epochs", settings["NER_EPOCHS"], "--max-length", settings["NER_MAX_LENGTH"],
+                    "--batch-size", settings["NER_BATCH"], "--gradient-accumulation", settings["NER_ACCUMULATION"],
+                    "--warmup-ratio", settings["NER_WARMUP_RATIO"]], check=True)
+    return sweep
 
 
 def timing(work, init, megabytes):
@@ -98,7 +125,7 @@ def timing(work, init, megabytes):
     return time.perf_counter() - start, text.stat().st_size
 
 
-def markdown(shown, runs, rates, times, device, ncbi_words, groups):
+def markdown(shown, runs, rates, times, device, ncbi_words, groups, probe):
     base = runs[0]
     s = base["settings"]
     lines = ["# Extending all-MiniLM-L6-v2's vocabulary with NCBI-disease's words (VOCAB_EXTEND)", "",
@@ -151,6 +178,11 @@ def markdown(shown, runs, rates, times, device, ncbi_words, groups):
     if rows:
         lines += ["", "## NER: NCBI-disease test (F1 %, mean ± std over seeds)", "", "| model | F1 | runs |", "|---|---|---|"]
         lines += [f"| {name} | {100 * r['f1']['mean']:.2f} ± {100 * r['f1']['std']:.2f} | {r['runs']} |" for name, r in rows.items()]
+        if probe:
+            lines += ["", f"{PROBE}: the largest extension's continued weights, fine-tuned and tested with INIT_FROM's "
+                      "own tokenizer, so that its new rows are never read (`--original-tokenizer`)."]
+        if probe:
+            rows[PROBE] = probe
         plain = rows.get("continued, VOCAB_EXTEND=0")
         for name, r in rows.items():
             if plain and r is not plain and name.startswith("continued"):
@@ -164,14 +196,12 @@ def markdown(shown, runs, rates, times, device, ncbi_words, groups):
                   "new token) and those whose every word it cuts as the original vocabulary does; each run's "
                   "predictions scored on each part (exact spans, as the table above).", "",
                   "| run | part | test mentions | R | P | F1 |", "|---|---|---|---|---|---|"]
-        for run in runs:
-            name = f"vocab_extend_{run['settings']['VOCAB_EXTEND']}"
+        for name, parts in groups.items():
             for part, label in (("new", "holds a new token"), ("old", "holds none")):
-                seeds = groups.get(name, {}).get(part)
+                seeds = parts.get(part)
                 if seeds:
                     mean = [100 * sum(s[i] for s in seeds) / len(seeds) for i in range(3)]
-                    lines.append(f"| `VOCAB_EXTEND={run['settings']['VOCAB_EXTEND']}` | {label} | {seeds[0][3]:,} | "
-                                 f"{mean[0]:.2f} | {mean[1]:.2f} | {mean[2]:.2f} |")
+                    lines.append(f"| {name} | {label} | {seeds[0][3]:,} | {mean[0]:.2f} | {mean[1]:.2f} | {mean[2]:.2f} |")
     if times:
         lines += ["", "## Time of the extension (`biofairseq-convert extend-vocab`, --size 5000, without `--valid`)", "",
                   "| text | size | seconds |", "|---|---|---|"]
@@ -191,6 +221,9 @@ def main():
     p.add_argument("--ner-seeds", default="1,2,3")
     p.add_argument("--no-original", action="store_true", help="do not fine-tune the original as downloaded")
     p.add_argument("--timing-mb", type=float, default=100, help="also time the extension on this much text (0: not)")
+    p.add_argument("--original-tokenizer", action="store_true",
+                   help="also fine-tune the largest extension's continued model with INIT_FROM's tokenizer (its new "
+                   "rows unused): whether the extended model's NER loss is its weights' or the cutting's")
     p.add_argument("--report-only", action="store_true", help="write the result file from the runs as they stand")
     p.add_argument("--output", type=Path, default=OUTPUT)
     args = p.parse_args()
@@ -227,14 +260,22 @@ def main():
                               if getattr(args, k) and not (k == "sizes" and args.sizes == "1000,5000")),
              *(["--ner-seeds", args.ner_seeds] if args.ner_seeds != "1,2,3" else []),
              *(["--no-original"] if args.no_original else []),
+             *(["--original-tokenizer"] if args.original_tokenizer else []),
              *([f"--timing-mb {args.timing_mb:g}"] if args.timing_mb != 100 else []),
              *([f"--output {_shown_path(args.output)}"] if args.output != OUTPUT else [])]
     largest = work / f"vocab_extend_{sizes[-1]}"
-    groups = by_new_tokens([work / f"vocab_extend_{n}" for n in sizes], largest / "hf" / "bsc_bio_es",
-                           runs[-1]["extension"]["added"], ncbi) if runs[-1].get("extension") else {}
+    probe = None
+    sweeps = {f"`VOCAB_EXTEND={n}`": work / f"vocab_extend_{n}" / "ner" / "ncbi" / "model=bsc_bio_es" for n in sizes}
+    if args.original_tokenizer:
+        sweep = original_tokenizer_sweep(work, largest, work / "vocab_extend_0", runs[-1]["settings"], not args.report_only)
+        if sweep:
+            probe = json.loads((sweep / "report.json").read_text())[0]
+            sweeps[PROBE] = sweep
+    groups = by_new_tokens(sweeps, largest / "hf" / "bsc_bio_es", runs[-1]["extension"]["added"],
+                           ncbi) if runs[-1].get("extension") else {}
     words = runs[0]["corpus"]["total"]["tokens_out"]
     device = "a GPU" if _has_gpu() else f"a CPU ({os.cpu_count()} cores)"
-    args.output.write_text(markdown(shown, runs, rates, times, device, words, groups), encoding="utf-8")
+    args.output.write_text(markdown(shown, runs, rates, times, device, words, groups, probe), encoding="utf-8")
     print(f"wrote {args.output}", file=sys.stderr)
 
 
