@@ -23,7 +23,7 @@ from pathlib import Path
 from continuation_minilm import REPO, minilm_runs, ncbi_folder, ner_rows, run_recipe
 
 OUTPUT = REPO / "benchmarks" / "results" / "vocab_extension_minilm.md"
-PROBE = "extended and continued, fine-tuned with the original tokenizer"
+PROBE = "continued, extended, fine-tuned with the original tokenizer"
 SHOWN = ("PEAK_LR", "SEQUENCES_PER_UPDATE", "TOKENS_PER_SAMPLE", "MAX_UPDATE", "CONTINUE_EPOCHS", "WARMUP_UPDATES",
          "HEAD_WARMUP_UPDATES", "NER_LRS", "NER_EPOCHS", "NER_BATCH", "NER_SEEDS")
 
@@ -175,14 +175,14 @@ def markdown(shown, runs, rates, times, device, ncbi_words, groups, probe):
         for model, r in ner_rows(run).items():
             name = "original, as downloaded" if model == "original" else f"continued, VOCAB_EXTEND={run['settings']['VOCAB_EXTEND']}"
             rows[name] = r
+    if probe:
+        rows[PROBE] = probe
     if rows:
         lines += ["", "## NER: NCBI-disease test (F1 %, mean ± std over seeds)", "", "| model | F1 | runs |", "|---|---|---|"]
         lines += [f"| {name} | {100 * r['f1']['mean']:.2f} ± {100 * r['f1']['std']:.2f} | {r['runs']} |" for name, r in rows.items()]
         if probe:
             lines += ["", f"{PROBE}: the largest extension's continued weights, fine-tuned and tested with INIT_FROM's "
                       "own tokenizer, so that its new rows are never read (`--original-tokenizer`)."]
-        if probe:
-            rows[PROBE] = probe
         plain = rows.get("continued, VOCAB_EXTEND=0")
         for name, r in rows.items():
             if plain and r is not plain and name.startswith("continued"):
