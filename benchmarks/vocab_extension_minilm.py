@@ -44,7 +44,7 @@ def by_new_tokens(sweeps, extended, added, ncbi):
     the original vocabulary cuts it); a predicted mention counts for precision in the group its words put it in."""
     from transformers import AutoTokenizer
 
-    from biofairseq.finetune import conll, iob2
+    from biofairseq.finetune import conll, iob2, metrics
 
     tokenizer = AutoTokenizer.from_pretrained(str(extended))
     old_size, memo = len(tokenizer) - added, {}
@@ -57,34 +57,34 @@ def by_new_tokens(sweeps, extended, added, ncbi):
                 return "new"
         return "old"
 
-    gold = conll.read_file(ncbi / "test.tsv")
+    def mentions(sentences):  # {group: {(sentence, start, end, type)}}
+        found = {"new": set(), "old": set()}
+        for k, (words, tags) in enumerate(sentences):
+            for start, end, kind in iob2.spans(tags):
+                found[group(words[start:end])].add((k, start, end, kind))
+        return found
+
+    gold_sentences = conll.read_file(ncbi / "test.tsv")
+    gold = mentions(gold_sentences)
     scores = {}
     for name, sweep in sweeps.items():
         for predicted in sorted(sweep.glob("lr=*/seed=*/predictions/test/predictions.conll")):
-            counts = {g: {"gold": 0, "found": 0, "predicted": 0, "right": 0} for g in ("new", "old")}
-            for (words, tags), (same, guessed) in zip(gold, conll.read_file(predicted), strict=True):
-                assert words == same, predicted
-                truth, guess = set(iob2.spans(tags)), set(iob2.spans(guessed))
-                for span in truth:
-                    c = counts[group(words[span[0]:span[1]])]
-                    c["gold"] += 1
-                    c["found"] += span in guess
-                for span in guess:
-                    c = counts[group(words[span[0]:span[1]])]
-                    c["predicted"] += 1
-                    c["right"] += span in truth
-            for g, c in counts.items():
-                r, p = c["found"] / max(c["gold"], 1), c["right"] / max(c["predicted"], 1)
-                scores.setdefault(name, {}).setdefault(g, []).append((r, p, 2 * p * r / (p + r or 1), c["gold"]))
+            sentences = conll.read_file(predicted)
+            assert [w for w, _ in sentences] == [w for w, _ in gold_sentences], predicted
+            for g, guessed in mentions(sentences).items():
+                s = metrics.mention_scores(gold[g], guessed)
+                scores.setdefault(name, {}).setdefault(g, []).append((s["recall"], s["precision"], s["f1"], s["support"]))
     return scores
 
 
-def original_tokenizer_sweep(work, extended_run, plain_run, settings, again):
+def original_tokenizer_sweep(work, extended_run, plain_run, settings, ncbi, again):
     """The sweep of the largest extension's continued model fine-tuned with INIT_FROM's own tokenizer (its new rows
-    never read): the same flags as the recipe's stage 7. Level with the continuation without extension, the extended
+    never read), with the recipe's stage-7 flags. Level with the continuation without extension, the extended
     model's loss is the cutting's at fine-tuning; below it, the continued weights'."""
     import shutil
     import subprocess
+
+    from biofairseq.recipe.table import flags
 
     model, sweep = work / "probe" / "extended_body_original_tokenizer", work / "probe" / "ner"
     if not again:
@@ -95,13 +95,9 @@ def original_tokenizer_sweep(work, extended_run, plain_run, settings, again):
             shutil.copy(extended_run / "hf" / "bsc_bio_es" / name, model)
         for name in ("vocab.txt", "tokenizer.json", "tokenizer_config.json"):  # INIT_FROM's, as from-hf wrote it back
             shutil.copy(plain_run / "hf" / "bsc_bio_es" / name, model)
-    ncbi = Path(settings["NER_DATA"].split("=", 1)[1])
     subprocess.run([str(Path(sys.executable).parent / "biofairseq-ner"), "sweep", "--model", str(model),
                     "--train", str(ncbi / "train.tsv"), "--dev", str(ncbi / "devel.tsv"), "--test", str(ncbi / "test.tsv"),
-                    "--output-dir", str(sweep), "--lrs", settings["NER_LRS"], "--seeds", settings["NER_SEEDS"],
-                    "--epochs", settings["NER_EPOCHS"], "--max-length", settings["NER_MAX_LENGTH"],
-                    "--batch-size", settings["NER_BATCH"], "--gradient-accumulation", settings["NER_ACCUMULATION"],
-                    "--warmup-ratio", settings["NER_WARMUP_RATIO"]], check=True)
+                    "--output-dir", str(sweep), *flags(settings, "ner")], check=True)
     return sweep
 
 
@@ -267,7 +263,8 @@ def main():
     probe = None
     sweeps = {f"`VOCAB_EXTEND={n}`": work / f"vocab_extend_{n}" / "ner" / "ncbi" / "model=bsc_bio_es" for n in sizes}
     if args.original_tokenizer:
-        sweep = original_tokenizer_sweep(work, largest, work / "vocab_extend_0", runs[-1]["settings"], not args.report_only)
+        sweep = original_tokenizer_sweep(work, largest, work / "vocab_extend_0", runs[-1]["settings"], ncbi,
+                                         not args.report_only)
         if sweep:
             probe = json.loads((sweep / "report.json").read_text())[0]
             sweeps[PROBE] = sweep
